@@ -1,0 +1,280 @@
+"""PSM datasets: one model's answers to the 161 rounds, in memory and on disk.
+
+A :class:`PSMDataset` holds, for every constrained round, the effective corner,
+the prices, the 100 alternatives shown and the option chosen (0 when the round
+is missing). It is what every analysis in :mod:`moralkit` takes.
+
+On disk a collection of datasets is one tidy gzip CSV (``*.csv.gz``), one row
+per (model, round), written by :func:`write_psm` and read by :func:`read_psm`:
+
+==============  ================================================================
+column          meaning
+==============  ================================================================
+model           model label (unique within a file)
+provider        provider or backend label
+run             run identifier (links to the raw records and manifest)
+round           0 (unconstrained) or 1..160
+corner_index    nominal corner, index into :data:`moralkit.design.CORNERS`
+price_index     index into :data:`moralkit.design.PRICES`
+corner          effective corner after the flip rule, e.g. ``"05005"``
+options         the 100 alternatives as raw answers: 500 digits, 5 per option
+option          chosen option number 1..100, empty when missing
+q               chosen answer as 5 digits (round 0: the unconstrained answer)
+attempts        number of requests made for the round
+==============  ================================================================
+
+References
+----------
+Seror (2025), Section 2.2 (notation: rounds, corners, choice sets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .design import BUDGET, CORNERS, PRICES, to_corner
+
+__all__ = ["PSMDataset", "read_psm", "write_psm", "validate_dataset"]
+
+
+@dataclass
+class PSMDataset:
+    """One model's PSM answers.
+
+    Parameters
+    ----------
+    model : str
+        Model label.
+    corners : ndarray (T, 5) of int
+        Effective corner of each constrained round (after the flip rule).
+    prices : ndarray (T, 5) of int
+        Price vector of each round.
+    options : ndarray (T, n, 5) of int
+        Alternatives shown (raw answers 0..5).
+    chosen : ndarray (T,) of int
+        Chosen option number 1..n, or 0 for a missing round.
+    round_index : ndarray (T,) of int, optional
+        Round numbers 1..160 (default ``1..T``).
+    corner_index, price_index : ndarray (T,) of int, optional
+        Nominal corner and price indices (identify a round across models).
+    q0 : ndarray (5,) or None
+        Unconstrained answer of round 0, if valid.
+    provider, run : str
+        Labels.
+    """
+
+    model: str
+    corners: np.ndarray
+    prices: np.ndarray
+    options: np.ndarray
+    chosen: np.ndarray
+    round_index: np.ndarray | None = None
+    corner_index: np.ndarray | None = None
+    price_index: np.ndarray | None = None
+    q0: np.ndarray | None = None
+    provider: str = ""
+    run: str = ""
+    attempts: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        self.corners = np.asarray(self.corners, dtype=np.int64)
+        self.prices = np.asarray(self.prices, dtype=np.int64)
+        self.options = np.asarray(self.options, dtype=np.int64)
+        self.chosen = np.asarray(self.chosen, dtype=np.int64)
+        T = len(self.chosen)
+        if self.round_index is None:
+            self.round_index = np.arange(1, T + 1)
+        self.round_index = np.asarray(self.round_index, dtype=np.int64)
+        for name in ("corner_index", "price_index", "attempts"):
+            v = getattr(self, name)
+            if v is not None:
+                setattr(self, name, np.asarray(v, dtype=np.int64))
+        if self.q0 is not None:
+            self.q0 = np.asarray(self.q0, dtype=np.int64)
+        validate_dataset(self)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def n_rounds(self) -> int:
+        """Number of constrained rounds (answered or not)."""
+        return len(self.chosen)
+
+    @property
+    def answered(self) -> np.ndarray:
+        """Boolean mask of rounds with a valid answer."""
+        return self.chosen > 0
+
+    @property
+    def n_obs(self) -> int:
+        """Number of answered constrained rounds (Table 1, "Number of Obs.")."""
+        return int(self.answered.sum())
+
+    @property
+    def choices(self) -> np.ndarray:
+        """Chosen answers (raw 0..5) of the answered rounds, shape (n_obs, 5)."""
+        m = self.answered
+        return self.options[np.nonzero(m)[0], self.chosen[m] - 1]
+
+    def valid(self) -> "PSMDataset":
+        """The dataset restricted to answered rounds."""
+        return self.subset(self.answered)
+
+    def subset(self, idx) -> "PSMDataset":
+        """The dataset restricted to rounds ``idx`` (mask or integer indices)."""
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.nonzero(idx)[0]
+
+        def take(a):
+            return None if a is None else a[idx]
+
+        return PSMDataset(
+            model=self.model,
+            corners=self.corners[idx],
+            prices=self.prices[idx],
+            options=self.options[idx],
+            chosen=self.chosen[idx],
+            round_index=self.round_index[idx],
+            corner_index=take(self.corner_index),
+            price_index=take(self.price_index),
+            q0=self.q0,
+            provider=self.provider,
+            run=self.run,
+            attempts=take(self.attempts),
+        )
+
+    def with_choices(self, chosen) -> "PSMDataset":
+        """A copy with other chosen option numbers (e.g. a synthetic random dataset)."""
+        out = self.subset(np.arange(self.n_rounds))
+        out.chosen = np.asarray(chosen, dtype=np.int64)
+        validate_dataset(out)
+        return out
+
+
+def validate_dataset(ds: PSMDataset) -> None:
+    """Check shapes and the PSM constraints; raise ``ValueError`` naming the problem."""
+    T = len(ds.chosen)
+    if ds.corners.shape != (T, 5):
+        raise ValueError(f"{ds.model}: corners must have shape ({T}, 5), got {ds.corners.shape}")
+    if ds.prices.shape != (T, 5):
+        raise ValueError(f"{ds.model}: prices must have shape ({T}, 5), got {ds.prices.shape}")
+    if ds.options.ndim != 3 or ds.options.shape[0] != T or ds.options.shape[2] != 5:
+        raise ValueError(f"{ds.model}: options must have shape ({T}, n_options, 5), got {ds.options.shape}")
+    if not np.isin(ds.corners, (0, 5)).all():
+        raise ValueError(f"{ds.model}: corners must have entries 0 or 5 (vertices of {{0..5}}^5)")
+    if (ds.prices <= 0).any():
+        raise ValueError(f"{ds.model}: prices must be positive")
+    if ds.options.size and (ds.options.min() < 0 or ds.options.max() > 5):
+        raise ValueError(f"{ds.model}: answers must be integers on the 0-5 scale")
+    n_opt = ds.options.shape[1]
+    if ((ds.chosen < 0) | (ds.chosen > n_opt)).any():
+        raise ValueError(f"{ds.model}: chosen option numbers must be 1..{n_opt} (0 = missing round)")
+    if ds.q0 is not None and (ds.q0.shape != (5,) or ds.q0.min() < 0 or ds.q0.max() > 5):
+        raise ValueError(f"{ds.model}: q0 must be five answers on the 0-5 scale")
+    if T:
+        cost = np.einsum("ts,tns->tn", ds.prices, to_corner(ds.options, ds.corners[:, None, :]))
+        bad = np.argwhere(cost != BUDGET)
+        if len(bad):
+            t, n = bad[0]
+            raise ValueError(
+                f"{ds.model}: option {n + 1} of round {ds.round_index[t]} is off the budget: "
+                f"p . q_o = {cost[t, n]}, expected {BUDGET}; every alternative must satisfy eq. (1) "
+                "in the round's corner coordinates"
+            )
+
+
+# --------------------------------------------------------------------------- files
+
+_COLUMNS = ["model", "provider", "run", "round", "corner_index", "price_index", "corner",
+            "options", "option", "q", "attempts"]
+
+
+def _digits(a) -> str:
+    return "".join(str(int(v)) for v in np.ravel(a))
+
+
+def write_psm(datasets, path) -> Path:
+    """Write datasets (an iterable or a dict of :class:`PSMDataset`) to a tidy ``.csv.gz``."""
+    if isinstance(datasets, dict):
+        datasets = list(datasets.values())
+    rows = []
+    for ds in datasets:
+        rows.append(dict(model=ds.model, provider=ds.provider, run=ds.run, round=0,
+                         corner_index="", price_index="", corner="", options="", option="",
+                         q="" if ds.q0 is None else _digits(ds.q0), attempts=""))
+        for t in range(ds.n_rounds):
+            c = int(ds.chosen[t])
+            rows.append(dict(
+                model=ds.model, provider=ds.provider, run=ds.run, round=int(ds.round_index[t]),
+                corner_index="" if ds.corner_index is None else int(ds.corner_index[t]),
+                price_index="" if ds.price_index is None else int(ds.price_index[t]),
+                corner=_digits(ds.corners[t]),
+                options=_digits(ds.options[t]),
+                option=c if c > 0 else "",
+                q=_digits(ds.options[t, c - 1]) if c > 0 else "",
+                attempts="" if ds.attempts is None else int(ds.attempts[t]),
+            ))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=_COLUMNS).to_csv(path, index=False, compression="gzip")
+    return path
+
+
+def _parse_digits(s: str, n: int) -> np.ndarray:
+    if len(s) != n or not s.isdigit():
+        raise ValueError(f"expected {n} digits, got {s!r}")
+    return np.frombuffer(s.encode(), dtype=np.uint8).astype(np.int64) - 48
+
+
+def read_psm(path) -> dict[str, PSMDataset]:
+    """Read a tidy PSM file (or every ``*.csv.gz`` in a directory) into ``{model: PSMDataset}``."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.csv.gz"))
+        if not files:
+            raise FileNotFoundError(f"no PSM data (*.csv.gz) in {path}")
+        out: dict[str, PSMDataset] = {}
+        for f in files:
+            for k, v in read_psm(f).items():
+                if k in out:
+                    raise ValueError(f"model {k!r} appears in more than one file under {path}")
+                out[k] = v
+        return out
+    if not path.exists():
+        raise FileNotFoundError(f"PSM data file not found: {path}")
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = set(_COLUMNS) - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: missing columns {sorted(missing)}; expected {_COLUMNS}")
+    out = {}
+    for model, g in df.groupby("model", sort=False):
+        g = g.assign(_r=g["round"].astype(int)).sort_values("_r")
+        r0 = g[g["_r"] == 0]
+        q0 = _parse_digits(r0["q"].iloc[0], 5) if len(r0) and r0["q"].iloc[0] else None
+        c = g[g["_r"] > 0]
+        n_opt = len(c["options"].iloc[0]) // 5 if len(c) else 0
+        opts = np.stack([_parse_digits(s, 5 * n_opt).reshape(n_opt, 5) for s in c["options"]]) if len(c) else np.zeros((0, 0, 5), int)
+
+        def ints(col):
+            v = c[col]
+            return None if (v == "").any() else v.astype(int).to_numpy()
+
+        out[model] = PSMDataset(
+            model=model,
+            provider=g["provider"].iloc[0],
+            run=g["run"].iloc[0],
+            corners=np.stack([_parse_digits(s, 5) for s in c["corner"]]) if len(c) else np.zeros((0, 5), int),
+            prices=PRICES[c["price_index"].astype(int).to_numpy()] if len(c) else np.zeros((0, 5), int),
+            options=opts,
+            chosen=c["option"].replace("", "0").astype(int).to_numpy(),
+            round_index=c["_r"].to_numpy(),
+            corner_index=ints("corner_index"),
+            price_index=ints("price_index"),
+            q0=q0,
+            attempts=ints("attempts"),
+        )
+    return out
