@@ -7,6 +7,10 @@ Entry points
 - :func:`build_prompt`: the exact prompt of one question form (template x ordering).
 - :func:`map_answer`: the answer-to-action mapping g (Appendix B.2).
 - :func:`read_responses`, :func:`load_responses`: model answers in one tidy table.
+- :func:`scenario_metrics` (action likelihoods, entropies, QF-C, QF-E; Definitions 1-6),
+  :func:`model_summary`, :func:`answer_rates`: :mod:`moralkit.moralchoice.metrics`.
+- Section 4 / Appendix D analyses (agreement clustering, Tables 17-19):
+  :mod:`moralkit.moralchoice.analysis`; Figures 3-8: :mod:`moralkit.moralchoice.plots`.
 
 References
 ----------
@@ -28,6 +32,30 @@ from .data import (
 from .mapping import DECISIONS, map_answer, map_responses
 from .prompts import ORDERINGS, build_prompt
 from .responses import load_responses, own_data_dir, read_responses
+from .metrics import (
+    action_entropy,
+    action_likelihood,
+    answer_rates,
+    marginal_action_likelihood,
+    marginalize,
+    model_summary,
+    qf_consistency,
+    qf_entropy,
+    scenario_metrics,
+)
+from .analysis import (
+    CERTAINTY_THRESHOLD,
+    CONSISTENCY_THRESHOLD,
+    STRONG,
+    agreement_correlations,
+    cluster_models,
+    consistent_and_certain,
+    likelihood_matrix,
+    pairwise_strong_agreement,
+    strong_agreement,
+    strong_disagreement,
+    strong_rule_violations,
+)
 
 __all__ = [
     "AMBIGUITIES",
@@ -48,4 +76,24 @@ __all__ = [
     "read_responses",
     "load_responses",
     "own_data_dir",
+    "action_likelihood",
+    "marginal_action_likelihood",
+    "marginalize",
+    "action_entropy",
+    "qf_consistency",
+    "qf_entropy",
+    "scenario_metrics",
+    "model_summary",
+    "answer_rates",
+    "STRONG",
+    "CERTAINTY_THRESHOLD",
+    "CONSISTENCY_THRESHOLD",
+    "consistent_and_certain",
+    "likelihood_matrix",
+    "agreement_correlations",
+    "cluster_models",
+    "strong_rule_violations",
+    "strong_agreement",
+    "strong_disagreement",
+    "pairwise_strong_agreement",
 ]
