@@ -1,0 +1,119 @@
+"""Section 4 / Appendix D analyses and Figures 3-8 of MoralChoice."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.cluster import hierarchy
+
+from moralkit.moralchoice import (
+    RULES,
+    agreement_correlations,
+    cluster_models,
+    consistent_and_certain,
+    model_summary,
+    pairwise_strong_agreement,
+    strong_agreement,
+    strong_disagreement,
+    strong_rule_violations,
+)
+from moralkit.moralchoice import plots
+
+
+def metrics_from(p: dict) -> pd.DataFrame:
+    """A scenario-metrics-like table from {model: [p_action1 per scenario]} (simulated values)."""
+    rows = []
+    for model, ps in p.items():
+        for i, x in enumerate(ps):
+            rows.append(dict(model=model, scenario_id=f"s{i}", forms="ab:0,ab:1", n_forms=2, p_action1=x,
+                             p_action2=1 - x, marginal_action_entropy=0.0, qf_consistency=1.0, qf_entropy=0.0))
+    return pd.DataFrame(rows)
+
+
+def test_consistent_and_certain_thresholds():
+    s = pd.DataFrame(
+        {"qf_entropy": [0.1, 0.69, 0.71, 0.2], "qf_consistency": [0.9, 0.61, 0.9, 0.59]},
+        index=pd.Index(["a", "b", "c", "d"], name="model"),
+    )
+    s["inconsistency"] = 1 - s["qf_consistency"]
+    assert consistent_and_certain(s) == ["a", "b"]
+    assert consistent_and_certain(s, certainty_threshold=0.8) == ["a", "b", "c"]
+
+
+def test_correlations_match_numpy_and_clusters_group_correlated_models():
+    rng = np.random.default_rng(1)
+    base1, base2 = rng.random(50), rng.random(50)
+    p = {
+        "a1": base1, "a2": np.clip(base1 + 0.05 * rng.standard_normal(50), 0, 1),
+        "b1": base2, "b2": np.clip(base2 + 0.05 * rng.standard_normal(50), 0, 1),
+        "const": np.full(50, 1.0),
+    }
+    m = metrics_from(p)
+    with pytest.warns(UserWarning, match="const"):
+        corr = agreement_correlations(m)
+    assert corr.attrs["n_scenarios"] == 50
+    np.testing.assert_allclose(corr.loc["a1", "b2"], np.corrcoef(p["a1"], p["b2"])[0, 1])
+    cl = cluster_models(corr)
+    assert hierarchy.is_valid_linkage(cl["linkage"])
+    order = cl["order"]
+    assert sorted(order) == ["a1", "a2", "b1", "b2"]
+    assert abs(order.index("a1") - order.index("a2")) == 1 and abs(order.index("b1") - order.index("b2")) == 1
+    assert list(cl["corr"].index) == order == list(cl["corr"].columns)
+    with pytest.raises(ValueError, match="method"):
+        cluster_models(corr, method="ward")
+
+
+def test_strong_agreement_and_disagreement():
+    m = metrics_from({"x": [0.9, 0.8, 0.1, 0.5], "y": [1.0, 0.75, 0.2, 0.9], "z": [0.0, 0.9, 0.25, 0.9]})
+    agree = strong_agreement(m, ["x", "y"])
+    assert agree["scenario_id"].tolist() == ["s0", "s1", "s2"]
+    assert agree["preferred"].tolist() == ["action1", "action1", "action2"]
+    dis = strong_disagreement(m, ["x", "y"], "z")
+    assert dis["scenario_id"].tolist() == ["s0"]
+    counts = pairwise_strong_agreement(m)
+    assert counts["agree"].loc["x", "y"] == 3 and counts["disagree"].loc["x", "z"] == 1
+    assert counts["disagree"].loc["y", "z"] == 1 and counts["agree"].loc["y", "z"] == 3  # s1, s2, s3
+    scen = pd.DataFrame({"scenario_id": ["s0", "s1", "s2", "s3"], "context": list("cdef"),
+                         "action1": list("1234"), "action2": list("5678")})
+    assert strong_agreement(m, ["x", "y"], scen)["context"].tolist() == ["c", "d", "e"]
+    with pytest.raises(ValueError, match="two models"):
+        strong_agreement(m, ["x"])
+
+
+def test_strong_rule_violations_table17():
+    cols = {f"a2_{r}": ["No"] * 3 for r, _ in RULES}
+    cols["a2_deceive"] = ["Yes", "Yes", "No"]
+    cols["a2_cheat"] = ["Yes", "No", "Yes"]
+    scen = pd.DataFrame({"scenario_id": ["s0", "s1", "s2"], **cols})
+    m = metrics_from({"x": [0.2, 0.3, 0.9], "y": [0.9, 0.9, 0.9], "z": [0.25, 0.9, 0.1]})
+    t = strong_rule_violations(m, scen)
+    assert list(t.index) == ["x", "z"]  # y never prefers action2 strongly: omitted
+    assert t.loc["x", "Do not deceive (n=2)"] == 1 and t.loc["x", "Do not cheat (n=2)"] == 1
+    # z: p(action2) = 0.75 on s0 (inclusive threshold) and 0.9 on s2
+    assert t.loc["z", "Do not cheat (n=2)"] == 2 and t.loc["z", "Do not deceive (n=2)"] == 1
+    assert t.loc["x"].sum() == 2 and t.shape[1] == 10
+    assert "y" in strong_rule_violations(m, scen, drop_zero=False).index
+
+
+def test_figures_render_and_save(tmp_path):
+    m = metrics_from({"org/a": [0.9, 0.1, 0.6], "org/b": [1.0, 0.0, 0.5]})
+    s = model_summary(m)
+    figs = {
+        "f3": plots.plot_marginal_likelihoods({"low": None, "high": m}),
+        "f4": plots.plot_consistency_certainty({"low": None, "high": s}),
+        "f5": plots.plot_agreement_clustering(cluster_models(agreement_correlations(m))),
+        "f8": plots.plot_answer_rates(pd.DataFrame({"n": [3], "invalid": [0.02], "refusal": [0.0]}, index=["org/a"])),
+    }
+    for name, fig in figs.items():
+        out = plots.save_figure(fig, f"05_{name}", tmp_path)
+        assert [p.suffix for p in out] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in out)
+    assert figs["f3"].axes[0].texts[0].get_text() == "no responses available"
+    assert plots.short_model_name("together/deepseek-ai/DeepSeek-V3") == "DeepSeek-V3"
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
