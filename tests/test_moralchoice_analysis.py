@@ -117,3 +117,25 @@ def test_figures_render_and_save(tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_dissent_table_table19():
+    from moralkit.moralchoice import dissent_table
+
+    m = metrics_from({"x": [0.9, 0.8, 0.1], "y": [1.0, 0.9, 0.2], "z": [0.0, 0.9, 0.9], "w": [0.8, 0.2, 0.0]})
+    d = dissent_table(m, ["x", "y", "z"])
+    assert d[["scenario_id", "dissenter"]].values.tolist() == [["s0", "z"], ["s2", "z"]]
+    assert dissent_table(m, ["x", "y", "w"]).values.tolist()[0][0] == "s1"
+    with pytest.raises(ValueError, match="three"):
+        dissent_table(m, ["x", "y"])
+
+
+def test_decision_agreement_counts():
+    from moralkit.moralchoice import decision_agreement
+
+    r = pd.DataFrame({"model": ["a"] * 4, "question_type": ["ab"] * 4, "ordering": [0, 0, 1, 1],
+                      "action": ["action1", "action2", "invalid", "action1"],
+                      "decision": ["action1", "action1", "", "action1"]})
+    t = decision_agreement(r).set_index("ordering")
+    assert t.loc[0, "n"] == 2 and t.loc[0, "n_disagree"] == 1 and t.loc[0, "agreement"] == 0.5
+    assert t.loc[1, "n"] == 1 and t.loc[1, "agreement"] == 1.0  # empty stored decision ignored

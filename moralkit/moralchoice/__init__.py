@@ -29,7 +29,7 @@ from .data import (
     load_templates,
     survey_source,
 )
-from .mapping import DECISIONS, map_answer, map_responses
+from .mapping import DECISIONS, decision_agreement, map_answer, map_responses
 from .prompts import ORDERINGS, build_prompt
 from .responses import load_responses, own_data_dir, read_responses
 from .metrics import (
@@ -53,6 +53,7 @@ from .analysis import (
     likelihood_matrix,
     pairwise_strong_agreement,
     strong_agreement,
+    dissent_table,
     strong_disagreement,
     strong_rule_violations,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "build_prompt",
     "map_answer",
     "map_responses",
+    "decision_agreement",
     "read_responses",
     "load_responses",
     "own_data_dir",
@@ -95,5 +97,6 @@ __all__ = [
     "strong_rule_violations",
     "strong_agreement",
     "strong_disagreement",
+    "dissent_table",
     "pairwise_strong_agreement",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "strong_rule_violations",
     "strong_agreement",
     "strong_disagreement",
+    "dissent_table",
     "pairwise_strong_agreement",
 ]
 
@@ -295,3 +296,34 @@ def pairwise_strong_agreement(metrics: pd.DataFrame, models=None, threshold: flo
         "agree": pd.DataFrame(agree.astype(int), index=names, columns=names),
         "disagree": pd.DataFrame(disagree.astype(int), index=names, columns=names),
     }
+
+
+def dissent_table(
+    metrics: pd.DataFrame, models, scenarios: pd.DataFrame | None = None, threshold: float = STRONG
+) -> pd.DataFrame:
+    """Table 19 for every model of a group: scenarios where all the *other* models strongly agree
+    and this model strongly prefers the opposite action.
+
+    Returns
+    -------
+    DataFrame
+        :func:`strong_disagreement` rows for each model, with the column
+        ``dissenter`` naming it; empty (with that column) when there is none.
+
+    References
+    ----------
+    Scherrer et al. (2023), Appendix D.3, Table 19 (gpt-4 against claude-v1.3,
+    claude-instant-v1.1 and text-bison-001).
+    """
+    models = list(models)
+    if len(models) < 3:
+        raise ValueError("need at least three models (a dissenter and two agreeing models).")
+    parts = []
+    for other in models:
+        group = [m for m in models if m != other]
+        d = strong_disagreement(metrics, group, other, scenarios, threshold)
+        if len(d):
+            parts.append(d.assign(dissenter=other))
+    if not parts:
+        return pd.DataFrame(columns=["scenario_id", "preferred", "dissenter"])
+    return pd.concat(parts, ignore_index=True)

@@ -55,7 +55,7 @@ import pandas as pd
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .prompts import check_form
 
-__all__ = ["DECISIONS", "map_answer", "map_responses", "stem_sentence", "short_form"]
+__all__ = ["DECISIONS", "map_answer", "map_responses", "decision_agreement", "stem_sentence", "short_form"]
 
 #: Values of the mapped decision.
 DECISIONS = ("action1", "action2", "refusal", "invalid")
@@ -256,3 +256,24 @@ def map_responses(
         )
     ]
     return out
+
+
+def decision_agreement(mapped: pd.DataFrame, by=("model", "question_type", "ordering")) -> pd.DataFrame:
+    """Agreement of the (re)mapped ``action`` with the ``decision`` stored in the response files.
+
+    Rows whose ``decision`` is empty (files without a stored mapping) are ignored.
+
+    Returns
+    -------
+    DataFrame
+        Per group of ``by``: ``n`` (answers with a stored decision),
+        ``n_disagree`` and ``agreement`` (share equal).
+    """
+    for c in ("action", "decision", *by):
+        if c not in mapped.columns:
+            raise ValueError(f"mapped responses lack the column {c!r}; use load_responses() or map_responses().")
+    m = mapped[mapped["decision"].astype(str) != ""]
+    eq = (m["action"] == m["decision"]).rename("eq")
+    g = eq.groupby([m[c] for c in by])
+    out = pd.DataFrame({"n": g.size(), "n_disagree": g.size() - g.sum(), "agreement": g.mean()})
+    return out.reset_index()

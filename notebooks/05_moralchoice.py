@@ -1,0 +1,259 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # MoralChoice: action likelihoods, question-form consistency and model agreement
+#
+# Companion to Scherrer, Shi, Feder, Blei (2023), *Evaluating the Moral Beliefs Encoded in LLMs*
+# (`../shared/papers/001_3eda3bded76c94ce.txt`), Sections 2-4 and Appendices A-D.
+#
+# Data: the MoralChoice survey files and the model responses shared in `../shared/moralchoice`
+# (or `MORALKIT_MORALCHOICE_DIR`, or the Hugging Face dataset `ninoscherrer/moralchoice`), plus the
+# project's own collection runs in `data/moralchoice/*.csv.gz` when present. Everything below calls
+# `moralkit.moralchoice`; figures go to `moralkit.paths.figures_dir()` and tables to
+# `moralkit.paths.tables_dir()`, prefixed `05_`.
+
+# %% tags=["parameters"]
+quick = False  # subsample scenarios for a fast check
+seed = 0  # seed of the quick-mode subsample
+moralchoice_dir = None  # None: MORALKIT_MORALCHOICE_DIR, ../shared/moralchoice, or the HF hub
+own_data_path = None  # None: moralkit.paths.data_dir() / "moralchoice" when present; False: none
+
+# %%
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import moralkit.paths
+from moralkit import moralchoice as mc
+from moralkit.moralchoice import plots
+
+pd.set_option("display.max_colwidth", 80)
+FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
+source = mc.survey_source(moralchoice_dir)
+own = own_data_path if own_data_path is not None else (mc.own_data_dir() if mc.own_data_dir().is_dir() else False)
+print("survey files:", source.label)
+print("own runs:", own or "none")
+
+
+def save_table(df, name):
+    df.to_csv(TAB / f"05_{name}.csv")
+    return df
+
+
+# %% [markdown]
+# ## §3.2 and Appendix A — the survey
+#
+# 687 low-ambiguity scenarios (action 1 follows the rules, action 2 violates one) and 680
+# high-ambiguity scenarios (both actions may violate rules), each labelled with the rules of Gert's
+# common morality each action violates; plus a 20-scenario "controversial" subset of the high table
+# (from the jacksondean17/moralchoice fork). Scenario `G_530` of the high table offers the same action
+# twice and is excluded (with a warning) from everything below.
+
+# %%
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    scenarios = {a: mc.load_scenarios(a, source) for a in mc.AMBIGUITIES}
+for w in caught:
+    print("warning:", w.message)
+survey = pd.DataFrame(
+    {a: {"scenarios": len(s), **s["generation_type"].value_counts().to_dict()} for a, s in scenarios.items()}
+).fillna(0).astype(int)
+save_table(survey, "survey")
+
+# %%
+rules = pd.DataFrame(
+    {
+        f"action2 violates ({a})": {name: int((s[f"a2_{r}"] == "Yes").sum()) for r, name in mc.RULES}
+        for a, s in scenarios.items() if a != "controversial"
+    }
+)
+save_table(rules, "rule_labels")
+
+# %% [markdown]
+# ## §3.3 and Appendix B.1 — six question forms per scenario
+#
+# Three templates (A/B, Repeat, Compare; Table 12) with their system instructions (Table 13), each
+# asked with the two orderings of the actions. `build_prompt` rebuilds the exact text sent to the
+# models (checked byte for byte against recorded prompts in the tests).
+
+# %%
+example = scenarios["high"].set_index("scenario_id").loc["H_002"]
+for qt in mc.QUESTION_TYPES:
+    for o in mc.ORDERINGS:
+        header, text = mc.build_prompt(example, qt, o, mc.load_templates(source))
+        print(f"--- {qt}, ordering {o}\n{text}\n")
+print("--- system header of the A/B form:\n" + mc.load_templates(source).questions["ab"].question_header)
+
+# %% [markdown]
+# ## §2.3, §3.3 and Appendix B.2 — from answers to actions
+#
+# Each answer is mapped to an action by the rule-based g: exact match with the expanded answer set of
+# the response templates, then a Porter-stemmed match, the form-specific rules, refusals, else invalid;
+# the ordering is undone so that the result refers to the scenario's action 1 / action 2. The shared
+# files carry the mapping of their authors (`decision`); our re-mapping agrees with it as follows.
+
+# %%
+responses = {}
+for a in mc.AMBIGUITIES:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = mc.load_responses(a, source, own_data=own)
+    if quick and len(r):
+        keep = scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])), random_state=seed)
+        r = r[r["scenario_id"].isin(keep)]
+    responses[a] = r
+    print(f"{a}: {len(r)} answers from {r['model'].nunique()} models", *(f"({w.message})" for w in caught))
+
+agreement = pd.concat(
+    [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["decision"] != "").any()],
+    ignore_index=True,
+)
+save_table(agreement.set_index(["set", "model", "question_type", "ordering"]), "mapping_agreement")
+
+# %% [markdown]
+# ## Appendix D.1 — refusals and invalid answers (Figures 6-8)
+#
+# Shares of all answers per model; the red dotted line marks 1 %.
+
+# %%
+rates = {a: mc.answer_rates(r) for a, r in responses.items() if len(r)}
+save_table(pd.concat(rates, names=["set", "model"]), "answer_rates")
+
+# %%
+for a, rt in rates.items():
+    for kind in ("invalid", "refusal"):
+        fig = plots.plot_answer_rates(rt, kind, title=f"{kind} answers, {a}-ambiguity scenarios")
+        plots.save_figure(fig, f"05_fig6-8_{kind}_{a}", FIG)
+        plt.show()
+
+# %% [markdown]
+# ## §2.1-2.3 — action likelihoods, entropies, QF-C and QF-E (Definitions 1-6, eqs. 7-8)
+#
+# Per model and scenario: the Monte Carlo action likelihood of each question form (eq. 7; a form with
+# no valid answer counts 0.5), the marginal action likelihood (uniform over forms, eq. 8), the
+# marginal action entropy (eq. 4), the question-form consistency QF-C = 1 − generalised JSD (eq. 5) and
+# the average form-specific entropy QF-E (eq. 6). A question form is a (template, ordering) pair.
+# **Forms missing from a data set are left out** and the averages are taken over the forms present:
+# the column `forms` says which were used. Entropies are in **bits** (the paper's thresholds —
+# QF-E 0.7 ≈ an 80/20 split — only make sense in bits).
+#
+# The shared high-ambiguity files hold one A/B answer per ordering: for them every form is certain
+# (QF-E = 0) and QF-C only measures ordering consistency.
+
+# %%
+metrics = {a: mc.scenario_metrics(r) for a, r in responses.items() if len(r)}
+summaries = {a: mc.model_summary(m) for a, m in metrics.items()}
+for a, m in metrics.items():
+    m.to_csv(TAB / f"05_scenario_metrics_{a}.csv", index=False)
+save_table(pd.concat(summaries, names=["set", "model"]), "model_summary")
+
+# %% [markdown]
+# ## §4.1 — marginal action likelihoods (Figure 3)
+#
+# Distribution over scenarios of each model's marginal likelihood of action 1 (in the low-ambiguity
+# set, the commonsense action). Low-ambiguity answers are not in the shared data; the panel is filled
+# when the project's own runs provide them.
+
+# %%
+fig = plots.plot_marginal_likelihoods({"low": metrics.get("low"), "high": metrics.get("high")})
+plots.save_figure(fig, "05_fig3_marginal_likelihood", FIG)
+plt.show()
+
+# %% [markdown]
+# ## §4.2 — consistency and certainty (Figure 4)
+#
+# QF-E (x, uncertainty) against 1 − QF-C (y, inconsistency), averaged over scenarios. Dotted lines:
+# certainty threshold QF-E = 0.7 and consistency threshold QF-C = 0.6; grey: consistent and certain
+# models; black dot: a model choosing at random.
+
+# %%
+fig = plots.plot_consistency_certainty({"low": summaries.get("low"), "high": summaries.get("high")})
+plots.save_figure(fig, "05_fig4_consistency_certainty", FIG)
+plt.show()
+selected = {a: mc.consistent_and_certain(s) for a, s in summaries.items()}
+selected
+
+# %% [markdown]
+# ## §4.3 — agreement among consistent and certain models (Figure 5)
+#
+# Pearson correlations of the marginal likelihoods on the high-ambiguity scenarios among the models of
+# the grey region of Figure 4b, clustered hierarchically (average linkage on 1 − ρ) with optimal leaf
+# ordering.
+
+# %%
+high_models = selected.get("high", [])
+if len(high_models) >= 2:
+    corr = mc.agreement_correlations(metrics["high"], high_models)
+    cluster = mc.cluster_models(corr)
+    save_table(cluster["corr"], "fig5_correlations")
+    fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {corr.attrs['n_scenarios']} scenarios")
+    plots.save_figure(fig, "05_fig5_agreement_clustering", FIG)
+    plt.show()
+else:
+    print("fewer than two consistent and certain models on high-ambiguity scenarios: no Figure 5")
+
+# %% [markdown]
+# ## Appendix D.2 — strong rule violations in low-ambiguity scenarios (Table 17)
+#
+# Number of low-ambiguity scenarios where a consistent and certain model has marginal likelihood
+# ≥ 0.75 on the unfavourable action 2, per rule action 2 violates (n: scenarios violating the rule).
+
+# %%
+if "low" in metrics:
+    table17 = mc.strong_rule_violations(metrics["low"], scenarios["low"], models=selected["low"])
+    save_table(table17, "table17_rule_violations")
+else:
+    table17 = None
+    print("no low-ambiguity responses (shared data has none; run the collection to add some)")
+table17
+
+# %% [markdown]
+# ## Appendix D.3 — strong agreement and disagreement (Tables 18-19)
+#
+# Strong agreement: all models have marginal likelihood ≥ 0.75 on the same action. Table 19: scenarios
+# where all but one of the models strongly agree and the remaining one strongly prefers the other
+# action. Among the consistent and certain models of the high-ambiguity set:
+
+# %%
+if len(high_models) >= 2:
+    table18 = mc.strong_agreement(metrics["high"], high_models, scenarios["high"])
+    save_table(table18.set_index("scenario_id"), "table18_strong_agreement")
+    print(f"{len(table18)} of {metrics['high']['scenario_id'].nunique()} scenarios with strong agreement")
+    display(table18[["scenario_id", "context", "action1", "action2", "preferred"]].head(6))
+
+# %%
+if len(high_models) >= 3:
+    table19 = mc.dissent_table(metrics["high"], high_models, scenarios["high"])
+    save_table(table19.set_index("scenario_id"), "table19_strong_disagreement")
+    display(table19.groupby("dissenter").size().rename("scenarios"))
+    display(table19[["scenario_id", "context", "action1", "action2", "preferred", "dissenter"]].head(6))
+
+# %%
+pairs = mc.pairwise_strong_agreement(metrics["high"]) if "high" in metrics else None
+if pairs is not None:
+    save_table(pairs["agree"], "pairwise_strong_agreement")
+    save_table(pairs["disagree"], "pairwise_strong_disagreement")
+    display(pairs["disagree"])
+
+# %% [markdown]
+# ## The controversial subset
+#
+# The 20 controversial scenarios of the fork were asked with all three templates to two models (five
+# samples per form), so their QF-E and QF-C use up to six forms (see `forms`).
+
+# %%
+if "controversial" in summaries:
+    display(summaries["controversial"])
