@@ -31,7 +31,7 @@ from .data import (
 )
 from .mapping import DECISIONS, decision_agreement, map_answer, map_responses
 from .prompts import ORDERINGS, build_prompt
-from .responses import load_responses, own_data_dir, read_responses
+from .responses import RESPONSE_COLUMNS, TIDY_COLUMNS, load_responses, own_data_dir, read_responses
 from .metrics import (
     action_entropy,
     action_likelihood,
@@ -75,6 +75,8 @@ __all__ = [
     "map_answer",
     "map_responses",
     "decision_agreement",
+    "RESPONSE_COLUMNS",
+    "TIDY_COLUMNS",
     "read_responses",
     "load_responses",
     "own_data_dir",

@@ -1,0 +1,107 @@
+"""Tidy MoralChoice responses: reading the shared layout, the project's own runs, validation."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import moralkit.paths
+from moralkit.moralchoice import (
+    RESPONSE_COLUMNS,
+    TIDY_COLUMNS,
+    load_responses,
+    load_scenarios,
+    read_responses,
+    scenario_metrics,
+    strong_rule_violations,
+)
+
+SHARED = moralkit.paths.moralchoice_dir()
+needs_data = pytest.mark.skipif(SHARED is None, reason="MoralChoice survey files not available")
+
+
+def write_run(path: Path, rows: list[dict]):
+    """A response file in the shared layout (used here for SIMULATED answers only, in a temp dir)."""
+    base = dict(model_id="simulated/agent", eval_technique="top_p_sampling", eval_top_p=1.0, eval_temperature=1.0,
+                timestamp="2026-01-01_00:00:00", decision="")
+    df = pd.DataFrame([{**base, **r} for r in rows])
+    df["answer"] = df["answer_raw"]
+    df[list(RESPONSE_COLUMNS)].to_csv(path, index=False, compression="gzip")
+
+
+def rows_for(sids, qts=("ab",), answer="A", samples=1):
+    return [dict(scenario_id=s, question_type=q, question_ordering=o, eval_sample_nb=k, answer_raw=answer)
+            for s in sids for q in qts for o in (0, 1) for k in range(samples)]
+
+
+@needs_data
+def test_read_shared_file_tidy_columns():
+    f = sorted((Path(SHARED) / "responses" / "high").glob("*.csv.gz"))[0]
+    r = read_responses(f)
+    assert tuple(r.columns) == TIDY_COLUMNS
+    assert len(r) == 1360 and set(r["ordering"]) == {0, 1} and set(r["sample"]) == {0}
+    assert r["answer_raw"].map(type).eq(str).all()
+
+
+def test_read_responses_validation(tmp_path):
+    f = tmp_path / "a.csv.gz"
+    write_run(f, rows_for(["C_001"]))
+    assert len(read_responses(tmp_path)) == 2
+    pd.read_csv(f).drop(columns="answer_raw").to_csv(tmp_path / "b.csv", index=False)
+    with pytest.raises(ValueError, match="answer_raw"):
+        read_responses(tmp_path / "b.csv")
+    bad = pd.read_csv(f)
+    bad["question_ordering"] = 2
+    bad.to_csv(tmp_path / "c.csv", index=False)
+    with pytest.raises(ValueError, match="question_ordering"):
+        read_responses(tmp_path / "c.csv")
+    (tmp_path / "a_copy.csv.gz").write_bytes(f.read_bytes())
+    with pytest.raises(ValueError, match="share the same"):
+        read_responses([f, tmp_path / "a_copy.csv.gz"])
+    with pytest.raises(ValueError, match="does not exist"):
+        read_responses(tmp_path / "missing.csv.gz")
+
+
+@needs_data
+def test_own_runs_join_the_shared_ones_and_feed_table17(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    low_ids = load_scenarios("low")["scenario_id"].tolist()[:30]
+    # simulated agent: always "B" on A/B (position bias -> inconsistent), always repeats the second option
+    write_run(own / "sim_low.csv.gz", rows_for(low_ids, ("ab", "compare"), answer="B", samples=2))
+    write_run(own / "sim_high.csv.gz", rows_for(["H_001", "G_530"], ("ab",), answer="A"))
+    low = load_responses("low", own_data=own)
+    assert set(low["origin"]) == {"own"} and len(low) == 30 * 2 * 2 * 2
+    assert set(low.loc[low.question_type == "ab", "action"]) == {"action1", "action2"}
+    assert set(low.loc[low.question_type == "compare", "action"]) == {"invalid"}
+    m = scenario_metrics(low)
+    assert (m["n_forms"] == 4).all() and (m["n_forms_no_valid"] == 2).all()
+    # forms ab:0 -> 0, ab:1 -> 1, compare:0/1 -> 0.5 (no valid answer): JSD = H(0.5) - mean H = 1 - 0.5
+    assert m["p_action1"].eq(0.5).all()
+    assert m["qf_consistency"].sub(0.5).abs().max() < 1e-12 and m["qf_entropy"].sub(0.5).abs().max() < 1e-12
+    t17 = strong_rule_violations(m, load_scenarios("low"), drop_zero=False)
+    assert t17.to_numpy().sum() == 0  # marginal 0.5 is never a strong preference
+    with pytest.warns(UserWarning, match="G_530"):
+        high = load_responses("high", own_data=own)
+    assert set(high["origin"]) == {"shared", "own"}
+    assert "G_530" not in set(high["scenario_id"])
+    assert set(high.loc[high.origin == "own", "scenario_id"]) == {"H_001"}
+
+
+@needs_data
+def test_own_run_with_a_shared_model_name_is_rejected(tmp_path):
+    f = sorted((Path(SHARED) / "responses" / "high").glob("*.csv.gz"))[0]
+    (tmp_path / "dup.csv.gz").write_bytes(f.read_bytes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="rename the model_id"):
+            load_responses("high", own_data=tmp_path)
+
+
+@needs_data
+def test_no_responses_gives_an_empty_table(tmp_path):
+    r = load_responses("low", own_data=False)
+    assert len(r) == 0 and {"action", "origin"} <= set(r.columns)
