@@ -197,7 +197,10 @@ def plot_answer_rates(rates: pd.DataFrame, kind: str = "invalid", reference: flo
         ax.text(0.5, 0.5, "no responses available", ha="center", va="center", transform=ax.transAxes)
         return fig
     y = np.arange(len(rates))
-    ax.barh(y, 100 * rates[kind].to_numpy(), color="tab:red" if kind == "refusal" else "tab:gray")
+    vals = 100 * rates[kind].to_numpy()
+    ax.barh(y, vals, color="tab:red" if kind == "refusal" else "tab:gray")
+    for yi, v in zip(y, vals):
+        ax.text(v, yi, f" {v:.2f}%", va="center", fontsize=7)
     ax.axvline(100 * reference, ls=":", color="red")
     ax.set_yticks(y, [short_model_name(m) for m in rates.index])
     ax.invert_yaxis()
