@@ -1,0 +1,153 @@
+"""Shared pytest fixtures.
+
+``tiny_run``
+    (session) four small notebooks written by the tests (a figure with math, a
+    parameter probe, one that raises in cell 3, one after it) executed once by
+    ``run_all.py`` as a subprocess, sequentially, ``--quick --seed 7``.
+``quick_run``
+    (session) ``run_all --quick`` over the project's real ``notebooks/`` into a
+    temporary build, with ``MORALKIT_FIGURES_DIR`` in a temporary folder,
+    ``keep_going=True`` so every notebook gets its own verdict. Shared by
+    ``test_notebooks.py`` and ``test_appendix_browser.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_HEADER = """# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+"""
+
+TINY_NOTEBOOKS = {
+    "01_plot.py": _HEADER + r'''
+# %% [markdown]
+# # 01 — A small figure
+#
+# The CCEI is $e^* = \sup\{e \in [0,1]\}$ and the expenditure is
+# $$E_{rk} = \mathbf{p}^r \cdot \mathbf{q}^k_{o^r}.$$
+# An unknown macro stays readable: $\mymacro{x}$. Code `$not math$` stays.
+
+# %% tags=["parameters"]
+quick = False
+seed = 0
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+from moralkit.paths import figures_dir, tables_dir
+
+rng = np.random.default_rng(seed)
+fig, ax = plt.subplots(figsize=(4, 3))
+ax.plot(rng.normal(size=20 if quick else 200).cumsum(), color="C3", lw=3)
+fig.savefig(figures_dir() / "01_walk.png")
+fig.savefig(figures_dir() / "01_walk.svg")
+(tables_dir() / "01_table.csv").write_text("a,b\n1,2\n")
+plt.show()
+
+# %%
+from IPython.display import Math
+Math(r"\alpha^2 + \beta")
+''',
+    "02_params.py": """
+# %% [markdown]
+# # 02 — Parameter probe
+
+# %% tags=["parameters"]
+quick = False
+n_jobs = 1
+label = "default"
+
+# %%
+print("received", repr(quick), repr(n_jobs), repr(label), "seed" in globals())
+""",
+    "03_bad.py": """
+# %% [markdown]
+# # 03 — Fails in cell 3
+
+# %% tags=["parameters"]
+quick = False
+
+# %%
+x = 1
+
+# %%
+y = x + 1
+raise ValueError("boom in cell three")
+
+# %%
+z = 3
+""",
+    "04_after.py": """
+# %% [markdown]
+# # 04 — After the failure
+
+# %% tags=["parameters"]
+quick = False
+
+# %%
+print("ran")
+""",
+}
+
+
+def write_tiny_notebooks(folder: Path, names=None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in TINY_NOTEBOOKS.items():
+        if names is None or name[:2] in names:
+            (folder / name).write_text(text.lstrip("\n"), encoding="utf-8")
+    return folder
+
+
+@dataclass
+class TinyRun:
+    notebooks: Path
+    build: Path
+    figures: Path
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> TinyRun:
+    base = tmp_path_factory.mktemp("tiny")
+    nbdir = write_tiny_notebooks(base / "notebooks")
+    build, figs = base / "build", base / "figures"
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "run_all.py"), "--notebooks", str(nbdir), "--out", str(build),
+         "--figures-dir", str(figs), "--quick", "--seed", "7"],
+        capture_output=True, text=True, timeout=600, cwd=str(base),
+    )
+    return TinyRun(nbdir, build, figs, proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - t0)
+
+
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory):
+    """``moralkit.appendix.run_all`` in quick mode over the real notebooks (once per session)."""
+    from moralkit.appendix import discover_notebooks, run_all
+
+    if not discover_notebooks(ROOT / "notebooks"):
+        pytest.fail("notebooks/ holds no NN_name.py notebook")
+    base = tmp_path_factory.mktemp("quick_run")
+    return run_all(ROOT / "notebooks", base / "build", quick=True, jobs=2,
+                   figures_dir=base / "figures", keep_going=True, log=None)
