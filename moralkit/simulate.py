@@ -1,0 +1,265 @@
+"""Simulated PSM respondents (never LLM output): quadratic-utility agents and random choosers.
+
+Every dataset built here is *simulated*: its model label starts with ``"sim-"``
+and its provider and run are ``"simulated"``. These agents are what the
+simulation study (power and size of the rationality test, recovery of the
+utility parameters, partition sanity checks; notebook ``06_audit``) and the
+tests use. Nothing here may be written to ``data/`` as if it were model
+answers.
+
+Agents
+------
+* **Quadratic single-peaked utility** (eq. (7) of the paper),
+  ``u(q) = -1/2 sum_s a_s (q_s - b_s)^2`` with ``a_s > 0``, ``sum_s a_s = 1``.
+  In round 0 the agent gives its best answer in ``X = {0..5}^5``; in each
+  constrained round it sees the 100 alternatives of a
+  :func:`moralkit.design.make_design` design, with the corner flip decided by
+  its own round-0 answer (Section 2.2), and picks the option of highest
+  utility, or, with logit noise of scale ``noise > 0``, option ``j`` with
+  probability proportional to ``exp(u(q_j) / noise)``.
+* **Uniformly random chooser**: the null hypothesis of the rationality test
+  (Section 2.3, H0): a uniformly random round-0 answer, then a uniformly
+  random option in every round.
+
+References
+----------
+Seror, A. (2025). *The Moral Mind(s) of Large Language Models*, Section 2.2
+(design, corner flip), Section 2.3 (random behaviour, H0), Section 3.2,
+eq. (7) (single-peaked quadratic utility).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dataset import PSMDataset
+from .design import Design, make_design
+
+__all__ = [
+    "QuadraticAgent",
+    "random_quadratic_agent",
+    "simulate_quadratic",
+    "simulate_random",
+    "simulate_agents",
+    "SIMULATED",
+]
+
+#: Provider and run label of every simulated dataset.
+SIMULATED = "simulated"
+
+_X = np.array(list(itertools.product(range(6), repeat=5)), dtype=np.int64)  # all 7776 answers
+
+
+@dataclass(frozen=True)
+class QuadraticAgent:
+    """A single-peaked quadratic utility ``u(q) = -1/2 sum_s a_s (q_s - b_s)^2`` (eq. (7)).
+
+    Parameters
+    ----------
+    a : array_like (5,)
+        Positive weights; normalised to sum to 1 (as in Table 2 (b)).
+    b : array_like (5,)
+        Ideal answers (real numbers; the paper's estimates lie in [2.2, 3.1]).
+
+    References
+    ----------
+    Seror (2025), Section 3.2, eq. (7).
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+
+    def __post_init__(self):
+        a = np.asarray(self.a, dtype=float).reshape(-1)
+        b = np.asarray(self.b, dtype=float).reshape(-1)
+        if a.shape != (5,) or b.shape != (5,):
+            raise ValueError(f"a and b must have 5 entries (one per statement), got shapes {a.shape} and {b.shape}")
+        if not (np.isfinite(a).all() and np.isfinite(b).all()):
+            raise ValueError("a and b must be finite")
+        if (a <= 0).any():
+            raise ValueError("every weight a_s must be positive (eq. (7)); got " + np.array2string(a))
+        object.__setattr__(self, "a", a / a.sum())
+        object.__setattr__(self, "b", b)
+
+    def utility(self, q) -> np.ndarray:
+        """Utility of answers ``q`` (raw 0..5 coordinates; broadcasts over leading axes)."""
+        q = np.asarray(q, dtype=float)
+        return -0.5 * ((q - self.b) ** 2 * self.a).sum(-1)
+
+    def best_answer(self) -> np.ndarray:
+        """The unconstrained optimum in ``X = {0..5}^5`` (round 0)."""
+        return _X[int(np.argmax(self.utility(_X)))].copy()
+
+
+def random_quadratic_agent(seed=None, *, b_range=(0.5, 4.5), a_concentration: float = 5.0) -> QuadraticAgent:
+    """Draw a quadratic agent: ``b_s ~ U(b_range)``, ``a ~ Dirichlet(a_concentration * 1)``.
+
+    Parameters
+    ----------
+    seed : int, numpy Generator or None
+    b_range : (float, float), default (0.5, 4.5)
+    a_concentration : float, default 5
+        Larger values give more balanced weights (Table 2 (b) reports weights 0.14-0.25).
+    """
+    rng = np.random.default_rng(seed)
+    lo, hi = b_range
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"b_range must be an increasing pair of finite numbers, got {b_range!r}")
+    if not a_concentration > 0:
+        raise ValueError("a_concentration must be positive")
+    a = rng.dirichlet(np.full(5, float(a_concentration)))
+    a = np.maximum(a, 1e-6)
+    b = rng.uniform(lo, hi, size=5)
+    return QuadraticAgent(a=a, b=b)
+
+
+def _as_design(design) -> Design:
+    if design is None:
+        return make_design(0)
+    if isinstance(design, Design):
+        return design
+    if isinstance(design, (int, np.integer)):
+        return make_design(int(design))
+    raise ValueError(f"design must be a moralkit.design.Design, an integer seed or None, got {type(design).__name__}")
+
+
+def _design_arrays(design: Design, q0):
+    corners = np.stack([r.corner(q0) for r in design])
+    prices = np.stack([r.prices for r in design])
+    options = np.stack([r.options(q0) for r in design])
+    ci = np.array([r.corner_index for r in design])
+    pi = np.array([r.price_index for r in design])
+    idx = np.array([r.index for r in design])
+    return corners, prices, options, ci, pi, idx
+
+
+def _check_noise(noise) -> float:
+    noise = float(noise)
+    if not (noise >= 0 and np.isfinite(noise)):
+        raise ValueError(f"noise must be a finite scale >= 0 (0 = no noise), got {noise!r}")
+    return noise
+
+
+def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, noise: float = 0.0, seed=None,
+                       model: str = "sim-quadratic", q0=None) -> PSMDataset:
+    """A simulated quadratic-utility agent answering a PSM design.
+
+    Parameters
+    ----------
+    agent : QuadraticAgent, optional
+        Default: :func:`random_quadratic_agent` drawn with ``seed``.
+    design : Design, int or None
+        The design (or its seed; default ``make_design(0)``).
+    noise : float, default 0
+        Logit noise scale: option ``j`` is chosen with probability
+        proportional to ``exp(u(q_j) / noise)``; 0 picks the best option.
+    seed : int, numpy Generator or None
+        Randomness for the agent (if drawn) and the noisy choices.
+    model : str, default "sim-quadratic"
+        Label; must start with ``"sim-"`` so simulated data is never mistaken for LLM answers.
+    q0 : array_like (5,), optional
+        Round-0 answer; default the agent's best answer in X (it decides the corner flips).
+
+    Returns
+    -------
+    PSMDataset
+        Labelled simulated; ``q0`` set; all rounds answered.
+
+    References
+    ----------
+    Seror (2025), Section 2.2 (design, corner flip) and eqs. (7)-(8).
+    """
+    if not str(model).startswith("sim-"):
+        raise ValueError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
+    noise = _check_noise(noise)
+    rng = np.random.default_rng(seed)
+    if agent is None:
+        agent = random_quadratic_agent(rng)
+    if not isinstance(agent, QuadraticAgent):
+        raise ValueError("agent must be a QuadraticAgent")
+    design = _as_design(design)
+    q0 = agent.best_answer() if q0 is None else np.asarray(q0, dtype=np.int64)
+    corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
+    u = agent.utility(options)  # (T, n)
+    if noise == 0:
+        chosen = np.argmax(u, axis=1) + 1
+    else:
+        z = (u - u.max(1, keepdims=True)) / noise
+        w = np.exp(z)
+        w /= w.sum(1, keepdims=True)
+        cum = np.cumsum(w, axis=1)
+        draws = rng.random(len(w))[:, None]
+        chosen = np.minimum((cum < draws).sum(1), w.shape[1] - 1) + 1
+    return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
+                      round_index=idx, corner_index=ci, price_index=pi, q0=q0,
+                      provider=SIMULATED, run=SIMULATED)
+
+
+def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=None) -> PSMDataset:
+    """A simulated uniformly random respondent (H0 of the rationality test, Section 2.3).
+
+    The round-0 answer is uniform on X (unless ``q0`` is given) and decides the
+    corner flips; each constrained round's option is uniform on the 100 shown.
+
+    Returns
+    -------
+    PSMDataset
+        Labelled simulated.
+    """
+    if not str(model).startswith("sim-"):
+        raise ValueError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
+    rng = np.random.default_rng(seed)
+    design = _as_design(design)
+    q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
+    corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
+    chosen = rng.integers(1, options.shape[1] + 1, size=len(options))
+    return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
+                      round_index=idx, corner_index=ci, price_index=pi, q0=q0,
+                      provider=SIMULATED, run=SIMULATED)
+
+
+def simulate_agents(n: int, kind: str = "quadratic", design=None, *, noise: float = 0.0, seed=0,
+                    agents=None) -> dict[str, PSMDataset]:
+    """Several simulated respondents, each with its own child seed.
+
+    Parameters
+    ----------
+    n : int
+        Number of agents (ignored when ``agents`` is given).
+    kind : {"quadratic", "random"}
+    design : Design, int or None
+        Shared design (default ``make_design(0)``).
+    noise : float
+        Logit noise scale (quadratic agents only).
+    seed : int
+        Master seed; agent ``i`` uses child ``i`` of ``SeedSequence(seed)``.
+    agents : sequence of QuadraticAgent, optional
+        Given utilities instead of random ones.
+
+    Returns
+    -------
+    dict
+        ``{"sim-quadratic-0": PSMDataset, ...}`` (or ``"sim-random-i"``).
+    """
+    if kind not in ("quadratic", "random"):
+        raise ValueError(f"kind must be 'quadratic' or 'random', got {kind!r}")
+    if agents is not None:
+        agents = list(agents)
+        n = len(agents)
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    design = _as_design(design)
+    children = np.random.SeedSequence(int(seed)).spawn(int(n))
+    out = {}
+    for i in range(int(n)):
+        rng = np.random.default_rng(children[i])
+        if kind == "random":
+            out[f"sim-random-{i}"] = simulate_random(design, seed=rng, model=f"sim-random-{i}")
+        else:
+            ag = agents[i] if agents is not None else random_quadratic_agent(rng)
+            out[f"sim-quadratic-{i}"] = simulate_quadratic(ag, design, noise=noise, seed=rng,
+                                                           model=f"sim-quadratic-{i}")
+    return out

@@ -1,0 +1,110 @@
+"""Simulated PSM respondents (moralkit.simulate)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from moralkit.design import BUDGET, make_design, to_corner
+from moralkit.simulate import (QuadraticAgent, random_quadratic_agent, simulate_agents, simulate_quadratic,
+                               simulate_random)
+
+
+@pytest.fixture(scope="module")
+def design():
+    return make_design(3)
+
+
+def test_agent_normalises_and_validates():
+    ag = QuadraticAgent(a=[2, 2, 2, 2, 2], b=[1, 2, 3, 4, 5])
+    assert np.allclose(ag.a, 0.2)
+    assert np.array_equal(ag.best_answer(), [1, 2, 3, 4, 5])
+    with pytest.raises(ValueError, match="positive"):
+        QuadraticAgent(a=[1, 0, 1, 1, 1], b=[0, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="5 entries"):
+        QuadraticAgent(a=[1, 1], b=[0, 0])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_best_answer_is_rounded_ideal_point(seed):
+    # u is separable, so the best answer in {0..5}^5 is b rounded and clipped coordinatewise
+    ag = random_quadratic_agent(seed, b_range=(-1, 6))
+    assert np.array_equal(ag.best_answer(), np.clip(np.rint(ag.b), 0, 5))
+
+
+def test_noiseless_agent_picks_best_option_with_flip(design):
+    ag = QuadraticAgent(a=[0.1, 0.3, 0.2, 0.2, 0.2], b=[4.2, 1.1, 2.6, 0.4, 3.3])
+    ds = simulate_quadratic(ag, design, model="sim-q")
+    assert ds.model.startswith("sim-") and ds.provider == "simulated"
+    assert np.array_equal(ds.q0, ag.best_answer())
+    assert ds.n_obs == 160
+    for t, rnd in enumerate(design):
+        corner = rnd.corner(ds.q0)
+        assert np.array_equal(ds.corners[t], corner)
+        u = ag.utility(ds.options[t])
+        assert ds.chosen[t] == np.argmax(u) + 1
+        # the flip rule: q0 lies beyond the budget in the effective corner's coordinates
+        assert ds.prices[t] @ to_corner(ds.q0, corner) > BUDGET
+    # chosen answers satisfy the budget in corner coordinates (validated by PSMDataset too)
+    y = to_corner(ds.choices, ds.corners)
+    assert ((y * ds.prices).sum(1) == BUDGET).all()
+
+
+def test_logit_noise_scale(design):
+    ag = QuadraticAgent(a=[0.13, 0.27, 0.21, 0.17, 0.22], b=[2.31, 3.12, 1.77, 2.64, 2.93])  # no ties
+    best = simulate_quadratic(ag, design).chosen
+    small = simulate_quadratic(ag, design, noise=1e-4, seed=1).chosen
+    big = simulate_quadratic(ag, design, noise=1e4, seed=1).chosen
+    assert (small == best).mean() > 0.95
+    assert (big == best).mean() < 0.2
+    # seeded
+    assert np.array_equal(simulate_quadratic(ag, design, noise=0.3, seed=5).chosen,
+                          simulate_quadratic(ag, design, noise=0.3, seed=5).chosen)
+
+
+def test_logit_probabilities_match_softmax():
+    # one round repeated: empirical choice frequencies follow exp(u / scale)
+    d = make_design(0)
+    ag = QuadraticAgent(a=np.full(5, 0.2), b=[2.5] * 5)
+    q0 = ag.best_answer()
+    u = ag.utility(d[0].options(q0))
+    w = np.exp((u - u.max()) / 0.5)
+    w /= w.sum()
+    counts = np.zeros(100)
+    for s in range(400):
+        ds = simulate_quadratic(ag, d, noise=0.5, seed=s)
+        counts[ds.chosen[0] - 1] += 1
+    top = np.argsort(w)[::-1][:3]
+    assert abs(counts[top].sum() / 400 - w[top].sum()) < 0.08
+
+
+def test_random_agent_uniform(design):
+    ds = simulate_random(design, seed=0)
+    assert ds.model == "sim-random" and ds.n_obs == 160
+    many = np.concatenate([simulate_random(design, seed=s).chosen for s in range(20)])
+    assert 1 <= many.min() and many.max() <= 100
+    assert abs(many.mean() - 50.5) < 3
+
+
+def test_simulate_agents_seeded_and_labelled(design):
+    a = simulate_agents(3, design=design, seed=7)
+    b = simulate_agents(3, design=design, seed=7)
+    assert list(a) == ["sim-quadratic-0", "sim-quadratic-1", "sim-quadratic-2"]
+    for k in a:
+        assert np.array_equal(a[k].chosen, b[k].chosen)
+    r = simulate_agents(2, "random", design=design, seed=7)
+    assert list(r) == ["sim-random-0", "sim-random-1"]
+    with pytest.raises(ValueError, match="kind"):
+        simulate_agents(2, "clever")
+    with pytest.raises(ValueError, match="sim-"):
+        simulate_random(design, model="gpt-4")
+    with pytest.raises(ValueError, match="noise"):
+        simulate_quadratic(design=design, noise=-1)
+
+
+def test_rational_agents_beat_random_agents_on_ccei(design):
+    from moralkit.rp import ccei, psm_expenditure_matrix
+
+    q = [ccei(psm_expenditure_matrix(d)) for d in simulate_agents(15, design=design, seed=2).values()]
+    r = [ccei(psm_expenditure_matrix(d)) for d in simulate_agents(15, "random", design=design, seed=2).values()]
+    assert min(q) > max(r)
