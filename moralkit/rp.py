@@ -1,36 +1,923 @@
-"""Revealed preference in corner coordinates: expenditure matrix, GARP_e and the CCEI.
+"""Revealed preference in corner coordinates: expenditure matrix, GARP_e and the exact CCEI.
 
-(Interface placeholder written at project start; the issue-2 implementation
-replaces the internals and keeps these signatures.)
+A dataset of ``T`` observations is summarised by its *expenditure matrix*
+``E`` (``T x T``): ``E[r, k]`` is what observation ``k``'s chosen bundle costs
+at observation ``r``'s prices. In the Priced Survey Methodology (PSM) the
+bundle is the answer expressed in round ``r``'s corner coordinates,
+
+    E[r, k] = p^r . q^k_{o^r},
+
+so every chosen answer costs exactly the budget 12 in its own round
+(``E[r, r] = 12``, eq. (1)). For ordinary consumer data (prices ``P`` and
+quantities ``Q``, one row per observation) ``E = P Q^T``.
+
+Conventions (Definitions 1-3 of the paper)
+------------------------------------------
+For an efficiency level ``e`` (a scalar or one value per observation):
+
+* ``r R0_e k`` (e-directly revealed preferred) iff ``e_r E[r, r] >= E[r, k]``,
+  or the two observations chose the same bundle (Definition 1.1);
+* ``r P0_e k`` (e-directly revealed *strictly* preferred) iff
+  ``e_r E[r, r] > E[r, k]`` (Definition 1.2). The paper also adds "or
+  ``q_o = q^r_o``" to the strict relation; that is evidently a typo copied
+  from the weak relation (a bundle cannot be strictly preferred to itself,
+  and with it every dataset with a repeated answer would violate GARP), so it
+  is not used here;
+* ``GARP_e`` (Definition 2): ``r R*_e k`` (the transitive closure of ``R0_e``)
+  implies not ``k P0_e r``. Equivalently, GARP_e fails iff some strongly
+  connected component of the ``R0_e`` graph contains a ``P0_e`` edge.
+
+The same-bundle clause of ``R0_e`` never changes whether GARP_e holds: two
+observations with the same bundle have identical columns of ``E`` (every
+observation that reveals one preferred reveals the other, with the same
+strictness), so a chain through a same-bundle link can always be shortened.
+It is therefore optional in :func:`relations` and :func:`garp` and not needed
+by the CCEI.
+
+The CCEI (Definition 3) is the supremum of ``e in (0, 1]`` such that the data
+satisfy ``GARP_e`` (the standard Afriat critical cost efficiency index; the
+paper prints ``inf 1 - e``, an alternative convention not implemented here).
+The relations change only when ``e`` crosses a ratio ``E[r, k] / E[r, r]``, so
+the supremum is one of those ratios or 1. Precisely, with
+``M* = min over cycles of the largest ratio on the cycle``,
+
+    CCEI = 1 if there is no cycle among edges with ratio < 1, else max(0, M*).
+
+At ``e = M*`` itself GARP_e may fail (ties are weak preferences and count),
+but it holds for every ``e < M*`` and fails for every ``e > M*``; the supremum
+is ``M*`` either way. When no ``e > 0`` satisfies GARP_e (``M* <= 0``) the
+supremum of the empty set is reported as 0.
+
+Everything here is exact: ratios are ordered with error-free products
+(Dekker's TwoProduct), so no tolerance is involved. For PSM data ``E`` is an
+integer matrix with ``E[r, r] = 12``; the CCEI is then a multiple of 1/12 and
+is found by testing at most 12 nested graphs (:func:`ccei_exact` returns it
+as a :class:`fractions.Fraction`).
+
+References
+----------
+Seror, A. (2025). *The Moral Mind(s) of Large Language Models*, Section 2.2
+(notation, eq. (1), Definitions 1-3). Afriat, S. N. (1972), Efficiency
+estimation of production functions. Varian, H. (1982), The nonparametric
+approach to demand analysis. Dekker, T. J. (1971), A floating-point technique
+for extending the available precision.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+from numbers import Rational
+
 import numpy as np
+from numba import njit
 
-from .design import to_corner
+from .design import BUDGET, to_corner
 
-__all__ = ["expenditure_matrix", "garp"]
+__all__ = [
+    "expenditure_matrix",
+    "consumer_expenditure_matrix",
+    "psm_expenditure_matrix",
+    "option_expenditures",
+    "validate_expenditure_matrix",
+    "relations",
+    "garp",
+    "ccei",
+    "ccei_exact",
+    "ccei_batch",
+    "ccei_choices",
+]
+
+#: Integer matrices whose diagonal is one constant B <= this use the level path.
+_MAX_LEVELS = 64
 
 
-def expenditure_matrix(corners, prices, choices) -> np.ndarray:
-    """E[r, k] = p^r . q^k_{o^r}: round k's answer priced in round r's corner coordinates."""
-    corners = np.asarray(corners, dtype=np.int64)
-    prices = np.asarray(prices, dtype=np.int64)
-    choices = np.asarray(choices, dtype=np.int64)
+# =========================================================================== constructors
+
+
+def _as_int_array(a, name: str, shape_tail=None) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
+            raise ValueError(f"{name} must hold integers; convert the answers to int before calling")
+    if shape_tail is not None and (arr.ndim != len(shape_tail) + 1 or arr.shape[1:] != tuple(shape_tail)):
+        raise ValueError(f"{name} must have shape (T, {', '.join(map(str, shape_tail))}), got {arr.shape}")
+    return arr.astype(np.int64)
+
+
+def _check_psm_inputs(corners, prices, answers, answers_name="choices"):
+    corners = _as_int_array(corners, "corners", (5,))
+    prices = _as_int_array(prices, "prices", (5,))
+    answers = np.asarray(answers)
+    answers = _as_int_array(answers, answers_name, answers.shape[1:] if answers.ndim >= 2 else (5,))
+    if answers.shape[-1] != 5:
+        raise ValueError(f"{answers_name} must have 5 answers per row, got shape {answers.shape}")
+    T = len(corners)
+    if prices.shape[0] != T or answers.shape[0] != T:
+        raise ValueError(
+            f"corners, prices and {answers_name} must describe the same rounds: got {T}, "
+            f"{prices.shape[0]} and {answers.shape[0]} rows"
+        )
+    if not np.isin(corners, (0, 5)).all():
+        raise ValueError("corners must have entries 0 or 5 (vertices of {0..5}^5); pass the effective corner of each round")
+    if (prices <= 0).any():
+        raise ValueError("prices must be positive (eq. (2)); check the price vector of each round")
+    if answers.size and (answers.min() < 0 or answers.max() > 5):
+        raise ValueError(f"{answers_name} must be answers on the 0-5 scale; map refusals to missing rounds and drop them")
+    return corners, prices, answers
+
+
+def expenditure_matrix(corners, prices, choices, *, budget: int | None = BUDGET) -> np.ndarray:
+    """PSM expenditure matrix in corner coordinates, ``E[r, k] = p^r . q^k_{o^r}``.
+
+    Round ``k``'s chosen answer, expressed in the coordinates of round ``r``'s
+    (effective) corner, priced at round ``r``'s prices.
+
+    Parameters
+    ----------
+    corners : array_like (T, 5) of int
+        Effective corner of each round (entries 0 or 5, after the flip rule).
+    prices : array_like (T, 5) of int
+        Price vector of each round.
+    choices : array_like (T, 5) of int
+        Chosen answers (raw, 0..5) of the same rounds; drop missing rounds first.
+    budget : int or None, default 12
+        Every chosen answer must cost exactly ``budget`` in its own round
+        (eq. (1)); ``None`` skips this check.
+
+    Returns
+    -------
+    E : ndarray (T, T) of int64
+
+    Raises
+    ------
+    ValueError
+        On bad shapes, corners not in {0, 5}, non-positive prices, answers
+        outside 0..5, or a chosen answer off the budget.
+
+    References
+    ----------
+    Seror (2025), Section 2.2, eq. (1) and Definition 1.
+    """
+    corners, prices, choices = _check_psm_inputs(corners, prices, choices)
     y = to_corner(choices[None, :, :], corners[:, None, :])  # (r, k, s)
-    return np.einsum("rs,rks->rk", prices, y)
+    E = np.einsum("rs,rks->rk", prices, y)
+    if budget is not None and len(E):
+        d = np.diag(E)
+        bad = np.nonzero(d != budget)[0]
+        if len(bad):
+            r = int(bad[0])
+            raise ValueError(
+                f"the answer of round {r} is off the budget: p . q_o = {int(d[r])}, expected {budget} "
+                "(eq. (1)); pass the effective corner of each round (after the flip rule) and answers "
+                "taken from its alternatives, or budget=None to skip this check"
+            )
+    return E
 
 
-def garp(E, e: float = 1.0) -> bool:
-    """Reference GARP_e check (Warshall closure); True when the data satisfy GARP_e."""
-    E = np.asarray(E, dtype=float)
-    own = np.diag(E)[:, None]
-    R = e * own >= E
-    P = e * own > E
-    np.fill_diagonal(R, True)
-    n = len(E)
-    C = R.copy()
-    for k in range(n):
-        C |= C[:, k:k + 1] & C[k:k + 1, :]
-    return not (C & P.T).any()
+def psm_expenditure_matrix(dataset) -> np.ndarray:
+    """Expenditure matrix of a :class:`~moralkit.dataset.PSMDataset`, missing rounds excluded.
+
+    References
+    ----------
+    Seror (2025), Section 2.2; missing rounds are not in R^m (Section 2.2, notation).
+    """
+    ds = dataset.valid()
+    return expenditure_matrix(ds.corners, ds.prices, ds.choices)
+
+
+def option_expenditures(corners, prices, options, *, budget: int | None = BUDGET) -> np.ndarray:
+    """Cost of every alternative of every round at every round's prices and corner.
+
+    ``V[r, k, j] = p^r . (options[k, j])_{o^r}``, so the expenditure matrix of
+    any choice vector ``c`` (0-based option indices) is
+    ``E[r, k] = V[r, k, c[k]]``. This is what makes the random-choice test
+    fast: ``V`` is computed once per model.
+
+    Parameters
+    ----------
+    corners, prices : array_like (T, 5) of int
+    options : array_like (T, n, 5) of int
+        The alternatives shown in each round (raw answers 0..5).
+    budget : int or None, default 12
+        Every alternative must cost exactly ``budget`` in its own round.
+
+    Returns
+    -------
+    V : ndarray (T, T, n) of int16
+
+    References
+    ----------
+    Seror (2025), Section 2.2, eq. (1); Section 2.3 (random datasets).
+    """
+    options = np.asarray(options)
+    if options.ndim != 3 or options.shape[2] != 5:
+        raise ValueError(f"options must have shape (T, n_options, 5), got {options.shape}")
+    corners, prices, options = _check_psm_inputs(corners, prices, options, "options")
+    T, n, _ = options.shape
+    # p . |q - o| = a . q + b with a = p * sign, b = sum of p over the statements where o = 5
+    sign = np.where(corners == 0, 1, -1)
+    A = prices * sign  # (T, 5)
+    b = (prices * (corners == 5)).sum(1) * 5  # (T,)
+    V = (A @ options.reshape(T * n, 5).T) + b[:, None]  # (r, k*n + j)
+    if V.size and (V.max() > np.iinfo(np.int16).max):
+        raise ValueError("prices too large for the PSM (expenditures exceed 32767)")
+    V = V.astype(np.int16).reshape(T, T, n)
+    if budget is not None and T:
+        own = V[np.arange(T), np.arange(T)]  # (T, n)
+        bad = np.argwhere(own != budget)
+        if len(bad):
+            t, j = bad[0]
+            raise ValueError(
+                f"option {j + 1} of round {t} is off the budget: p . q_o = {int(own[t, j])}, expected "
+                f"{budget} (eq. (1)); every alternative must satisfy the budget in its round's corner "
+                "coordinates (pass the effective corners)"
+            )
+    return V
+
+
+def consumer_expenditure_matrix(prices, quantities) -> np.ndarray:
+    """Expenditure matrix of ordinary consumer data, ``E = P Q^T`` (floats).
+
+    ``E[r, k] = p^r . q^k``: the bundle bought at observation ``k`` priced at
+    observation ``r``'s prices. With all corners at the origin the PSM
+    definitions reduce to these (Section 2.2, after Definition 1), which lets
+    :func:`ccei` be checked against independent consumer-data tools.
+
+    Parameters
+    ----------
+    prices, quantities : array_like (T, K)
+        Positive prices and non-negative quantities, one row per observation.
+
+    Returns
+    -------
+    E : ndarray (T, T) of float64
+
+    References
+    ----------
+    Varian (1982); Seror (2025), Section 2.2.
+    """
+    P = np.asarray(prices, dtype=float)
+    Q = np.asarray(quantities, dtype=float)
+    if P.ndim != 2 or P.shape != Q.shape:
+        raise ValueError(f"prices and quantities must be 2-D arrays of the same shape (T, K); got {P.shape} and {Q.shape}")
+    if not (np.isfinite(P).all() and np.isfinite(Q).all()):
+        raise ValueError("prices and quantities must be finite; drop or impute observations with NaN/inf")
+    if (P <= 0).any():
+        raise ValueError("prices must be strictly positive")
+    if (Q < 0).any():
+        raise ValueError("quantities must be non-negative")
+    return P @ Q.T
+
+
+# =========================================================================== validation
+
+
+def validate_expenditure_matrix(E) -> np.ndarray:
+    """Check that ``E`` is a finite square matrix with positive diagonal; return it as an array.
+
+    Integer matrices are returned as int64, anything else as float64.
+
+    Raises
+    ------
+    ValueError
+        Naming the problem (shape, non-finite entries, non-positive own expenditure).
+    """
+    if hasattr(E, "valid") and hasattr(E, "chosen"):
+        raise ValueError("got a PSMDataset where an expenditure matrix was expected; use psm_expenditure_matrix(ds)")
+    E = np.asarray(E)
+    if E.dtype == bool or E.dtype == object or not np.issubdtype(E.dtype, np.number):
+        raise ValueError(f"E must be a numeric matrix, got dtype {E.dtype}")
+    if np.issubdtype(E.dtype, np.complexfloating):
+        raise ValueError("E must be real")
+    if E.ndim != 2 or E.shape[0] != E.shape[1]:
+        raise ValueError(f"E must be a square T x T expenditure matrix, got shape {E.shape}; build it with "
+                         "expenditure_matrix() or consumer_expenditure_matrix()")
+    if np.issubdtype(E.dtype, np.integer):
+        E = E.astype(np.int64)
+    else:
+        E = E.astype(np.float64)
+        if not np.isfinite(E).all():
+            raise ValueError("E has non-finite entries (NaN or inf); drop the observations that produce them")
+    d = np.diag(E)
+    if (d <= 0).any():
+        r = int(np.nonzero(d <= 0)[0][0])
+        raise ValueError(
+            f"own expenditure E[{r}, {r}] = {d[r]} is not positive; every observation must spend a "
+            "positive amount on its own choice (drop empty bundles / check the prices)"
+        )
+    return E
+
+
+def _validate_e(e, T):
+    """Efficiency level(s) as (num, den) float arrays of length T with e = num / den exactly."""
+    if isinstance(e, Rational) and not isinstance(e, (bool, np.bool_)):
+        num, den = float(e.numerator), float(e.denominator)
+        if float(int(num)) != e.numerator or float(int(den)) != e.denominator or abs(num) > 2**53 or den > 2**53:
+            raise ValueError("rational e must have numerator and denominator below 2**53")
+        num_a, den_a = np.full(T, num), np.full(T, den)
+    else:
+        arr = np.asarray(e, dtype=float)
+        if arr.ndim == 0:
+            arr = np.full(T, float(arr))
+        if arr.shape != (T,):
+            raise ValueError(f"e must be a scalar or one value per observation (length {T}), got shape {arr.shape}")
+        num_a, den_a = arr.copy(), np.ones(T)
+    val = num_a / den_a
+    if not np.isfinite(val).all() or (val < 0).any() or (val > 1).any():
+        raise ValueError("e must lie in [0, 1] (Definition 1)")
+    return num_a, den_a
+
+
+# =========================================================================== exact arithmetic kernels
+
+_SPLITTER = 134217729.0  # 2**27 + 1 (Veltkamp split)
+
+
+@njit(cache=True, inline="always")
+def _two_prod(a, b):
+    """p, err with p + err == a * b exactly (no overflow/underflow)."""
+    p = a * b
+    c = _SPLITTER * a
+    ah = c - (c - a)
+    al = a - ah
+    c = _SPLITTER * b
+    bh = c - (c - b)
+    bl = b - bh
+    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, err
+
+
+@njit(cache=True)
+def _cmp_prod(a, b, c, d):
+    """Exact sign of a*b - c*d."""
+    p1, e1 = _two_prod(a, b)
+    p2, e2 = _two_prod(c, d)
+    if p1 < p2:
+        return -1
+    if p1 > p2:
+        return 1
+    if e1 < e2:
+        return -1
+    if e1 > e2:
+        return 1
+    return 0
+
+
+@njit(cache=True)
+def _relation_signs(E, num, den):
+    """S[r, k] = sign(num_r / den_r * E[r, r] - E[r, k]) exactly."""
+    T = E.shape[0]
+    S = np.empty((T, T), dtype=np.int8)
+    for r in range(T):
+        for k in range(T):
+            S[r, k] = _cmp_prod(num[r], E[r, r], den[r], E[r, k])
+    return S
+
+
+# =========================================================================== cycle kernels (bitsets)
+
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.array(
+    [0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24,
+     18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25,
+     14, 19, 9, 13, 8, 7, 6], dtype=np.int64)
+
+
+@njit(cache=True, inline="always")
+def _ctz(x):
+    lsb = x & (~x + np.uint64(1))
+    return _DEBRUIJN_TABLE[np.int64((lsb * _DEBRUIJN) >> np.uint64(58))]
+
+
+@njit(cache=True)
+def _has_cycle(adj, T, white, onstack, stack):
+    """True iff the digraph with bitset rows ``adj`` (T, W) has a directed cycle (iterative DFS)."""
+    W = adj.shape[1]
+    one = np.uint64(1)
+    for w in range(W):
+        white[w] = 0
+        onstack[w] = 0
+    for i in range(T):
+        white[i >> 6] |= one << np.uint64(i & 63)
+    for s in range(T):
+        if (white[s >> 6] >> np.uint64(s & 63)) & one == 0:
+            continue
+        white[s >> 6] &= ~(one << np.uint64(s & 63))
+        onstack[s >> 6] |= one << np.uint64(s & 63)
+        top = 0
+        stack[0] = s
+        while top >= 0:
+            i = stack[top]
+            nxt = -1
+            for w in range(W):
+                a = adj[i, w]
+                if a & onstack[w]:
+                    return True
+                if nxt < 0:
+                    m = a & white[w]
+                    if m:
+                        nxt = w * 64 + _ctz(m)
+            if nxt >= 0:
+                white[nxt >> 6] &= ~(one << np.uint64(nxt & 63))
+                onstack[nxt >> 6] |= one << np.uint64(nxt & 63)
+                top += 1
+                stack[top] = nxt
+            else:
+                onstack[i >> 6] &= ~(one << np.uint64(i & 63))
+                top -= 1
+    return False
+
+
+@njit(cache=True)
+def _min_cycle_level_bits(bits, T, white, onstack, stack):
+    """Smallest level L with a cycle among nested bitset graphs bits[0] <= ... <= bits[n-1]; n if none."""
+    n = bits.shape[0]
+    if n == 0 or not _has_cycle(bits[n - 1], T, white, onstack, stack):
+        return n
+    lo, hi = 0, n - 1  # cycle at hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _has_cycle(bits[mid], T, white, onstack, stack):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True)
+def _psm_level(E, n_levels, bits, white, onstack, stack):
+    """Smallest integer level L < n_levels such that {E[r, k] <= L, r != k} has a cycle; n_levels if none."""
+    T = E.shape[0]
+    one = np.uint64(1)
+    bits[:] = 0
+    for r in range(T):
+        for k in range(T):
+            # branch-free: levels >= n_levels land in the spare slot bits[n_levels]
+            v = min(max(np.int64(E[r, k]), 0), n_levels)
+            bits[v, r, k >> 6] |= one << np.uint64(k & 63)
+    return _finish_levels(bits, T, n_levels, white, onstack, stack)
+
+
+@njit(cache=True)
+def _finish_levels(bits, T, n_levels, white, onstack, stack):
+    one = np.uint64(1)
+    for r in range(T):  # no self-loops
+        for L in range(n_levels):
+            bits[L, r, r >> 6] &= ~(one << np.uint64(r & 63))
+    for L in range(1, n_levels):
+        bits[L] |= bits[L - 1]
+    return _min_cycle_level_bits(bits[:n_levels], T, white, onstack, stack)
+
+
+@njit(cache=True)
+def _psm_levels_batch(Es, n_levels):
+    N, T = Es.shape[0], Es.shape[1]
+    W = max(1, (T + 63) // 64)
+    bits = np.zeros((n_levels + 1, T, W), dtype=np.uint64)
+    white = np.zeros(W, dtype=np.uint64)
+    onstack = np.zeros(W, dtype=np.uint64)
+    stack = np.zeros(T + 1, dtype=np.int64)
+    out = np.empty(N, dtype=np.int64)
+    for b in range(N):
+        out[b] = _psm_level(Es[b], n_levels, bits, white, onstack, stack)
+    return out
+
+
+@njit(cache=True)
+def _psm_levels_choices(VT, C, n_levels):
+    """CCEI levels of many choice vectors; ``VT[k, j, r]`` = cost of option j of round k at round r.
+
+    For choice vector ``C[b]`` the expenditure matrix is ``E[r, k] = VT[k, C[b, k], r]``.
+    The graph is built transposed (row k holds the rounds r with E[r, k] <= L):
+    reversing every edge keeps the cycles, and the reads stay contiguous.
+    """
+    N, T = C.shape
+    W = max(1, (T + 63) // 64)
+    bits = np.zeros((n_levels + 1, T, W), dtype=np.uint64)
+    white = np.zeros(W, dtype=np.uint64)
+    onstack = np.zeros(W, dtype=np.uint64)
+    stack = np.zeros(T + 1, dtype=np.int64)
+    out = np.empty(N, dtype=np.int64)
+    one = np.uint64(1)
+    for b in range(N):
+        bits[:] = 0
+        for k in range(T):
+            col = VT[k, C[b, k]]
+            for r in range(T):
+                # branch-free: levels >= n_levels land in the spare slot bits[n_levels]
+                v = min(max(np.int64(col[r]), 0), n_levels)
+                bits[v, k, r >> 6] |= one << np.uint64(r & 63)
+        out[b] = _finish_levels(bits, T, n_levels, white, onstack, stack)
+    return out
+
+
+@njit(cache=True)
+def _build_threshold(R, t, adj):
+    """adj <- bitset graph of the edges r -> k (r != k) with R[r, k] <= t."""
+    T = R.shape[0]
+    one = np.uint64(1)
+    adj[:] = 0
+    for r in range(T):
+        for k in range(T):
+            if k != r and R[r, k] <= t:
+                adj[r, k >> 6] |= one << np.uint64(k & 63)
+
+
+@njit(cache=True)
+def _min_cycle_threshold(R, cand):
+    """Index of the smallest threshold cand[i] such that {R[r, k] <= cand[i]} has a cycle; len(cand) if none.
+
+    ``cand`` must be sorted ascending.
+    """
+    T = R.shape[0]
+    n = cand.shape[0]
+    Wd = max(1, (T + 63) // 64)
+    adj = np.zeros((T, Wd), dtype=np.uint64)
+    white = np.zeros(Wd, dtype=np.uint64)
+    onstack = np.zeros(Wd, dtype=np.uint64)
+    stack = np.zeros(T + 1, dtype=np.int64)
+    if n == 0:
+        return 0
+    _build_threshold(R, cand[n - 1], adj)
+    if not _has_cycle(adj, T, white, onstack, stack):
+        return n
+    lo, hi = 0, n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        _build_threshold(R, cand[mid], adj)
+        if _has_cycle(adj, T, white, onstack, stack):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True)
+def _candidates(R):
+    """Sorted distinct off-diagonal ratios that can be the CCEI: below 1 and not above the best 2-cycle."""
+    T = R.shape[0]
+    U = 1.0
+    for r in range(T):
+        for k in range(r + 1, T):
+            m = max(R[r, k], R[k, r])
+            if m < U:
+                U = m
+    buf = np.empty(T * T, dtype=np.float64)
+    n = 0
+    for r in range(T):
+        for k in range(T):
+            v = R[r, k]
+            if k != r and (v < 1.0) and v <= U:
+                buf[n] = v
+                n += 1
+    out = np.sort(buf[:n])
+    m = 0
+    for i in range(n):
+        if m == 0 or out[i] != out[m - 1]:
+            out[m] = out[i]
+            m += 1
+    return out[:m]
+
+
+@njit(cache=True)
+def _has_cycle_dense(A):
+    """Cycle test for a dense boolean adjacency matrix (diagonal ignored)."""
+    T = A.shape[0]
+    Wd = max(1, (T + 63) // 64)
+    adj = np.zeros((T, Wd), dtype=np.uint64)
+    one = np.uint64(1)
+    for r in range(T):
+        for k in range(T):
+            if k != r and A[r, k]:
+                adj[r, k >> 6] |= one << np.uint64(k & 63)
+    return _has_cycle(adj, T, np.zeros(Wd, dtype=np.uint64), np.zeros(Wd, dtype=np.uint64),
+                      np.zeros(T + 1, dtype=np.int64))
+
+
+# =========================================================================== relations and GARP
+
+
+def _same_bundle_matrix(same_bundle, T):
+    if same_bundle is None:
+        return None
+    S = np.asarray(same_bundle)
+    if S.ndim == 2 and S.shape == (T, T) and S.dtype == bool:
+        return S
+    if S.ndim == 2 and S.shape[0] == T:  # bundles, one row per observation
+        return (S[:, None, :] == S[None, :, :]).all(-1)
+    raise ValueError("same_bundle must be a (T, T) boolean matrix or the (T, K) array of chosen bundles")
+
+
+def relations(E, e=1.0, *, same_bundle=None):
+    """The direct revealed-preference relations ``R0_e`` and ``P0_e`` (Definition 1), exactly.
+
+    Parameters
+    ----------
+    E : array_like (T, T)
+        Expenditure matrix (:func:`expenditure_matrix`, :func:`consumer_expenditure_matrix`).
+    e : float, fractions.Fraction or array_like (T,), default 1.0
+        Efficiency level(s) in [0, 1]; a scalar applies to every observation.
+        Comparisons ``e_r E[r, r] >= E[r, k]`` are exact (a float ``e`` is the
+        binary number it holds; use a Fraction such as ``Fraction(5, 12)`` for
+        an exact rational level).
+    same_bundle : (T, T) bool or (T, K) bundles, optional
+        Adds the "or the same bundle" clause of ``R0_e`` (Definition 1.1).
+
+    Returns
+    -------
+    R0, P0 : ndarray (T, T) of bool
+        ``R0[r, k]``: ``r R0_e k``; ``P0[r, k]``: ``r P0_e k``. The diagonal of
+        ``R0`` is True, that of ``P0`` False.
+
+    References
+    ----------
+    Seror (2025), Section 2.2, Definition 1 (the "or q_o = q^r_o" clause in the
+    strict relation is treated as a typo, see the module docstring).
+    """
+    E = validate_expenditure_matrix(E)
+    T = len(E)
+    num, den = _validate_e(e, T)
+    if np.issubdtype(E.dtype, np.integer) and T and np.abs(E).max() >= 2**53:
+        raise ValueError("integer expenditures must be below 2**53 in absolute value")
+    # rows rescaled by powers of two (exact; signs unchanged) keep the error-free products in range
+    Ef = np.ldexp(E.astype(np.float64), -np.frexp(np.diag(E).astype(np.float64))[1][:, None]) if T else E
+    S = _relation_signs(Ef, num, den) if T else np.zeros((0, 0), np.int8)
+    R0 = S >= 0
+    P0 = S > 0
+    np.fill_diagonal(R0, True)
+    np.fill_diagonal(P0, False)
+    sb = _same_bundle_matrix(same_bundle, T)
+    if sb is not None:
+        R0 |= sb
+    return R0, P0
+
+
+def garp(E, e=1.0, *, same_bundle=None, method: str = "scc") -> bool:
+    """Whether the data satisfy ``GARP_e`` (Definition 2), exactly.
+
+    Parameters
+    ----------
+    E : array_like (T, T)
+        Expenditure matrix.
+    e : float, fractions.Fraction or array_like (T,), default 1.0
+        Efficiency level(s) in [0, 1] (see :func:`relations`).
+    same_bundle : optional
+        See :func:`relations`; never changes the result (module docstring),
+        accepted so the relation is exactly Definition 1.
+    method : {"scc", "warshall"}, default "scc"
+        ``"scc"``: GARP_e fails iff a strongly connected component of the
+        ``R0_e`` graph contains a ``P0_e`` edge (linear time after building the
+        relations). ``"warshall"``: the reference transitive closure of ``R0_e``
+        (Varian 1982), O(T^3).
+
+    Returns
+    -------
+    bool
+        True when ``r R*_e k`` never meets ``k P0_e r``.
+
+    References
+    ----------
+    Seror (2025), Section 2.2, Definitions 1-2; Varian (1982).
+    """
+    R0, P0 = relations(E, e, same_bundle=same_bundle)
+    T = len(R0)
+    if T < 2:
+        return True
+    if method == "warshall":
+        C = R0.copy()
+        for k in range(T):
+            C |= C[:, k:k + 1] & C[k:k + 1, :]
+        return not (C & P0.T).any()
+    if method == "scc":
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        _, lab = connected_components(csr_matrix(R0), directed=True, connection="strong")
+        r, k = np.nonzero(P0)
+        return not (lab[r] == lab[k]).any()
+    raise ValueError(f"method must be 'scc' or 'warshall', got {method!r}")
+
+
+# =========================================================================== CCEI
+
+
+def _psm_budget(E):
+    """The common own expenditure B if E is an integer matrix with constant diagonal B <= 64, else None."""
+    if not np.issubdtype(E.dtype, np.integer) or not len(E):
+        return None
+    d = np.diag(E)
+    B = int(d[0])
+    if (d == B).all() and 0 < B <= _MAX_LEVELS:
+        return B
+    return None
+
+
+def _ratio_matrix(E) -> np.ndarray:
+    """R[r, k] = E[r, k] / E[r, r] in floats (correctly rounded, hence monotone in the exact ratio)."""
+    if np.issubdtype(E.dtype, np.integer) and len(E) and np.abs(E).max() >= 2**53:
+        raise ValueError("integer expenditures must be below 2**53 in absolute value")
+    Ef = E.astype(np.float64)
+    return Ef / np.diag(Ef)[:, None]
+
+
+def _ccei_level(E):
+    """(kind, value) for a validated matrix: ("one", None), ("psm", (m, B)) or ("float", (R, t))."""
+    T = len(E)
+    if T < 2:
+        return "one", None
+    B = _psm_budget(E)
+    if B is not None:
+        L = int(_psm_levels_batch(E[None], B)[0])
+        return ("one", None) if L >= B else ("psm", (L, B))
+    R = _ratio_matrix(E)
+    cand = _candidates(R)
+    i = int(_min_cycle_threshold(R, cand))
+    if i >= len(cand):
+        return "one", None
+    return "float", (R, float(cand[i]))
+
+
+def _ccei_float(E) -> float:
+    kind, v = _ccei_level(E)
+    if kind == "one":
+        return 1.0
+    if kind == "psm":
+        return v[0] / v[1]
+    # The smallest float threshold t with a cycle among {fl(ratio) <= t} is the float
+    # nearest to the exact CCEI: rounding is monotone, so {ratio <= x} is contained in
+    # {fl(ratio) <= fl(x)}, which is contained in {ratio <= y} for the largest exact
+    # ratio y with fl(y) <= fl(x).
+    return max(0.0, v[1])
+
+
+def _ccei_fraction(E) -> Fraction:
+    kind, v = _ccei_level(E)
+    if kind == "one":
+        return Fraction(1)
+    if kind == "psm":
+        return Fraction(v[0], v[1])
+    R, t = v
+    # exact refinement among the edges whose float ratio equals t
+    rs, ks = np.nonzero(R == t)
+    keep = rs != ks
+    rs, ks = rs[keep], ks[keep]
+    vals = [_frac(E[r, k]) / _frac(E[r, r]) for r, k in zip(rs, ks)]
+    distinct = sorted(set(vals))
+    if len(distinct) > 1:
+        base = R < t
+        lo, hi = 0, len(distinct) - 1  # a cycle exists at distinct[-1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            A = base.copy()
+            for (r, k), x in zip(zip(rs, ks), vals):
+                if x <= distinct[mid]:
+                    A[r, k] = True
+            if _has_cycle_dense(A):
+                hi = mid
+            else:
+                lo = mid + 1
+        val = distinct[lo]
+    else:
+        val = distinct[0]
+    return max(Fraction(0), val)
+
+
+def _frac(x) -> Fraction:
+    return Fraction(int(x)) if isinstance(x, (int, np.integer)) else Fraction(float(x))
+
+
+def ccei_exact(E) -> Fraction:
+    """The exact CCEI as a :class:`fractions.Fraction` (see :func:`ccei`).
+
+    For PSM data (integer ``E`` with ``E[r, r] = 12``) the result is ``m / 12``.
+    For float data it is the exact rational value of a ratio of two stored
+    floats ``E[r, k] / E[r, r]`` (or 1, or 0).
+
+    References
+    ----------
+    Seror (2025), Section 2.2, Definition 3; Afriat (1972).
+    """
+    if hasattr(E, "valid") and hasattr(E, "chosen"):
+        E = psm_expenditure_matrix(E)
+    return _ccei_fraction(validate_expenditure_matrix(E))
+
+
+def ccei(E) -> float:
+    """Critical Cost Efficiency Index: the supremum of ``e in (0, 1]`` with ``GARP_e``.
+
+    Computed exactly (no bisection tolerance): the supremum is the smallest,
+    over revealed-preference cycles, of the largest ratio ``E[r, k] / E[r, r]``
+    on the cycle, or 1 when no cycle uses only ratios below 1. Weak preferences
+    (ties) count. Integer matrices with a constant diagonal ``B`` (PSM data,
+    ``B = 12``) use a fast path over the ``B`` possible levels.
+
+    Parameters
+    ----------
+    E : array_like (T, T) or PSMDataset
+        Expenditure matrix (``E[r, k]`` = observation ``k``'s bundle at
+        observation ``r``'s prices; see :func:`expenditure_matrix` and
+        :func:`consumer_expenditure_matrix`), or a PSM dataset (missing rounds
+        are excluded).
+
+    Returns
+    -------
+    float
+        In [0, 1]; the float nearest to :func:`ccei_exact`. 0 means no
+        ``e > 0`` satisfies ``GARP_e``.
+
+    Raises
+    ------
+    ValueError
+        If ``E`` is not square, has non-finite entries or a non-positive
+        diagonal.
+
+    References
+    ----------
+    Seror (2025), Section 2.2, Definition 3 (the standard supremum convention;
+    the paper prints ``inf 1 - e``); Afriat (1972); Halevy, Persitz and Zrill
+    (2018).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ccei(np.array([[9.0, 6.0], [6.0, 9.0]]))  # a strict 2-cycle
+    0.6666666666666666
+    """
+    if hasattr(E, "valid") and hasattr(E, "chosen"):
+        E = psm_expenditure_matrix(E)
+    return _ccei_float(validate_expenditure_matrix(E))
+
+
+def ccei_batch(Es) -> np.ndarray:
+    """CCEI of a stack of expenditure matrices ``Es`` (N, T, T); returns floats (N,).
+
+    Stacks of integer matrices sharing the constant diagonal ``B <= 64`` (PSM)
+    run in one compiled loop.
+
+    References
+    ----------
+    Seror (2025), Definition 3.
+    """
+    Es = np.asarray(Es)
+    if Es.ndim != 3 or Es.shape[1] != Es.shape[2]:
+        raise ValueError(f"Es must be a stack of square matrices (N, T, T), got shape {Es.shape}")
+    if len(Es) and np.issubdtype(Es.dtype, np.integer) and Es.shape[1] >= 2:
+        d = np.diagonal(Es, axis1=1, axis2=2)
+        B = int(d.flat[0])
+        if (d == B).all() and 0 < B <= _MAX_LEVELS:
+            L = _psm_levels_batch(np.ascontiguousarray(Es, dtype=np.int64), B)
+            return np.minimum(L, B) / B
+    return np.array([ccei(E) for E in Es], dtype=float)
+
+
+def ccei_choices(V, choices, *, budget: int = BUDGET, numerators: bool = False) -> np.ndarray:
+    """CCEI of many choice vectors over the same PSM rounds (the random-choice test's workhorse).
+
+    Parameters
+    ----------
+    V : ndarray (T, T, n)
+        Option expenditures from :func:`option_expenditures` (every option of
+        round ``k`` costs ``budget`` at ``V[k, k]``).
+    choices : array_like (N, T) or (T,) of int
+        0-based option index chosen in each round, one row per dataset.
+    budget : int, default 12
+        The common own expenditure.
+    numerators : bool, default False
+        Return the exact integer numerators ``m`` (CCEI = ``m / budget``)
+        instead of floats.
+
+    Returns
+    -------
+    ndarray (N,) of float (or int64 numerators)
+
+    References
+    ----------
+    Seror (2025), Section 2.3 (random datasets D^m_n) and Definition 3.
+    """
+    V = np.asarray(V)
+    if V.ndim != 3 or V.shape[0] != V.shape[1]:
+        raise ValueError(f"V must have shape (T, T, n_options), got {V.shape}")
+    if not np.issubdtype(V.dtype, np.integer):
+        raise ValueError("V must be an integer array (use option_expenditures)")
+    C = np.asarray(choices)
+    squeeze = C.ndim == 1
+    C = np.atleast_2d(C)
+    if C.ndim != 2 or C.shape[1] != V.shape[0]:
+        raise ValueError(f"choices must have shape (N, {V.shape[0]}), got {np.shape(choices)}")
+    if not np.issubdtype(C.dtype, np.integer):
+        raise ValueError("choices must be 0-based integer option indices")
+    if C.size and (C.min() < 0 or C.max() >= V.shape[2]):
+        raise ValueError(f"choices must be 0-based option indices in 0..{V.shape[2] - 1}")
+    if not 0 < int(budget) <= 10_000:
+        raise ValueError("budget must be a positive integer")
+    T = V.shape[0]
+    if T < 2:
+        L = np.full(len(C), int(budget), dtype=np.int64)
+    else:
+        VT = np.ascontiguousarray(np.transpose(V, (1, 2, 0)), dtype=np.int16)
+        L = _psm_levels_choices(VT, np.ascontiguousarray(C, dtype=np.int64), int(budget))
+    L = np.minimum(L, int(budget))
+    out = L if numerators else L / int(budget)
+    return out[0] if squeeze else out
