@@ -1,0 +1,730 @@
+"""Types of models: pooled data, the largest jointly rational subset LS(e), Procedure 2.
+
+A *type* is a set of models whose pooled answers jointly satisfy GARP_e
+(Seror 2025, Section 2.4). This module holds
+
+* :func:`pool` -- the pooled observations of several models (every round keeps
+  its own effective corner and prices, so each observation is priced in each
+  round's own coordinates, eq. (1) and Definition 1);
+* :func:`garp_pooled` / :func:`violating_cycle` -- GARP_e (Definition 2) on the
+  pooled observations of a subset of models;
+* :func:`largest_subsets` / :func:`largest_subset` -- LS(e), optimisation (5),
+  solved **exactly** without a MILP (see below), or with the MILP of
+  Proposition 1 (:mod:`moralkit.milp`);
+* :func:`partition_types` -- Procedure 2: remove LS(e) until no model is left.
+
+The exact solver
+----------------
+GARP_e consistency of a set of models is *monotone*: if the pooled data of
+``B`` satisfy GARP_e, so do those of every subset of ``B`` (a violating cycle in
+a subset is a violating cycle in ``B``). The solver therefore maximises ``|B|``
+over the subsets of the models subject to *cuts* "not all of S", where each
+``S`` is the set of models owning the rounds of a GARP_e-violating cycle found
+in the pooled data (any set containing ``S`` contains that cycle). It takes the
+largest subsets that satisfy every cut found so far, checks each against
+GARP_e on the pooled data, adds a cut for each one that fails, and stops at the
+first size at which some candidate passes; every candidate of that size has
+then been checked, so *all* maximum subsets are known. This is exact (it
+returns the same ``|LS(e)|`` as Proposition 1; the tests check it against the
+MILP with HiGHS, GLPK and Gurobi) and needs a handful of GARP checks on the
+pooled graph per call, each a Tarjan SCC pass compiled with numba. Subsets are
+held as bit masks, which limits the exact solver to 20 models (use the MILP
+beyond that).
+
+Ties
+----
+LS(e) need not be unique. :func:`largest_subsets` returns all maximum subsets;
+:func:`partition_types` picks one of them uniformly at random with the run's
+random generator (``seed``), at each step of Procedure 2. The permutation
+approach (:mod:`moralkit.permutation`) averages over these choices. With a MILP
+solver the solver's own choice among maxima is used (not random).
+
+Conventions (as :mod:`moralkit.rp`)
+-----------------------------------
+``E[r, k] = p^r . q^k_{o^r}``; ``r R0_e k`` iff ``e E[r, r] >= E[r, k]`` or the
+two answers are the same bundle; ``r P0_e k`` iff ``e E[r, r] > E[r, k]``
+(strict). GARP_e fails iff a strongly connected component of the R0_e graph
+contains a P0_e edge.
+
+References
+----------
+Seror, A. (2025). *The Moral Mind(s) of Large Language Models*, Section 2.2
+(Definitions 1-2), Section 2.4 (optimisation (5), Procedure 2), Section 3.3 and
+Appendix A.1 (Proposition 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numba
+import numpy as np
+
+from .dataset import PSMDataset
+from .rp import expenditure_matrix
+
+__all__ = [
+    "PooledData",
+    "pool",
+    "revealed_relations",
+    "garp_pooled",
+    "violating_cycle",
+    "largest_subsets",
+    "largest_subset",
+    "partition_types",
+    "Partition",
+    "MAX_EXACT_MODELS",
+]
+
+#: The exact solver holds subsets of models as bit masks over ``2**M`` entries.
+MAX_EXACT_MODELS = 20
+
+
+# --------------------------------------------------------------------------- pooled data
+
+
+@dataclass
+class PooledData:
+    """Pooled observations of several models (Section 2.4, data D^B).
+
+    Attributes
+    ----------
+    models : tuple of str
+        Model labels; ``obs_model`` indexes into it.
+    obs_model : ndarray (n,) of int
+        Model owning each observation.
+    corners, prices, choices : ndarray (n, 5) of int
+        Effective corner, prices and chosen answer (raw 0..5) of each observation.
+    round_id : ndarray (n,) of int
+        Nominal round ``corner_index * 5 + price_index`` (-1 when unknown).
+    obs_round : ndarray (n,) of int
+        Position of the observation in its model's :class:`PSMDataset`.
+    E : ndarray (n, n) of int
+        ``E[r, k] = p^r . q^k_{o^r}`` (:func:`moralkit.rp.expenditure_matrix`).
+    """
+
+    models: tuple
+    obs_model: np.ndarray
+    corners: np.ndarray
+    prices: np.ndarray
+    choices: np.ndarray
+    round_id: np.ndarray
+    obs_round: np.ndarray
+    E: np.ndarray
+
+    @property
+    def n_obs(self) -> int:
+        return len(self.obs_model)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    def same_bundle(self) -> np.ndarray:
+        """Boolean (n, n): observations ``r`` and ``k`` chose the same raw answer."""
+        code = self.choices @ (6 ** np.arange(5))
+        return code[:, None] == code[None, :]
+
+    def subset(self, obs) -> "PooledData":
+        """The pooled data restricted to observations ``obs`` (mask or indices).
+
+        Model labels are kept (models without observations left stay listed).
+        """
+        obs = np.asarray(obs)
+        if obs.dtype == bool:
+            obs = np.nonzero(obs)[0]
+        return PooledData(self.models, self.obs_model[obs], self.corners[obs], self.prices[obs],
+                          self.choices[obs], self.round_id[obs], self.obs_round[obs],
+                          self.E[np.ix_(obs, obs)])
+
+    def restrict_models(self, models) -> "PooledData":
+        """The pooled data of the given models only (labels re-indexed)."""
+        idx = [self.models.index(m) for m in models]
+        keep = np.isin(self.obs_model, idx)
+        sub = self.subset(keep)
+        remap = {old: new for new, old in enumerate(idx)}
+        sub.obs_model = np.array([remap[int(i)] for i in sub.obs_model], dtype=np.int64)
+        sub.models = tuple(models)
+        return sub
+
+
+def _as_dict(datasets) -> dict:
+    if isinstance(datasets, PooledData):
+        raise ValueError("expected PSM datasets, got PooledData; pass the PooledData to the solver directly")
+    if isinstance(datasets, Mapping):
+        out = dict(datasets)
+    else:
+        out = {}
+        for ds in datasets:
+            if not isinstance(ds, PSMDataset):
+                raise ValueError(f"expected PSMDataset objects, got {type(ds).__name__}")
+            if ds.model in out:
+                raise ValueError(f"model {ds.model!r} appears twice; give every dataset a distinct model label")
+            out[ds.model] = ds
+    for k, ds in out.items():
+        if not isinstance(ds, PSMDataset):
+            raise ValueError(f"{k!r}: expected a PSMDataset, got {type(ds).__name__}")
+    return out
+
+
+def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledData:
+    """Pool the answered constrained rounds of several models.
+
+    Parameters
+    ----------
+    datasets : dict {model: PSMDataset} or iterable of PSMDataset
+        One dataset per model (e.g. :func:`moralkit.dataset.read_psm`).
+    rounds : dict {model: indices}, optional
+        Positions (into each model's dataset) of the rounds to pool; default all
+        answered rounds. Unanswered rounds are rejected.
+
+    Returns
+    -------
+    PooledData
+
+    References
+    ----------
+    Seror (2025), Section 2.4 (D^B combines the constrained rounds of all models in B).
+    """
+    dd = _as_dict(datasets)
+    if not dd:
+        raise ValueError("no datasets to pool; pass at least one PSMDataset")
+    parts = []
+    for mi, (name, ds) in enumerate(dd.items()):
+        if rounds is None:
+            idx = np.nonzero(ds.answered)[0]
+        else:
+            idx = np.asarray(rounds.get(name, []), dtype=np.int64)
+            if idx.size and (idx.min() < 0 or idx.max() >= ds.n_rounds):
+                raise ValueError(f"{name}: round positions must be in 0..{ds.n_rounds - 1}")
+            if idx.size and not ds.answered[idx].all():
+                raise ValueError(f"{name}: some requested rounds are unanswered (chosen = 0); "
+                                 "draw only from answered rounds")
+        if ds.corner_index is not None and ds.price_index is not None:
+            rid = ds.corner_index[idx] * 5 + ds.price_index[idx]
+        else:
+            rid = np.full(len(idx), -1, dtype=np.int64)
+        ch = ds.options[idx, ds.chosen[idx] - 1] if len(idx) else np.zeros((0, 5), np.int64)
+        parts.append((np.full(len(idx), mi), ds.corners[idx], ds.prices[idx], ch, rid, idx))
+    cat = [np.concatenate([p[j] for p in parts]).astype(np.int64) for j in range(6)]
+    cat[1:4] = [a.reshape(-1, 5) for a in cat[1:4]]
+    E = expenditure_matrix(cat[1], cat[2], cat[3]) if len(cat[0]) else np.zeros((0, 0), np.int64)
+    return PooledData(tuple(dd), cat[0], cat[1], cat[2], cat[3], cat[4], cat[5], np.asarray(E))
+
+
+def _check_e(e) -> float:
+    try:
+        e = float(e)
+    except (TypeError, ValueError):
+        raise ValueError(f"e must be a number in [0, 1], got {e!r}") from None
+    if not 0.0 <= e <= 1.0 or np.isnan(e):
+        raise ValueError(f"e (rationality level) must be in [0, 1], got {e}; "
+                         "the paper uses e = 0.333, the smallest CCEI among models passing at 5 %")
+    return e
+
+
+def revealed_relations(pooled: PooledData, e: float = 1.0):
+    """Direct revealed preference relations R0_e and P0_e on pooled observations.
+
+    Returns
+    -------
+    R0, P0 : ndarray (n, n) of bool
+        ``R0[r, k]``: ``e E[r, r] >= E[r, k]`` or same bundle; ``P0[r, k]``:
+        ``e E[r, r] > E[r, k]`` (Definition 1 with e^r = e for every round).
+    """
+    e = _check_e(e)
+    try:  # exact comparisons of moralkit.rp (issue 2) when available
+        from .rp import relations
+    except ImportError:  # pragma: no cover - older rp without `relations`
+        E = np.asarray(pooled.E, dtype=float)
+        own = e * np.diag(E)[:, None]
+        return (own >= E) | pooled.same_bundle(), own > E
+    R0, P0 = relations(pooled.E, e, same_bundle=pooled.same_bundle())
+    return np.ascontiguousarray(R0), np.ascontiguousarray(P0)
+
+
+# --------------------------------------------------------------------------- numba kernels
+
+
+@numba.njit(cache=True)
+def _scc(R, inc):
+    """Tarjan's strongly connected components of the R graph induced on ``inc``."""
+    n = R.shape[0]
+    index = np.full(n, -1, np.int64)
+    low = np.zeros(n, np.int64)
+    onstack = np.zeros(n, np.bool_)
+    comp = np.full(n, -1, np.int64)
+    stack = np.empty(n, np.int64)
+    cs_node = np.empty(n, np.int64)
+    cs_edge = np.empty(n, np.int64)
+    sp = 0
+    idx = 0
+    nc = 0
+    for s in range(n):
+        if not inc[s] or index[s] >= 0:
+            continue
+        index[s] = idx
+        low[s] = idx
+        idx += 1
+        stack[sp] = s
+        sp += 1
+        onstack[s] = True
+        cs_node[0] = s
+        cs_edge[0] = 0
+        csp = 1
+        while csp > 0:
+            v = cs_node[csp - 1]
+            j = cs_edge[csp - 1]
+            advanced = False
+            while j < n:
+                if inc[j] and R[v, j] and j != v:
+                    if index[j] < 0:
+                        cs_edge[csp - 1] = j + 1
+                        index[j] = idx
+                        low[j] = idx
+                        idx += 1
+                        stack[sp] = j
+                        sp += 1
+                        onstack[j] = True
+                        cs_node[csp] = j
+                        cs_edge[csp] = 0
+                        csp += 1
+                        advanced = True
+                        break
+                    elif onstack[j] and index[j] < low[v]:
+                        low[v] = index[j]
+                j += 1
+            if advanced:
+                continue
+            csp -= 1
+            if low[v] == index[v]:
+                while True:
+                    sp -= 1
+                    w = stack[sp]
+                    onstack[w] = False
+                    comp[w] = nc
+                    if w == v:
+                        break
+                nc += 1
+            if csp > 0:
+                u = cs_node[csp - 1]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+    return comp
+
+
+@numba.njit(cache=True)
+def _path01(R, comp, owner, src, dst):
+    """Path src -> dst in R inside one SCC, minimising changes of model (0-1 BFS
+    by levels: each level is the zero-cost closure of the previous one)."""
+    n = R.shape[0]
+    c = comp[src]
+    INF = n + 1
+    dist = np.full(n, INF, np.int64)
+    prev = np.full(n, -1, np.int64)
+    cur = np.empty(n, np.int64)
+    nxt = np.empty(n, np.int64)
+    stack = np.empty(n, np.int64)
+    level = np.empty(n, np.int64)
+    dist[src] = 0
+    cur[0] = src
+    ncur = 1
+    d = 0
+    while ncur > 0:
+        sp = 0
+        for i in range(ncur):
+            stack[sp] = cur[i]
+            sp += 1
+        nl = 0
+        while sp > 0:
+            sp -= 1
+            v = stack[sp]
+            level[nl] = v
+            nl += 1
+            for w in range(n):
+                if dist[w] > d and comp[w] == c and R[v, w] and owner[w] == owner[v]:
+                    dist[w] = d
+                    prev[w] = v
+                    stack[sp] = w
+                    sp += 1
+        if dist[dst] <= d:
+            break
+        nn = 0
+        for i in range(nl):
+            v = level[i]
+            for w in range(n):
+                if dist[w] == INF and comp[w] == c and R[v, w]:
+                    dist[w] = d + 1
+                    prev[w] = v
+                    nxt[nn] = w
+                    nn += 1
+        for i in range(nn):
+            cur[i] = nxt[i]
+        ncur = nn
+        d += 1
+    out = np.empty(n, np.int64)
+    k = 0
+    v = dst
+    while v != -1:
+        out[k] = v
+        k += 1
+        if v == src:
+            break
+        v = prev[v]
+    return out[:k][::-1].copy()
+
+
+@numba.njit(cache=True)
+def _violation_models(R, P, owner, mask, max_tries):
+    """Bit mask of the models on a GARP_e-violating cycle among the observations
+    of the models in ``mask`` (0 when GARP_e holds). Among the first
+    ``max_tries`` strict edges inside an SCC, the cycle with fewest models wins."""
+    n = R.shape[0]
+    inc = np.zeros(n, np.bool_)
+    for i in range(n):
+        if (mask >> owner[i]) & 1:
+            inc[i] = True
+    comp = _scc(R, inc)
+    best = 0
+    best_count = 1 << 30
+    tries = 0
+    for u in range(n):
+        if not inc[u]:
+            continue
+        for v in range(n):
+            if inc[v] and v != u and P[u, v] and comp[u] == comp[v]:
+                # u P0 v and v R* u: the cycle u -> v -> ... -> u
+                path = _path01(R, comp, owner, v, u)
+                bits = np.int64(1) << owner[u]
+                for w in path:
+                    bits |= np.int64(1) << owner[w]
+                cnt = 0
+                b = bits
+                while b:
+                    cnt += b & 1
+                    b >>= 1
+                if cnt < best_count:
+                    best_count = cnt
+                    best = bits
+                tries += 1
+                if tries >= max_tries or best_count == 1:
+                    return best
+    return best
+
+
+@numba.njit(cache=True)
+def _violating_cycle(R, P, inc):
+    """Observations of one GARP_e-violating cycle (empty when GARP_e holds)."""
+    n = R.shape[0]
+    comp = _scc(R, inc)
+    owner = np.zeros(n, np.int64)
+    for u in range(n):
+        if not inc[u]:
+            continue
+        for v in range(n):
+            if inc[v] and v != u and P[u, v] and comp[u] == comp[v]:
+                return _path01(R, comp, owner, v, u)
+    return np.empty(0, np.int64)
+
+
+# --------------------------------------------------------------------------- GARP on pooled data
+
+
+def _model_mask(pooled: PooledData, models) -> int:
+    if models is None:
+        return (1 << pooled.n_models) - 1
+    mask = 0
+    for m in models:
+        if m not in pooled.models:
+            raise ValueError(f"unknown model {m!r}; pooled models are {list(pooled.models)}")
+        mask |= 1 << pooled.models.index(m)
+    return mask
+
+
+def violating_cycle(pooled: PooledData, e: float = 1.0, models=None) -> np.ndarray:
+    """Indices of the observations of a GARP_e-violating cycle, or an empty array.
+
+    The cycle ``u -> v -> ... -> u`` starts with a strict edge ``u P0_e v``
+    followed by a path of R0_e edges back to ``u``.
+
+    Parameters
+    ----------
+    pooled : PooledData
+    e : float in [0, 1]
+        Rationality level.
+    models : iterable of str, optional
+        Check only the observations of these models (default all).
+
+    References
+    ----------
+    Seror (2025), Definitions 1-2.
+    """
+    R0, P0 = revealed_relations(pooled, e)
+    mask = _model_mask(pooled, models)
+    inc = ((mask >> pooled.obs_model) & 1).astype(bool)
+    return _violating_cycle(R0, P0, inc)
+
+
+def garp_pooled(pooled: PooledData, e: float = 1.0, models=None) -> bool:
+    """True when the pooled observations of ``models`` satisfy GARP_e (Definition 2)."""
+    return len(violating_cycle(pooled, e, models)) == 0
+
+
+# --------------------------------------------------------------------------- exact LS(e)
+
+
+def _popcount(a: np.ndarray) -> np.ndarray:
+    c = np.zeros(a.shape, dtype=np.int64)
+    b = a.copy()
+    while b.any():
+        c += b & 1
+        b >>= 1
+    return c
+
+
+class _ExactLS:
+    """Exact LS(e) by cuts over subsets of models; state is reused across calls
+    (Procedure 2 and tie enumeration need the same pooled graph)."""
+
+    def __init__(self, R0, P0, owner, n_models, max_tries=4):
+        if n_models > MAX_EXACT_MODELS:
+            raise ValueError(f"the exact solver handles at most {MAX_EXACT_MODELS} models, got {n_models}; "
+                             "use solver='highs' (MILP of Proposition 1) for more models")
+        self.R0 = np.ascontiguousarray(R0)
+        self.P0 = np.ascontiguousarray(P0)
+        self.owner = np.ascontiguousarray(owner, dtype=np.int64)
+        self.M = n_models
+        self.masks = np.arange(1 << n_models, dtype=np.int64)
+        self.size = _popcount(self.masks)
+        self.feasible = np.ones(1 << n_models, dtype=bool)  # satisfies every cut so far
+        self.consistent = np.zeros(1 << n_models, dtype=bool)  # known GARP_e-consistent
+        self.consistent[0] = True
+        self.max_tries = max_tries
+        self.n_checks = 0
+
+    def _check(self, mask: int) -> int:
+        self.n_checks += 1
+        return int(_violation_models(self.R0, self.P0, self.owner, np.int64(mask), self.max_tries))
+
+    def max_subsets(self, within: int) -> list[int]:
+        masks, size = self.masks, self.size
+        inside = (masks & ~np.int64(within)) == 0
+        while True:
+            cand = self.feasible & inside
+            k = int(size[cand].max())
+            if k == 0:
+                return [0]
+            good = []
+            for c in masks[cand & (size == k)]:
+                c = int(c)
+                if not self.feasible[c]:
+                    continue  # cut by a cycle found meanwhile
+                if self.consistent[c]:
+                    good.append(c)
+                    continue
+                S = self._check(c)
+                if S == 0:
+                    self.consistent[(masks & ~np.int64(c)) == 0] = True  # subsets of c
+                    good.append(c)
+                else:
+                    self.feasible &= (masks & S) != S
+            if good:
+                return good
+
+
+def _mask_to_models(pooled_models, mask: int) -> tuple:
+    return tuple(m for i, m in enumerate(pooled_models) if (mask >> i) & 1)
+
+
+def _resolve_within(pooled: PooledData, within) -> int:
+    return _model_mask(pooled, within)
+
+
+def largest_subsets(pooled: PooledData, e: float = 1.0, within=None) -> list[tuple]:
+    """All maximum subsets of models whose pooled data satisfy GARP_e: LS(e), eq. (5).
+
+    Exact, without a MILP (see the module docstring).
+
+    Parameters
+    ----------
+    pooled : PooledData
+        From :func:`pool`.
+    e : float in [0, 1]
+        Rationality level of the partition.
+    within : iterable of str, optional
+        The set W of models to choose from (default all pooled models).
+
+    Returns
+    -------
+    list of tuple of str
+        Every subset of maximum size, in increasing bit-mask order. ``[()]`` when
+        no model of W satisfies GARP_e on its own.
+
+    References
+    ----------
+    Seror (2025), Section 2.4, optimisation (5); Appendix A.1 (the MILP it matches).
+    """
+    _check_pooled(pooled)
+    R0, P0 = revealed_relations(pooled, e)
+    solver = _ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
+    return [_mask_to_models(pooled.models, c) for c in solver.max_subsets(_resolve_within(pooled, within))]
+
+
+def largest_subset(pooled: PooledData, e: float = 1.0, within=None, *, solver: str = "exact",
+                   seed=None, time_limit: float | None = None) -> tuple:
+    """One largest jointly GARP_e-consistent subset of models, LS(e).
+
+    Parameters
+    ----------
+    pooled : PooledData
+    e : float in [0, 1]
+    within : iterable of str, optional
+        The set W (default all pooled models).
+    solver : {"exact", "highs", "glpk", "gurobi", "cbc"}
+        ``"exact"`` (default) uses the cut solver of this module and breaks
+        ties uniformly at random with ``seed``; the others solve the MILP of
+        Proposition 1 (:func:`moralkit.milp.solve_ls_milp`).
+    seed : int, numpy Generator or None
+        Randomness for ties (exact solver only).
+    time_limit : float, optional
+        Seconds, MILP solvers only.
+
+    Returns
+    -------
+    tuple of str
+
+    References
+    ----------
+    Seror (2025), Section 2.4, optimisation (5); Appendix A.1, Proposition 1.
+    """
+    part = partition_types(pooled, e, solver=solver, seed=seed, time_limit=time_limit,
+                           within=within, max_types=1)
+    return part.types[0] if part.types else ()
+
+
+@dataclass
+class Partition:
+    """Result of Procedure 2.
+
+    Attributes
+    ----------
+    types : list of tuple of str
+        LS_1(e), LS_2(e), ... in the order found; together they cover W once.
+    self_inconsistent : tuple of str
+        Models that violate GARP_e on their own; each forms its own type,
+        appended after the others (Procedure 2 cannot place them: LS(e) of a
+        set made only of such models is empty).
+    n_ties : list of int
+        Number of maximum subsets available at each step (1 = unique).
+    e : float
+    solver : str
+    """
+
+    types: list
+    self_inconsistent: tuple
+    n_ties: list
+    e: float
+    solver: str
+
+    @property
+    def n_types(self) -> int:
+        return len(self.types)
+
+    def labels(self) -> dict:
+        """``{model: type number}`` (0-based, in the order types were found)."""
+        return {m: k for k, t in enumerate(self.types) for m in t}
+
+
+def _check_pooled(pooled):
+    if not isinstance(pooled, PooledData):
+        raise ValueError(f"expected PooledData (see moralkit.partition.pool), got {type(pooled).__name__}")
+
+
+def _rng(seed):
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(seed)
+
+
+def _procedure2_exact(ex: _ExactLS, W: int, rng, max_types=None):
+    """Procedure 2 on bit masks: returns (type masks, ties per step, models left)."""
+    picks, n_ties = [], []
+    while W and (max_types is None or len(picks) < max_types):
+        best = ex.max_subsets(W)
+        if best == [0]:
+            break
+        pick = best[int(rng.integers(len(best)))] if len(best) > 1 else best[0]
+        picks.append(pick)
+        n_ties.append(len(best))
+        W &= ~pick
+    return picks, n_ties, W
+
+
+def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact", seed=None,
+                    time_limit: float | None = None, within=None, max_types: int | None = None) -> Partition:
+    """Procedure 2: partition models into types by removing LS(e) until none is left.
+
+    Step k finds LS_k(e) of the models not yet assigned, optimisation (5), and
+    removes it. Ties between maximum subsets are broken uniformly at random
+    with the run's random generator (``seed``); with a MILP solver the
+    solver's own optimum is used. A model violating GARP_e on its own cannot
+    join any type; once only such models remain each becomes its own type
+    (listed in ``Partition.self_inconsistent``).
+
+    Parameters
+    ----------
+    pooled : PooledData
+        Pooled observations (:func:`pool`).
+    e : float in [0, 1]
+        Rationality level of the partition.
+    solver : {"exact", "highs", "glpk", "gurobi", "cbc"}, default "exact"
+    seed : int, numpy Generator or None
+        Random generator for tie-breaking.
+    time_limit : float, optional
+        Seconds per MILP (MILP solvers); a MILP stopped by it before proving
+        optimality raises ``RuntimeError``.
+    within : iterable of str, optional
+        The set W to partition (default all pooled models).
+    max_types : int, optional
+        Stop after this many types (``1`` gives LS(e) only).
+
+    Returns
+    -------
+    Partition
+
+    References
+    ----------
+    Seror (2025), Section 2.4, Procedure 2 and optimisation (5); Appendix A.1.
+    """
+    _check_pooled(pooled)
+    e = _check_e(e)
+    if pooled.n_models < 1:
+        raise ValueError("no models to partition")
+    rng = _rng(seed)
+    W = _resolve_within(pooled, within)
+    types, n_ties = [], []
+    if solver == "exact":
+        R0, P0 = revealed_relations(pooled, e)
+        ex = _ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
+        picks, n_ties, W = _procedure2_exact(ex, W, rng, max_types)
+        types = [_mask_to_models(pooled.models, c) for c in picks]
+    else:
+        from .milp import solve_ls_milp
+
+        while W and (max_types is None or len(types) < max_types):
+            within_models = _mask_to_models(pooled.models, W)
+            res = solve_ls_milp(pooled, e, within=within_models, solver=solver, time_limit=time_limit)
+            if not res.optimal:
+                raise RuntimeError(f"the {solver} MILP stopped ({res.status}) before proving optimality "
+                                   f"after {res.wall_s:.1f} s; raise time_limit or use solver='exact'")
+            if not res.models:
+                break
+            types.append(tuple(res.models))
+            n_ties.append(1)
+            W &= ~_model_mask(pooled, res.models)
+    rest = _mask_to_models(pooled.models, W) if max_types is None else ()
+    for m in rest:
+        types.append((m,))
+        n_ties.append(1)
+    return Partition(types=types, self_inconsistent=rest, n_ties=n_ties, e=e, solver=solver)

@@ -1,0 +1,580 @@
+"""The permutation approach: similarity matrix G, networks H^alpha, Table 3, Figures 3-4.
+
+T synthetic datasets are drawn; each takes rho answered rounds from every
+model, *without replacement across models* (a round -- a nominal (corner,
+price) pair -- drawn for one model is not drawn for another in the same
+dataset). Procedure 2 partitions the models of each synthetic dataset into
+types (:func:`moralkit.partition.partition_types`), and::
+
+    G[m, w] = (1/T) sum_t delta^t_{m,w}                                   (6)
+
+is the share of datasets in which m and w share a type. ``H^alpha`` links m and
+w when ``G[m, w] >= 1 - alpha``.
+
+Reproducibility: draw ``t`` uses its own generator
+``numpy.random.default_rng(SeedSequence(seed).spawn(T)[t])`` for both the rounds
+it samples and the tie-breaking of Procedure 2, so G does not depend on how the
+draws are split between workers (``n_jobs``) or machines.
+
+Running the draws on a Dask cluster
+-----------------------------------
+The draws go through :class:`joblib.Parallel`, so any joblib backend works::
+
+    from dask.distributed import Client
+    import joblib
+    client = Client("tcp://scheduler:8786")          # or Client() for a local cluster
+    with joblib.parallel_backend("dask"):
+        res = permutation_study(datasets, e=0.333, T=500, rho=20, n_jobs=-1)
+
+Results are identical to ``n_jobs=1`` (per-draw seeds). Workers need
+``moralkit`` installed (``pip install -e .``) and ``dask[distributed]``.
+
+References
+----------
+Seror, A. (2025). *The Moral Mind(s) of Large Language Models*, Section 2.4
+(permutation approach, eq. (6), H^alpha), Section 3.3 (parameters T = 500,
+rho = 20, e = 0.333; Table 3; Figures 3-4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .partition import (
+    _ExactLS,
+    _as_dict,
+    _check_e,
+    _procedure2_exact,
+    partition_types,
+    pool,
+    revealed_relations,
+)
+
+__all__ = [
+    "PAPER_T",
+    "PAPER_RHO",
+    "PAPER_E",
+    "PAPER_ALPHAS",
+    "default_e",
+    "passing_models",
+    "draw_rounds",
+    "permutation_study",
+    "PermutationResult",
+    "similarity_graph",
+    "threshold_graph",
+    "similarity_summary",
+    "table3",
+    "plot_similarity",
+    "plot_networks",
+    "save_figure",
+]
+
+#: Paper defaults (Section 3.3).
+PAPER_T = 500
+PAPER_RHO = 20
+PAPER_E = 0.333
+PAPER_ALPHAS = (0.65, 0.70, 0.75)
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def _col(df: pd.DataFrame, names, what):
+    for n in names:
+        if n in df.columns:
+            return n
+    raise ValueError(f"Table 1 needs a {what} column (one of {list(names)}); got columns {list(df.columns)}")
+
+
+def passing_models(table1: pd.DataFrame, level: float = 0.05) -> list:
+    """Models passing the rationality test at ``level`` (``alpha <= level``, Procedure 1).
+
+    ``table1`` has a model column (``model``/``Model``), and the fraction of random
+    datasets with a CCEI at least as high (``alpha``/``α``/``p_value``), as in Table 1.
+    """
+    if not isinstance(table1, pd.DataFrame):
+        raise ValueError(f"table1 must be a pandas DataFrame (Table 1), got {type(table1).__name__}")
+    mcol = _col(table1, ("model", "Model"), "model")
+    acol = _col(table1, ("alpha", "α", "$\\alpha$", "p_value", "pvalue"), "alpha (p-value)")
+    return [str(m) for m in table1.loc[table1[acol].astype(float) <= level, mcol]]
+
+
+def default_e(table1: pd.DataFrame, level: float = 0.05) -> float:
+    """The paper's rationality level: the smallest CCEI among models passing at ``level``.
+
+    Section 3.3 sets e = 0.333, "the minimum CCEI value among the models that
+    passed the 5% rationality test in Table 1", so the cross-model constraint is
+    at least as restrictive as the weakest within-model one.
+
+    Raises
+    ------
+    ValueError
+        When no model passes (then choose ``e`` yourself, e.g. :data:`PAPER_E`).
+    """
+    passing = passing_models(table1, level)
+    if not passing:
+        raise ValueError(f"no model passes the rationality test at {level:.0%}; pass e explicitly "
+                         f"(the paper's value is e = {PAPER_E})")
+    mcol = _col(table1, ("model", "Model"), "model")
+    ccol = _col(table1, ("CCEI", "ccei"), "CCEI")
+    return float(table1.loc[table1[mcol].astype(str).isin(passing), ccol].astype(float).min())
+
+
+# --------------------------------------------------------------------------- drawing rounds
+
+
+@dataclass
+class _RoundIndex:
+    models: tuple
+    positions: list  # per model: answered positions in its dataset
+    round_ids: list  # per model: nominal round id of each answered position
+    n_ids: int
+
+
+def _round_index(dd: dict) -> _RoundIndex:
+    pos, rid = [], []
+    for name, ds in dd.items():
+        if ds.corner_index is None or ds.price_index is None:
+            raise ValueError(f"{name}: corner_index and price_index are needed to identify a round across "
+                             "models (draws are without replacement across models); read the data with "
+                             "moralkit.dataset.read_psm or set them on the PSMDataset")
+        p = np.nonzero(ds.answered)[0]
+        r = ds.corner_index[p] * 5 + ds.price_index[p]
+        if len(np.unique(r)) != len(r):
+            raise ValueError(f"{name}: the same (corner, price) round is answered more than once")
+        pos.append(p)
+        rid.append(r)
+    n_ids = int(max((r.max() for r in rid if len(r)), default=-1)) + 1
+    return _RoundIndex(tuple(dd), pos, rid, n_ids)
+
+
+def _check_draw_params(ri: _RoundIndex, rho):
+    if not isinstance(rho, (int, np.integer)) or rho < 1:
+        raise ValueError(f"rho (rounds per model) must be a positive integer, got {rho!r}")
+    for name, p in zip(ri.models, ri.positions):
+        if len(p) < rho:
+            raise ValueError(f"{name}: rho = {rho} is larger than its {len(p)} answered rounds; "
+                             "lower rho or drop the model")
+    distinct = len(np.unique(np.concatenate(ri.round_ids))) if ri.round_ids else 0
+    if len(ri.models) * rho > distinct:
+        raise ValueError(f"{len(ri.models)} models x rho = {rho} rounds exceed the {distinct} distinct rounds "
+                         "available (rounds are drawn without replacement across models); lower rho")
+
+
+def _draw(ri: _RoundIndex, rho: int, rng, max_attempts: int = 1000) -> list:
+    """One synthetic dataset: per model, rho answered positions; no round shared."""
+    M = len(ri.models)
+    for _ in range(max_attempts):
+        taken = np.zeros(ri.n_ids, dtype=bool)
+        out = [None] * M
+        for m in rng.permutation(M):
+            free = np.nonzero(~taken[ri.round_ids[m]])[0]
+            if len(free) < rho:
+                break
+            pick = np.sort(rng.choice(free, size=rho, replace=False))
+            taken[ri.round_ids[m][pick]] = True
+            out[m] = ri.positions[m][pick]
+        else:
+            return out
+    raise ValueError(f"could not draw rho = {rho} distinct rounds per model without sharing rounds after "
+                     f"{max_attempts} attempts (models answer too few common rounds); lower rho")
+
+
+def draw_rounds(datasets, rho: int = PAPER_RHO, seed=None) -> dict:
+    """Draw one synthetic dataset: ``{model: positions}`` of rho answered rounds per model.
+
+    Models are visited in a random order; each draws rho of its answered rounds
+    uniformly without replacement among the rounds (nominal corner, price) not yet
+    drawn for another model (redrawn if a model runs out).
+
+    References
+    ----------
+    Seror (2025), Section 3.3 ("draw rho rounds per model without replacement").
+    """
+    dd = _as_dict(datasets)
+    ri = _round_index(dd)
+    _check_draw_params(ri, rho)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    return dict(zip(ri.models, _draw(ri, rho, rng)))
+
+
+# --------------------------------------------------------------------------- the study
+
+
+@dataclass
+class PermutationResult:
+    """Outcome of :func:`permutation_study`.
+
+    Attributes
+    ----------
+    G : DataFrame (M, M)
+        Similarity matrix, eq. (6).
+    labels : ndarray (T, M) of int
+        Type number of each model in each synthetic dataset.
+    n_types : ndarray (T,) of int
+    models : tuple of str
+    T, rho, e, seed, solver : parameters of the run
+    """
+
+    G: pd.DataFrame
+    labels: np.ndarray
+    n_types: np.ndarray
+    models: tuple
+    T: int
+    rho: int
+    e: float
+    seed: int
+    solver: str
+    wall_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def H(self, alpha: float):
+        """The network H^alpha (networkx Graph)."""
+        return threshold_graph(self.G, alpha)
+
+    def graph(self):
+        """G as a weighted networkx Graph."""
+        return similarity_graph(self.G)
+
+    def summary(self, alphas: Sequence[float] = PAPER_ALPHAS) -> dict:
+        return similarity_summary(self.G, alphas)
+
+    def table3(self, short_names: Mapping[str, str] | None = None) -> pd.DataFrame:
+        return table3(self.G, short_names)
+
+
+def _types_to_labels(type_masks, left, M):
+    lab = np.full(M, -1, dtype=np.int64)
+    for k, c in enumerate(type_masks):
+        for m in range(M):
+            if (c >> m) & 1:
+                lab[m] = k
+    k = len(type_masks)
+    for m in range(M):
+        if lab[m] < 0:  # self-inconsistent model: its own type
+            lab[m] = k
+            k += 1
+    return lab
+
+
+def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, time_limit):
+    """Draws ``ts`` (with their SeedSequences); returns labels (len(ts), M)."""
+    M = len(ri.models)
+    out = np.empty((len(ts), M), dtype=np.int64)
+    for j, ss in enumerate(seeds):
+        rng = np.random.default_rng(ss)
+        picks = _draw(ri, rho, rng)
+        obs = np.concatenate([obs_of[m][p] for m, p in enumerate(picks)])
+        if solver == "exact":
+            ix = np.ix_(obs, obs)
+            ex = _ExactLS(R0[ix], P0[ix], owner_full[obs], M)
+            masks, _, left = _procedure2_exact(ex, (1 << M) - 1, rng)
+            out[j] = _types_to_labels(masks, left, M)
+        else:
+            part = partition_types(full.subset(obs), e, solver=solver, seed=rng, time_limit=time_limit)
+            lab = part.labels()
+            out[j] = [lab[m] for m in ri.models]
+    return out
+
+
+def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: int = PAPER_RHO, seed: int = 0,
+                      solver: str = "exact", n_jobs: int = 1, progress: bool = True,
+                      time_limit: float | None = None, models: Sequence[str] | None = None,
+                      chunk_size: int | None = None) -> PermutationResult:
+    """Similarity matrix G of the permutation approach (Section 2.4, eq. (6)).
+
+    Parameters
+    ----------
+    datasets : dict {model: PSMDataset} or iterable of PSMDataset
+        The models W (the paper: the 7 passing the rationality test at 5 %).
+    e : float in [0, 1], default 0.333
+        Rationality level of Procedure 2 (the paper: the smallest CCEI among the
+        models passing at 5 %; see :func:`default_e`).
+    T : int, default 500
+        Number of synthetic datasets.
+    rho : int, default 20
+        Rounds drawn per model (without replacement across models).
+    seed : int, default 0
+        Root of the per-draw seeds (``SeedSequence(seed).spawn(T)``).
+    solver : {"exact", "highs", "glpk", "gurobi", "cbc"}, default "exact"
+        LS(e) solver; the exact cut solver is thousands of times faster than
+        the MILP (``benchmarks/bench_partition.py``) and gives the same |LS(e)|.
+    n_jobs : int, default 1
+        joblib workers (``-1``: all cores). Results do not depend on it.
+    progress : bool
+        tqdm progress bar over the T draws.
+    time_limit : float, optional
+        Seconds per MILP (MILP solvers only).
+    models : sequence of str, optional
+        Use only these models of ``datasets``.
+    chunk_size : int, optional
+        Draws per joblib task (default: T split in about 8 tasks per worker).
+
+    Returns
+    -------
+    PermutationResult
+
+    References
+    ----------
+    Seror (2025), Section 2.4 (eq. (6)) and Section 3.3.
+    """
+    import time
+
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    dd = _as_dict(datasets)
+    if models is not None:
+        missing = [m for m in models if m not in dd]
+        if missing:
+            raise ValueError(f"models {missing} are not in the datasets ({list(dd)})")
+        dd = {m: dd[m] for m in models}
+    if len(dd) < 2:
+        raise ValueError(f"the permutation approach needs at least 2 models, got {len(dd)}; "
+                         "collect or add more models")
+    e = _check_e(e)
+    if not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if solver != "exact":
+        from .milp import SOLVERS, _solver
+
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r}; choose 'exact' or one of {SOLVERS}")
+        _solver(solver)  # fail early when missing
+    ri = _round_index(dd)
+    _check_draw_params(ri, rho)
+    full = pool(dd)
+    R0, P0 = revealed_relations(full, e)
+    # observation index of (model, position) in the full pool
+    obs_of = []
+    start = 0
+    for p in ri.positions:
+        lut = np.full(max(int(p.max()) + 1 if len(p) else 0, 1), -1, dtype=np.int64)
+        lut[p] = np.arange(start, start + len(p))
+        obs_of.append(lut)
+        start += len(p)
+    seeds = np.random.SeedSequence(int(seed)).spawn(int(T))
+    M = len(dd)
+    if n_jobs == 1:
+        chunk = chunk_size or 1
+    else:
+        from joblib import effective_n_jobs
+
+        chunk = chunk_size or max(1, int(np.ceil(T / (8 * max(1, effective_n_jobs(n_jobs))))))
+    chunks = [list(range(i, min(T, i + chunk))) for i in range(0, T, chunk)]
+    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, full, e, time_limit)
+    bar = tqdm(total=T, desc="synthetic datasets", disable=not progress)
+    parts = []
+    if n_jobs == 1:
+        for ts in chunks:
+            parts.append(_run_draws(ts, [seeds[t] for t in ts], *args))
+            bar.update(len(ts))
+    else:
+        gen = Parallel(n_jobs=n_jobs, return_as="generator")(
+            delayed(_run_draws)(ts, [seeds[t] for t in ts], *args) for ts in chunks)
+        for ts, lab in zip(chunks, gen):
+            parts.append(lab)
+            bar.update(len(ts))
+    bar.close()
+    labels = np.concatenate(parts) if parts else np.zeros((0, M), np.int64)
+    same = labels[:, :, None] == labels[:, None, :]
+    G = pd.DataFrame(same.mean(axis=0), index=list(dd), columns=list(dd))
+    n_types = labels.max(axis=1) + 1
+    return PermutationResult(G=G, labels=labels, n_types=n_types, models=tuple(dd), T=int(T), rho=int(rho),
+                             e=e, seed=int(seed), solver=solver, wall_s=time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------- networks and tables
+
+
+def _check_G(G) -> pd.DataFrame:
+    if not isinstance(G, pd.DataFrame):
+        G = pd.DataFrame(np.asarray(G, dtype=float))
+    if G.shape[0] != G.shape[1] or G.shape[0] < 1:
+        raise ValueError(f"G must be a square similarity matrix, got shape {G.shape}")
+    return G
+
+
+def _check_alpha(alpha) -> float:
+    alpha = float(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha (precision level) must be in (0, 1), got {alpha}; the paper uses 0.65, 0.70, 0.75")
+    return alpha
+
+
+def similarity_graph(G):
+    """Weighted undirected graph of G: an edge ``m - w`` with ``weight = G[m, w]`` for m != w
+    (edges of weight 0 are left out)."""
+    import networkx as nx
+
+    G = _check_G(G)
+    g = nx.Graph()
+    g.add_nodes_from(G.index)
+    names = list(G.index)
+    for i, m in enumerate(names):
+        for j in range(i + 1, len(names)):
+            w = float(G.iat[i, j])
+            if w > 0:
+                g.add_edge(m, names[j], weight=w)
+    return g
+
+
+def threshold_graph(G, alpha: float):
+    """H^alpha: m and w are linked when ``G[m, w] >= 1 - alpha`` (Section 2.4)."""
+    import networkx as nx
+
+    G = _check_G(G)
+    alpha = _check_alpha(alpha)
+    g = nx.Graph(alpha=alpha)
+    g.add_nodes_from(G.index)
+    names = list(G.index)
+    thr = 1.0 - alpha - 1e-12  # G is a share of T draws; guard against 0.35 stored as 0.3499999
+    for i, m in enumerate(names):
+        for j in range(i + 1, len(names)):
+            if float(G.iat[i, j]) >= thr:
+                g.add_edge(m, names[j], weight=float(G.iat[i, j]))
+    return g
+
+
+def similarity_summary(G, alphas: Sequence[float] = PAPER_ALPHAS) -> dict:
+    """The statistics Section 3.3 quotes: range, mean and s.d. (population, ddof=0) of the
+    off-diagonal G, the most and least similar pairs, and the connected components of each
+    H^alpha."""
+    import networkx as nx
+
+    G = _check_G(G)
+    n = G.shape[0]
+    iu = np.triu_indices(n, 1)
+    v = G.to_numpy()[iu]
+    names = list(G.index)
+    out = {"n_models": n}
+    if len(v):
+        out.update(min=float(v.min()), max=float(v.max()), mean=float(v.mean()), sd=float(v.std()),
+                   least_similar=(names[iu[0][v.argmin()]], names[iu[1][v.argmin()]]),
+                   most_similar=(names[iu[0][v.argmax()]], names[iu[1][v.argmax()]]))
+    comps = {}
+    for a in alphas:
+        h = threshold_graph(G, a)
+        cc = sorted((sorted(c) for c in nx.connected_components(h)), key=lambda c: (-len(c), c))
+        comps[float(a)] = {"n_edges": h.number_of_edges(), "n_components": len(cc), "components": cc,
+                           "isolated": sorted(nx.isolates(h))}
+    out["H"] = comps
+    return out
+
+
+def table3(G, short_names: Mapping[str, str] | None = None, decimals: int = 2) -> pd.DataFrame:
+    """Table 3: the probabilistic network matrix G, rounded, with optional short names."""
+    G = _check_G(G).copy()
+    if short_names:
+        G = G.rename(index=dict(short_names), columns=dict(short_names))
+    return G.round(decimals)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _colors(names):
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    return {m: cmap(i % cmap.N) for i, m in enumerate(names)}
+
+
+def plot_similarity(G, ax=None, short_names: Mapping[str, str] | None = None, title=None):
+    """Figure 3: heatmap of G (left) and the weighted network of G (right; darker = more similar).
+
+    Returns the matplotlib Figure.
+    """
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    G = _check_G(G)
+    lab = [short_names.get(m, m) if short_names else m for m in G.index]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5.6), gridspec_kw={"width_ratios": [1.1, 1]})
+    im = a1.imshow(G.to_numpy(), cmap="Blues", vmin=0, vmax=1)
+    a1.set_xticks(range(len(lab)), lab, rotation=45, ha="right")
+    a1.set_yticks(range(len(lab)), lab)
+    for i in range(len(lab)):
+        for j in range(len(lab)):
+            val = G.iat[i, j]
+            a1.text(j, i, f"{val:.2f}", ha="center", va="center", fontsize=8,
+                    color="white" if val > 0.6 else "black")
+    fig.colorbar(im, ax=a1, fraction=0.046, pad=0.04, label="$G_{m,w}$")
+    a1.set_title("Similarity matrix $G$ (eq. 6)")
+    g = similarity_graph(G)
+    pos = nx.circular_layout(list(G.index))
+    w = np.array([d["weight"] for _, _, d in g.edges(data=True)]) if g.number_of_edges() else np.array([])
+    cmap = plt.get_cmap("Blues")
+    if len(w):
+        off = G.to_numpy()[np.triu_indices(len(G), 1)]
+        lo, hi = float(off.min()), float(off.max())
+        norm = plt.Normalize(lo - 0.25 * (hi - lo + 1e-9), hi)
+        nx.draw_networkx_edges(g, pos, ax=a2, edge_color=[cmap(norm(x)) for x in w],
+                               width=1 + 5 * (w - w.min()) / (np.ptp(w) + 1e-9))
+        sm = plt.cm.ScalarMappable(cmap=cmap, norm=norm)
+        fig.colorbar(sm, ax=a2, fraction=0.046, pad=0.04, label="$G_{m,w}$")
+    nx.draw_networkx_nodes(g, pos, ax=a2, node_color="#dddddd", edgecolors="black", node_size=500)
+    nx.draw_networkx_labels(g, {k: (x * 1.22, y * 1.15) for k, (x, y) in pos.items()}, ax=a2,
+                            labels=dict(zip(G.index, lab)), font_size=8)
+    a2.set_title("Weighted network of $G$")
+    a2.set_xlim(-1.6, 1.6)
+    a2.set_ylim(-1.4, 1.4)
+    a2.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_networks(G, alphas: Sequence[float] = PAPER_ALPHAS, short_names: Mapping[str, str] | None = None,
+                  title=None):
+    """Figure 4: one panel per H^alpha (in decreasing alpha, as the paper), a colour per model and a
+    legend. Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+    import networkx as nx
+    from matplotlib.lines import Line2D
+
+    G = _check_G(G)
+    alphas = sorted((_check_alpha(a) for a in alphas), reverse=True)
+    names = list(G.index)
+    col = _colors(names)
+    pos = nx.circular_layout(names)
+    fig, axes = plt.subplots(1, len(alphas), figsize=(4.6 * len(alphas) + 2.6, 4.8), squeeze=False)
+    for k, (ax, a) in enumerate(zip(axes[0], alphas)):
+        h = threshold_graph(G, a)
+        nx.draw_networkx_edges(h, pos, ax=ax, width=2, edge_color="#555555")
+        nx.draw_networkx_nodes(h, pos, ax=ax, node_color=[col[m] for m in names], edgecolors="black",
+                               node_size=420)
+        ax.set_title(f"({chr(97 + k)}) $H^{{{a:.2f}}}$: link if $G_{{m,w}} \\geq {1 - a:.2f}$")
+        ax.set_xlim(-1.3, 1.3)
+        ax.set_ylim(-1.3, 1.3)
+        ax.axis("off")
+    handles = [Line2D([], [], marker="o", ls="", markersize=10, markerfacecolor=col[m], markeredgecolor="black",
+                      label=short_names.get(m, m) if short_names else m) for m in names]
+    fig.legend(handles=handles, loc="center right", title="Model", frameon=False, fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0, 1 - 2.4 / (4.6 * len(alphas) + 2.6), 1))
+    return fig
+
+
+def save_figure(fig, stem: str, directory=None) -> list:
+    """Save ``fig`` as ``<stem>.png`` and ``<stem>.svg`` (default :func:`moralkit.paths.figures_dir`)."""
+    from .paths import figures_dir
+
+    d = Path(directory) if directory is not None else figures_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    for ext in ("png", "svg"):
+        p = d / f"{stem}.{ext}"
+        fig.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight")
+        out.append(p)
+    return out
