@@ -1,0 +1,93 @@
+"""Every notebook in notebooks/ follows the conventions and executes in quick mode.
+
+The notebooks are executed once per test session by the ``quick_run`` fixture
+(``moralkit.appendix.run_all(quick=True)`` into a temporary build, with
+``MORALKIT_FIGURES_DIR`` pointing to a fresh temporary folder), so every file in
+that folder was written by this run and its ``NN_`` prefix tells which notebook
+wrote it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from moralkit.appendix import declared_parameters, discover_notebooks, format_failure, read_notebook
+
+from conftest import ROOT
+
+NOTEBOOKS = discover_notebooks(ROOT / "notebooks")
+IDS = [p.stem for p in NOTEBOOKS]
+# a notebook "makes figures" when its source saves into figures_dir() or calls a plotting helper
+FIGURE_HINT = re.compile(r"figures_dir\(|savefig\(|save_figure\(|\bplot_\w+\(")
+
+
+def _source(path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "notebooks/ holds no NN_name.py notebook"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_conventions(path):
+    """Jupytext percent header with kernel python3 and one parameters cell declaring quick and seed."""
+    text = _source(path)
+    assert text.startswith("# ---\n# jupyter:"), f"{path.name}: start with the jupytext header (jupytext --set-formats)"
+    assert re.search(r"format_name:\s*percent", text), f"{path.name}: use the jupytext percent format"
+    nb = read_notebook(path)
+    assert nb.metadata.kernelspec.name == "python3", f"{path.name}: kernelspec must be python3"
+    tagged = [c for c in nb.cells if "parameters" in (c.metadata.get("tags") or [])]
+    assert len(tagged) == 1, f"{path.name}: exactly one cell tagged parameters (found {len(tagged)})"
+    params = declared_parameters(nb)
+    assert "quick" in params and "seed" in params, f"{path.name}: the parameters cell must declare quick and seed"
+    assert params["quick"] == "False", f"{path.name}: quick defaults to False (the full run)"
+    assert any(c.cell_type == "markdown" for c in nb.cells), f"{path.name}: no markdown cell"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_executes_in_quick_mode(path, quick_run):
+    run = next((r for r in quick_run.runs if r.source == path), None)
+    assert run is not None, f"{path.name} was not run"
+    assert run.ok, format_failure(run, ROOT)
+    assert run.parameters.get("quick") is True
+    assert run.html is not None and run.html.exists()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_writes_its_figures(path, quick_run):
+    run = next((r for r in quick_run.runs if r.source == path), None)
+    assert run is not None, f"{path.name} was not run"
+    if not run.ok:
+        pytest.skip(f"{path.name} failed (see test_notebook_executes_in_quick_mode)")
+    makes_figures = bool(FIGURE_HINT.search(_source(path)))
+    pngs = sorted(p for p in run.figures if p.suffix == ".png")
+    if not makes_figures:
+        pytest.skip(f"{path.name} saves no figure (no figures_dir/savefig/plot_ call in its source)")
+    assert pngs, f"{path.name} plots but wrote no {run.number}_*.png to figures_dir()"
+    from PIL import Image
+
+    for png in pngs:
+        with Image.open(png) as im:
+            im.verify()
+        assert png.with_suffix(".svg").exists(), f"{png.name} has no SVG twin (figures are saved as PNG and SVG)"
+
+
+def test_outputs_are_named_after_their_notebook(quick_run):
+    """Every file the run wrote to the figures and tables folders starts with a notebook number."""
+    numbers = {r.number for r in quick_run.runs}
+    written = [p for p in quick_run.figures_dir.rglob("*") if p.is_file()]
+    bad = [str(p.relative_to(quick_run.figures_dir)) for p in written
+           if not (p.name[:2] in numbers and p.name[2:3] == "_")]
+    assert not bad, f"files not prefixed with their notebook number NN_: {bad}"
+
+
+def test_tables_are_readable_csv(quick_run):
+    import pandas as pd
+
+    tables = [p for r in quick_run.runs for p in r.tables if p.suffix == ".csv"]
+    for t in tables:
+        df = pd.read_csv(t)
+        assert len(df.columns) >= 1, f"{t.name} is an empty table"
