@@ -355,6 +355,29 @@ def _find_failure(executed, source_nb, py_text: str, exc: BaseException | None) 
     )
 
 
+def _kernel_manager_class():
+    """A kernel manager that provisions CurveZMQ keys when the kernel supports them.
+
+    ipykernel >= 7 warns on every start when its TCP channels are unencrypted;
+    jupyter_client >= 8.10 can provision keys (``transport_encryption="auto"``).
+    Returns None (papermill's default manager) when that is not available.
+    """
+    try:
+        import zmq
+        from jupyter_client.manager import AsyncKernelManager
+    except ImportError:  # pragma: no cover
+        return None
+    if "transport_encryption" not in AsyncKernelManager.class_trait_names() or not zmq.has("curve"):
+        return None
+
+    class _EncryptedKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.transport_encryption = "auto"
+
+    return _EncryptedKernelManager
+
+
 def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
                      parameters: Mapping[str, Any] | None = None, *,
                      kernel_name: str = DEFAULT_KERNEL, cwd: str | os.PathLike | None = None,
@@ -397,10 +420,14 @@ def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
     exc: BaseException | None = None
     t0 = time.perf_counter()
     with _environ(env):
+        extra = {}
+        km_class = _kernel_manager_class()
+        if km_class is not None:
+            extra["kernel_manager_class"] = km_class
         try:
             pm.execute_notebook(nb, str(output), parameters=params, kernel_name=kernel_name,
                                 cwd=str(cwd or source.parent), progress_bar=False, log_output=False,
-                                start_timeout=start_timeout)
+                                start_timeout=start_timeout, **extra)
         except pm.PapermillExecutionError as e:
             exc = e
         except Exception as e:  # dead kernel, timeout, missing kernel, ...
@@ -914,13 +941,21 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             pending: set = set()
+            submitted: dict = {}
 
             def drain(limit: int) -> None:
                 nonlocal pending
                 while len(pending) > limit:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for f in done:
-                        finished(f.result())
+                        try:
+                            finished(f.result())
+                        except Exception as e:  # the worker process itself died
+                            s, kw = submitted[f]
+                            finished(NotebookRun(source=s, number=s.name[:2], title=titles[s],
+                                                 parameters=kw["parameters"], ipynb=Path(kw["ipynb"]),
+                                                 failure=CellFailure(None, "", None, None, "",
+                                                                     type(e).__name__, str(e))))
 
             for s, kw, exclusive in tasks:
                 if stop:
@@ -929,7 +964,9 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                 if stop:
                     break
                 say(f"[run] {s.name} {kw['parameters']}" + (" (alone)" if exclusive else ""))
-                pending.add(pool.submit(_task, **kw))
+                fut = pool.submit(_task, **kw)
+                submitted[fut] = (s, kw)
+                pending.add(fut)
                 if exclusive:
                     drain(0)
             drain(0)
