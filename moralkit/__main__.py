@@ -1,0 +1,182 @@
+"""Command line: ``python -m moralkit collect psm|moralchoice ...``, ``export``, ``models``, ``serve``.
+
+Examples
+--------
+Collect the PSM from the default offline model (resumes if the run directory exists)::
+
+    python -m moralkit collect psm --backend transformers --model qwen2.5-coder-0.5b-instruct \\
+        --out data/raw/psm-qwen2.5-coder-0.5b-instruct-t1-s0 --temperature 1.0 --seed 0
+
+From an API (key in the environment variable named by --api-key-env)::
+
+    OPENAI_API_KEY=... python -m moralkit collect psm --backend openai --model gpt-4o-mini \\
+        --out runs/psm-gpt-4o-mini --concurrency 8 --rpm 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _add_backend_args(p):
+    g = p.add_argument_group("backend")
+    g.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
+    g.add_argument("--model", default=None,
+                   help="registry name (see `python -m moralkit models`), .gguf file, local directory, hub id, "
+                        "or the API model name (default: qwen2.5-coder-0.5b-instruct)")
+    g.add_argument("--gguf-file", default=None, help="GGUF file inside --model (a directory or hub repo)")
+    g.add_argument("--device", default="auto")
+    g.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    g.add_argument("--batch-size", type=int, default=None, help="requests per forward pass / batch")
+    g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="name of the env variable holding the key")
+    g.add_argument("--concurrency", type=int, default=4, help="requests in flight (openai)")
+    g.add_argument("--rpm", type=int, default=None, help="requests-per-minute cap (openai)")
+    g.add_argument("--timeout", type=float, default=60.0)
+    g.add_argument("--max-retries", type=int, default=6)
+    s = p.add_argument_group("sampling")
+    s.add_argument("--temperature", type=float, default=1.0)
+    s.add_argument("--top-p", type=float, default=1.0)
+    s.add_argument("--top-k", type=int, default=None)
+    s.add_argument("--max-tokens", type=int, default=None)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--system", default=None, help="system message (default: none)")
+    p.add_argument("--label", default=None, help="respondent label in the exported data (default: model name)")
+    p.add_argument("--out", required=True, help="run directory (records.jsonl, manifest.json); re-run to resume")
+    p.add_argument("--export", default=None, help="tidy .csv.gz to write at the end")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _backend(a, default_batch):
+    from moralkit.collect.backends import make_backend
+    from moralkit.collect.localmodels import DEFAULT_MODEL
+
+    model = a.model or DEFAULT_MODEL
+    if a.backend == "transformers":
+        return make_backend("transformers", model, gguf_file=a.gguf_file, device=a.device, dtype=a.dtype,
+                            batch_size=a.batch_size or default_batch, threads=a.threads)
+    if a.model is None:
+        raise SystemExit("--model is required with --backend openai")
+    return make_backend("openai", model, base_url=a.base_url, api_key_env=a.api_key_env,
+                        concurrency=a.concurrency, rpm=a.rpm, timeout=a.timeout, max_retries=a.max_retries)
+
+
+def _sampling(a, default_max):
+    from moralkit.collect.backends import Sampling
+
+    return Sampling(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, max_tokens=a.max_tokens or default_max)
+
+
+def cmd_collect_psm(a):
+    from moralkit.collect.psm import psm_quality, run_psm
+
+    b = _backend(a, 1)
+    ds = run_psm(b, a.out, label=a.label, design_seed=a.design_seed, seed=a.seed, order=a.order,
+                 sampling=_sampling(a, 16), system=a.system, max_attempts=a.attempts, limit=a.limit,
+                 progress=not a.no_progress, export=a.export)
+    q = psm_quality(a.out)
+    print(f"{ds.model}: {q['rounds']} constrained rounds completed, {q['answered']} answered, {q['missing']} "
+          f"missing, {q['attempts']} attempts, statuses {dict(q['status'])}, q0={q['q0']}")
+    if a.export:
+        print(f"wrote {a.export}")
+
+
+def cmd_collect_moralchoice(a):
+    from moralkit.collect.moralchoice import moralchoice_quality, run_moralchoice
+
+    b = _backend(a, 8)
+    qt = tuple(a.question_types.split(",")) if a.question_types else None
+    df = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
+                         n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
+                         question_types=qt, sampling=_sampling(a, 24), seed=a.seed, system=a.system,
+                         progress=not a.no_progress, export=a.export)
+    q = moralchoice_quality(a.out)
+    print(f"{len(df)} answers; decisions {q['decision']}")
+    if a.export:
+        print(f"wrote {a.export}")
+
+
+def cmd_export(a):
+    from moralkit.collect.store import RecordStore
+
+    st = RecordStore(a.run_dirs[0])
+    survey = st.manifest.get("survey")
+    st.close()
+    if survey == "psm":
+        from moralkit.collect.psm import export_psm
+
+        print(export_psm(a.run_dirs, a.out))
+    else:
+        from moralkit.collect.moralchoice import export_moralchoice
+
+        print(export_moralchoice(a.run_dirs, a.out))
+
+
+def cmd_models(a):
+    from moralkit.collect.localmodels import LOCAL_MODELS, local_model_available
+
+    for m in LOCAL_MODELS.values():
+        print(f"{m.name:32s} {m.upstream:36s} {m.licence:11s} {m.size / 1e6:7.0f} MB  "
+              f"{'installed' if local_model_available(m.name) else 'not installed: ' + m.pip}")
+
+
+def cmd_serve(a):
+    from moralkit.collect.server import serve
+
+    serve(a.model, host=a.host, port=a.port, dtype=a.dtype, batch_size=1, gguf_file=a.gguf_file)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m moralkit", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="administer a survey to an LLM")
+    csub = c.add_subparsers(dest="survey", required=True)
+    ps = csub.add_parser("psm", help="Priced Survey Methodology (Seror 2025, Section 2.1)")
+    _add_backend_args(ps)
+    ps.add_argument("--design-seed", type=int, default=0)
+    ps.add_argument("--order", choices=["paper", "shuffled"], default="paper")
+    ps.add_argument("--attempts", type=int, default=3)
+    ps.add_argument("--limit", type=int, default=None, help="only the first N constrained rounds")
+    ps.set_defaults(func=cmd_collect_psm)
+    mc = csub.add_parser("moralchoice", help="MoralChoice (Scherrer et al. 2023, Section 3.3)")
+    _add_backend_args(mc)
+    mc.add_argument("--ambiguity", choices=["low", "high"], required=True)
+    mc.add_argument("--scenarios", default=None, help="comma-separated scenario ids (default: all or --n-scenarios)")
+    mc.add_argument("--n-scenarios", type=int, default=None, help="a seeded random subset of this size")
+    mc.add_argument("--scenario-seed", type=int, default=0)
+    mc.add_argument("--samples", type=int, default=None, help="M samples per question form (paper: 5 low, 10 high)")
+    mc.add_argument("--question-types", default=None, help="subset of ab,compare,repeat")
+    mc.set_defaults(func=cmd_collect_moralchoice)
+    e = sub.add_parser("export", help="write the tidy .csv.gz of one or more run directories")
+    e.add_argument("run_dirs", nargs="+")
+    e.add_argument("--out", required=True)
+    e.set_defaults(func=cmd_export)
+    m = sub.add_parser("models", help="list the offline models shipped by PyPI packages")
+    m.set_defaults(func=cmd_models)
+    s = sub.add_parser("serve", help="OpenAI-compatible chat-completions server for a local model (loopback)")
+    s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    s.add_argument("--gguf-file", default=None)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--dtype", default="bfloat16")
+    s.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv=None):
+    a = build_parser().parse_args(argv)
+    if getattr(a, "scenarios", None):
+        a.scenarios = [s.strip() for s in a.scenarios.split(",") if s.strip()]
+    try:
+        a.func(a)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""Administer the Priced Survey Methodology (PSM) to an LLM and export the answers.
+
+Protocol (Seror 2025, Section 2.1-2.2), as implemented by :func:`run_psm`:
+
+1. Round 0: :func:`moralkit.design.unconstrained_prompt`, parsed with
+   :func:`moralkit.design.parse_unconstrained`. Its answer ``q0`` fixes the
+   corner flips of the constrained rounds (:meth:`moralkit.design.Round.options`);
+   no valid answer leaves the nominal corners.
+2. The 160 constrained rounds of :func:`moralkit.design.make_design`, prompt
+   :func:`moralkit.design.constrained_prompt` verbatim, parsed with
+   :func:`moralkit.design.parse_option`; in the paper's order or shuffled (seeded).
+3. Every prompt is a fresh single-turn chat (conversation state reset per round);
+   the prompt is the user message, with no system prompt unless one is given.
+4. A round without a valid answer is sent again, up to 3 attempts; a round with
+   no valid answer after 3 attempts is missing (``chosen = 0``). Every raw
+   attempt is kept in the run's records.
+
+Each attempt's sampling seed is derived from ``(seed, round, attempt)``
+(:func:`moralkit.collect.store.derive_seed`), so with ``batch_size=1`` a run
+gives the same answers whether or not it was interrupted and resumed.
+
+References
+----------
+Seror, A. (2025). *The Moral Mind(s) of Large Language Models*, Section 2.1
+(prompt, three attempts, rounds marked empty) and Section 2.2 (design, corner flip).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..dataset import PSMDataset, write_psm
+from ..design import (N_OPTIONS, constrained_prompt, make_design, parse_option, parse_unconstrained,
+                      unconstrained_prompt)
+from .backends import Backend, Request, Sampling
+from .store import RecordStore, derive_seed, package_versions, git_commit, prompt_sha256, read_records, \
+    session_info, utc_now
+
+__all__ = ["run_psm", "psm_dataset", "export_psm", "psm_quality", "round_order", "PSM_IDENTITY",
+           "MAX_ATTEMPTS"]
+
+#: Attempts per round before it is marked missing (Section 2.1).
+MAX_ATTEMPTS = 3
+
+#: Manifest keys that must match to resume a PSM run.
+PSM_IDENTITY = ("survey", "label", "backend", "model", "design_seed", "seed", "order", "sampling",
+                "system", "max_attempts", "n_options")
+
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
+
+
+def _check_label(label):
+    if not isinstance(label, str) or not _LABEL_RE.match(label):
+        raise ValueError(f"label must be a file-name-safe string (letters, digits, . _ @ + -), got {label!r}")
+
+
+def round_order(order: str = "paper", seed: int = 0, n: int = 160) -> list[int]:
+    """Round numbers (1..n) in presentation order: ``"paper"`` (1..n) or ``"shuffled"`` (seeded)."""
+    if order == "paper":
+        return list(range(1, n + 1))
+    if order == "shuffled":
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 160_2025]))
+        return [int(i) + 1 for i in rng.permutation(n)]
+    raise ValueError(f"order must be 'paper' or 'shuffled', got {order!r}")
+
+
+@dataclass
+class _Task:
+    task: str
+    round: int
+    prompt: str
+    extra: dict
+
+
+def _task_done(store, task, max_attempts):
+    att = store.attempts(task)
+    return any(a["status"] == "ok" for a in att) or len(att) >= max_attempts
+
+
+def _run_tasks(backend, store, tasks, parse, sampling, system, seed, max_attempts, common, bar=None,
+               max_error_batches=3):
+    """Send every task until it has a valid answer or ``max_attempts`` attempts."""
+    pending = [t for t in tasks if not _task_done(store, t.task, max_attempts)]
+    if bar is not None:
+        bar.update(len(tasks) - len(pending))
+    B = max(1, int(getattr(backend, "batch_size", 1)))
+    error_batches = 0
+    for i in range(0, len(pending), B):
+        chunk = pending[i:i + B]
+        while True:
+            todo = [t for t in chunk if not _task_done(store, t.task, max_attempts)]
+            if not todo:
+                break
+            reqs, attempts = [], []
+            for t in todo:
+                a = len(store.attempts(t.task)) + 1
+                attempts.append(a)
+                reqs.append(Request.from_prompt(t.prompt, system=system, seed=derive_seed(seed, t.task, a),
+                                                sampling=sampling))
+            comps = backend.generate(reqs)
+            n_err = 0
+            for t, a, rq, c in zip(todo, attempts, reqs, comps):
+                base = dict(common, task=t.task, round=t.round, **t.extra, seed=rq.seed,
+                            prompt_sha256=prompt_sha256(rq.messages), sampling=rq.sampling.to_dict(),
+                            started=_iso(c.started), finished=utc_now(), latency_s=round(c.latency_s, 4),
+                            prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
+                            finish_reason=c.finish_reason, response_model=c.model)
+                if c.error is not None:
+                    n_err += 1
+                    store.append(dict(base, kind="error", attempt=a, error=c.error))
+                    continue
+                p = parse(c.text)
+                value = list(p.value) if isinstance(p.value, tuple) else p.value
+                store.append(dict(base, kind="attempt", attempt=a, raw=c.text, parsed=value, status=p.status))
+            if n_err == len(todo):
+                error_batches += 1
+                if error_batches >= max_error_batches:
+                    raise RuntimeError(
+                        f"the backend failed {error_batches} batches in a row (last error: "
+                        f"{comps[-1].error}); completed records are saved, re-run the same command to resume"
+                    )
+            else:
+                error_batches = 0
+        if bar is not None:
+            bar.update(len(chunk))
+
+
+def _iso(ts):
+    if not ts:
+        return None
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed: int = 0, order: str = "paper",
+            sampling: Sampling | None = None, system: str | None = None, max_attempts: int = MAX_ATTEMPTS,
+            limit: int | None = None, n_options: int = N_OPTIONS, progress: bool = True, export=None,
+            provider=None) -> PSMDataset:
+    """Administer the PSM (round 0, then the constrained rounds) and return the dataset so far.
+
+    Parameters
+    ----------
+    backend : Backend
+        From :func:`moralkit.collect.backends.make_backend`.
+    run_dir : path-like
+        Run directory (records + manifest). Re-running with the same arguments resumes.
+    label : str, optional
+        Model label in the exported data (default ``backend.model``); one label per respondent.
+    design_seed : int, default 0
+        Seed of :func:`moralkit.design.make_design` (same options for every model with the same seed).
+    seed : int, default 0
+        Sampling seed (each attempt's seed is derived from it) and seed of the shuffled order.
+    order : {"paper", "shuffled"}
+        Presentation order of the constrained rounds.
+    sampling : Sampling, optional
+        Default ``Sampling(temperature=1.0, top_p=1.0, max_tokens=16)`` (the APIs' default
+        temperature; the paper did not set one).
+    system : str, optional
+        System message (none in the paper).
+    max_attempts : int, default 3
+        Attempts per round (Section 2.1).
+    limit : int, optional
+        Administer only the first ``limit`` constrained rounds of the order (a smoke run).
+    n_options : int, default 100
+    progress : bool
+        Show a tqdm progress bar.
+    export : path-like, optional
+        Also write the tidy ``.csv.gz`` (:func:`export_psm`) there at the end.
+    provider : str, optional
+        Provider column of the tidy file (default the backend kind).
+
+    Returns
+    -------
+    PSMDataset
+        Completed rounds only (answered or missing after ``max_attempts``).
+
+    References
+    ----------
+    Seror (2025), Sections 2.1-2.2.
+    """
+    sampling = sampling or Sampling(temperature=1.0, top_p=1.0, max_tokens=16)
+    label = label or backend.model
+    _check_label(label)
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+    if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
+        raise ValueError(f"limit must be None or a non-negative integer, got {limit!r}")
+    design = make_design(design_seed, n_options=n_options)
+    manifest = dict(
+        survey="psm", label=label, backend=backend.name, model=backend.model, design_seed=int(design_seed),
+        design_fingerprint=design.fingerprint(), seed=int(seed), order=order, sampling=sampling.to_dict(),
+        system=system, max_attempts=max_attempts, n_options=n_options, provider=provider or backend.name,
+        backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
+        unconstrained_prompt_sha256=prompt_sha256([{"role": "user", "content": unconstrained_prompt()}]),
+        session=session_info(),
+    )
+    store = RecordStore(run_dir, manifest, identity_keys=PSM_IDENTITY)
+    common = dict(run=Path(run_dir).name, survey="psm", label=label, backend=backend.name, model=backend.model,
+                  sampling=sampling.to_dict(), design_seed=int(design_seed))
+    rounds = round_order(order, seed, len(design))
+    if limit is not None:
+        rounds = rounds[:int(limit)]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=1 + len(rounds), desc=f"PSM {label}", unit="round")
+    try:
+        r0 = _Task("r000", 0, unconstrained_prompt(), {})
+        _run_tasks(backend, store, [r0], parse_unconstrained, sampling.__class__(
+            **{**sampling.to_dict(), "max_tokens": max(sampling.max_tokens, 32)}), system, seed, max_attempts,
+            common, bar)
+        q0 = _q0(store)
+        tasks = []
+        for r in rounds:
+            rd = design[r - 1]
+            tasks.append(_Task(f"r{r:03d}", r, constrained_prompt(rd.options(q0)),
+                               {"corner": "".join(str(int(v)) for v in rd.corner(q0))}))
+        _run_tasks(backend, store, tasks, lambda t: parse_option(t, n_options), sampling, system, seed,
+                   max_attempts, common, bar)
+        store.update_manifest(finished=utc_now() if len(rounds) == len(design) else None)
+    finally:
+        if bar is not None:
+            bar.close()
+        store.compress()
+        store.close()
+    ds = psm_dataset(run_dir)
+    if export is not None:
+        write_psm([ds], export)
+    return ds
+
+
+def _q0(store):
+    ok = [a for a in store.attempts("r000") if a["status"] == "ok"]
+    return None if not ok else np.asarray(ok[0]["parsed"], dtype=np.int64)
+
+
+def psm_dataset(run_dir, label=None) -> PSMDataset:
+    """Build the :class:`~moralkit.dataset.PSMDataset` of a run from its raw records.
+
+    Only completed rounds are included (a valid answer, or ``max_attempts``
+    attempts without one: ``chosen = 0``), in round order. The options are
+    regenerated from the manifest's design seed and checked against its
+    fingerprint; the corner recorded with each attempt is checked too.
+    """
+    run_dir = Path(run_dir)
+    store = RecordStore(run_dir)  # read-only use: no manifest change
+    try:
+        m = store.manifest
+        if m.get("survey") != "psm":
+            raise ValueError(f"{run_dir} is not a PSM run (survey={m.get('survey')!r})")
+        design = make_design(m["design_seed"], n_options=m.get("n_options", N_OPTIONS))
+        if design.fingerprint() != m["design_fingerprint"]:
+            raise ValueError(f"{run_dir}: design fingerprint mismatch; the design code changed since collection")
+        max_attempts = int(m["max_attempts"])
+        q0 = _q0(store)
+        rows = []
+        for rd in design:
+            att = store.attempts(f"r{rd.index:03d}")
+            ok = [a for a in att if a["status"] == "ok"]
+            if not ok and len(att) < max_attempts:
+                continue
+            corner = rd.corner(q0)
+            for a in att:
+                if a.get("corner") and a["corner"] != "".join(str(int(v)) for v in corner):
+                    raise ValueError(f"{run_dir}: round {rd.index} was shown corner {a['corner']}, expected "
+                                     f"{corner}; the records do not match the design")
+            rows.append((rd, corner, int(ok[0]["parsed"]) if ok else 0, len(att)))
+    finally:
+        store.close()
+    T = len(rows)
+    return PSMDataset(
+        model=label or m["label"],
+        corners=np.array([r[1] for r in rows], dtype=np.int64).reshape(T, 5),
+        prices=np.array([r[0].prices for r in rows], dtype=np.int64).reshape(T, 5),
+        options=np.array([r[0].options(q0) for r in rows], dtype=np.int64).reshape(T, design[0].options_y.shape[0], 5),
+        chosen=np.array([r[2] for r in rows], dtype=np.int64),
+        round_index=np.array([r[0].index for r in rows], dtype=np.int64),
+        corner_index=np.array([r[0].corner_index for r in rows], dtype=np.int64),
+        price_index=np.array([r[0].price_index for r in rows], dtype=np.int64),
+        q0=q0, provider=m.get("provider", m["backend"]), run=run_dir.name,
+        attempts=np.array([r[3] for r in rows], dtype=np.int64),
+    )
+
+
+def export_psm(run_dirs, path) -> Path:
+    """Write the tidy PSM file (:func:`moralkit.dataset.write_psm`) of one or more runs."""
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    return write_psm([psm_dataset(d) for d in run_dirs], path)
+
+
+def psm_quality(run_dir_or_records) -> dict:
+    """Data-quality summary of a PSM run from its raw records.
+
+    Returns a dict with ``rounds`` (completed), ``answered``, ``missing``,
+    ``attempts`` (total requests), ``attempts_per_round`` (Counter: attempts → rounds),
+    ``status`` (Counter of parse statuses over all attempts, e.g. ``ok``, ``no_option``,
+    ``out_of_range``, ``refusal``), ``errors`` (transport errors, not counted as attempts),
+    ``q0`` and ``mean_latency_s``, ``prompt_tokens_per_s``.
+    """
+    recs = run_dir_or_records
+    if not isinstance(recs, list):
+        recs = read_records(recs)
+    att = [r for r in recs if r.get("kind", "attempt") == "attempt"]
+    by_task: dict[str, list] = {}
+    for r in att:
+        by_task.setdefault(r["task"], []).append(r)
+    constrained = {t: v for t, v in by_task.items() if t != "r000"}
+    answered = sum(any(a["status"] == "ok" for a in v) for v in constrained.values())
+    max_att = max([int(a["attempt"]) for a in att] + [MAX_ATTEMPTS])
+    completed = sum(any(a["status"] == "ok" for a in v) or len(v) >= max_att for v in constrained.values())
+    lat = [r["latency_s"] for r in att if r.get("latency_s") is not None]
+    toks = [r["prompt_tokens"] for r in att if r.get("prompt_tokens")]
+    r0 = [a for a in by_task.get("r000", []) if a["status"] == "ok"]
+    return dict(
+        rounds=completed, answered=answered, missing=completed - answered, attempts=len(att),
+        attempts_per_round=Counter(len(v) for v in constrained.values()),
+        status=Counter(a["status"] for a in att),
+        errors=sum(1 for r in recs if r.get("kind") == "error"),
+        q0=tuple(r0[0]["parsed"]) if r0 else None,
+        mean_latency_s=float(np.mean(lat)) if lat else None,
+        prompt_tokens_per_s=float(np.sum(toks) / np.sum(lat)) if lat and toks and len(toks) == len(lat) else None,
+    )
