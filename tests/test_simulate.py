@@ -64,7 +64,9 @@ def test_logit_noise_scale(design):
 
 def test_logit_probabilities_match_softmax():
     # one round repeated: empirical choice frequencies follow exp(u / scale)
-    d = make_design(0)
+    from moralkit.design import Design
+
+    d = Design(seed=0, rounds=(make_design(0)[0],))  # a one-round design
     ag = QuadraticAgent(a=np.full(5, 0.2), b=[2.5] * 5)
     q0 = ag.best_answer()
     u = ag.utility(d[0].options(q0))

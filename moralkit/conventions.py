@@ -1,0 +1,372 @@
+"""Alternative CCEI conventions a reader of the paper might suspect (for the convention audit).
+
+The package's CCEI is the standard one (:func:`moralkit.rp.ccei`): the
+supremum of ``e`` for which GARP_e holds, with the relations of Definition 1
+in each round's (effective) corner coordinates. There every chosen answer
+costs exactly 12 (eq. (1)), so the CCEI is a multiple of 1/12. The published
+Table 1 prints values such as 0.385, 0.400, 0.353 that are not. This module
+implements, as documented options, the conventions that could produce them,
+so that notebook ``06_audit`` can test which one reproduces the published
+(CCEI, alpha) pairs. **The default everywhere is the standard convention.**
+
+A convention is a pair ``(coordinates, report)``:
+
+``coordinates`` -- in which coordinates answers are priced, ``E[r, k] = p^r . q^k_?``:
+
+* ``"corner"`` (standard): round ``r``'s effective corner (after the flip rule),
+  ``E[r, k] = p^r . q^k_{o^r}``; ``E[r, r] = 12``; values ``m/12``.
+* ``"origin"``: raw answers, i.e. every corner at the origin (the
+  "consumer-choice" reading, Section 2.2 after Definition 1),
+  ``E[r, k] = p^r . q^k``; own expenditure ``p^r . q^r`` varies by round
+  (an integer in 1..30), so values are fractions ``a/b`` with ``b <= 30``.
+* ``"nominal"``: the nominal corner of the round, *ignoring the flip rule*
+  (the flip applied when drawing the options but not in the analysis). In a
+  flipped round the chosen answer costs ``5 * sum(p) - 12 = 18``, so values
+  are ``a/12`` or ``a/18``.
+
+``report`` -- which number is reported:
+
+* ``"e"`` (standard): the critical efficiency ``e* = sup{e : GARP_e}``;
+  1 for data satisfying GARP.
+* ``"1-e"``: ``1 - e*``, Definition 3 read literally ("inf over e with
+  GARP_e of 1 - e"); 0 for data satisfying GARP, larger = *less* consistent.
+
+The random-choice test (Procedure 1) computes ``alpha`` = share of random
+datasets whose reported index is ``>=`` the model's; with ``report="1-e"``
+that literal reading rejects H0 for data *less* consistent than random
+choice. :func:`null_distribution` and :func:`predicted_alpha` make this
+concrete.
+
+References
+----------
+Seror (2025), Section 2.2 (eq. (1), Definitions 1-3, corner flip), Section 2.3
+(Procedure 1, eq. (4)), Table 1. Afriat (1972); Varian (1982).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from . import rp
+from .design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
+
+__all__ = [
+    "COORDINATES",
+    "REPORTS",
+    "CONVENTIONS",
+    "Convention",
+    "convention",
+    "expenditure_matrix",
+    "critical_efficiency",
+    "ccei",
+    "attainable_values",
+    "in_support",
+    "matching_fractions",
+    "null_distribution",
+    "predicted_alpha",
+]
+
+COORDINATES = ("corner", "origin", "nominal")
+REPORTS = ("e", "1-e")
+
+
+@dataclass(frozen=True)
+class Convention:
+    """A CCEI convention: ``coordinates`` in :data:`COORDINATES`, ``report`` in :data:`REPORTS`."""
+
+    coordinates: str = "corner"
+    report: str = "e"
+
+    def __post_init__(self):
+        if self.coordinates not in COORDINATES:
+            raise ValueError(f"coordinates must be one of {COORDINATES}, got {self.coordinates!r}")
+        if self.report not in REPORTS:
+            raise ValueError(f"report must be one of {REPORTS}, got {self.report!r}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.coordinates}/{self.report}"
+
+    @property
+    def is_standard(self) -> bool:
+        return self.coordinates == "corner" and self.report == "e"
+
+
+#: Every convention, standard first.
+CONVENTIONS: tuple[Convention, ...] = tuple(Convention(c, r) for c in COORDINATES for r in REPORTS)
+
+
+def convention(spec) -> Convention:
+    """Parse ``"origin/1-e"``, ``("origin", "1-e")`` or a :class:`Convention`; ``None`` = standard."""
+    if spec is None:
+        return Convention()
+    if isinstance(spec, Convention):
+        return spec
+    if isinstance(spec, str):
+        parts = spec.split("/")
+        if len(parts) == 1:
+            return Convention(parts[0], "e")
+        if len(parts) == 2:
+            return Convention(*parts)
+    if isinstance(spec, tuple) and len(spec) == 2:
+        return Convention(*spec)
+    raise ValueError(f"unrecognised convention {spec!r}; use e.g. 'corner/e' (standard), 'origin/1-e'")
+
+
+# --------------------------------------------------------------------------- expenditures
+
+
+def _nominal_corners(ds) -> np.ndarray:
+    if ds.corner_index is None:
+        raise ValueError(f"{ds.model}: the 'nominal' convention needs corner_index (the round's nominal corner)")
+    return CORNERS[ds.corner_index]
+
+
+def expenditure_matrix(dataset, coordinates: str = "corner") -> np.ndarray:
+    """Expenditure matrix of a PSM dataset (missing rounds excluded) in the given coordinates.
+
+    Parameters
+    ----------
+    dataset : PSMDataset
+    coordinates : {"corner", "origin", "nominal"}, default "corner"
+        See the module docstring. ``"corner"`` is :func:`moralkit.rp.psm_expenditure_matrix`.
+
+    Returns
+    -------
+    E : ndarray (T, T) of int64
+
+    References
+    ----------
+    Seror (2025), Section 2.2, eq. (1) and Definition 1.
+    """
+    Convention(coordinates)  # validates
+    ds = dataset.valid()
+    if coordinates == "corner":
+        return rp.psm_expenditure_matrix(ds)
+    q = ds.choices
+    if coordinates == "origin":
+        return rp.expenditure_matrix(np.zeros_like(ds.corners), ds.prices, q, budget=None)
+    return rp.expenditure_matrix(_nominal_corners(ds), ds.prices, q, budget=None)
+
+
+def critical_efficiency(dataset, coordinates: str = "corner") -> Fraction:
+    """Exact ``e* = sup{e in (0, 1] : GARP_e}`` in the given coordinates (a Fraction).
+
+    References
+    ----------
+    Seror (2025), Definitions 1-3; computed by :func:`moralkit.rp.ccei_exact`.
+    """
+    return rp.ccei_exact(expenditure_matrix(dataset, coordinates))
+
+
+def ccei(dataset, convention_="corner/e") -> float:
+    """The index a given convention reports for a dataset (default: the standard CCEI).
+
+    Parameters
+    ----------
+    dataset : PSMDataset
+    convention_ : str, tuple or Convention, default "corner/e"
+        ``"corner/e"`` is the standard CCEI, equal to :func:`moralkit.rp.ccei`.
+
+    Returns
+    -------
+    float
+        ``e*`` or ``1 - e*``.
+
+    References
+    ----------
+    Seror (2025), Definition 3 (printed as ``inf 1 - e``).
+    """
+    c = convention(convention_)
+    e = critical_efficiency(dataset, c.coordinates)
+    return float(e if c.report == "e" else 1 - e)
+
+
+# --------------------------------------------------------------------------- attainable values
+
+
+def _own_expenditures(coordinates: str) -> set[int]:
+    """Own expenditures a chosen answer can have (over all 32 corners x 5 prices)."""
+    if coordinates == "corner":
+        return {BUDGET}
+    out = set()
+    for p in PRICES:
+        ys = budget_set(p)
+        for o in CORNERS:
+            q = from_corner(ys, o)
+            if coordinates == "origin":
+                out |= set((q @ p).tolist())
+            else:  # nominal: the round may have been flipped, so the answer is on the opposite budget
+                out |= set((to_corner(q, 5 - o) @ p).tolist())
+    return out
+
+
+def attainable_values(convention_="corner/e") -> np.ndarray:
+    """Every value the convention's index can take on PSM data (sorted floats in [0, 1]).
+
+    ``e*`` is always 1, 0, or a ratio ``E[r, k] / E[r, r]`` < 1 of integer
+    expenditures (``E[r, k]`` in 0..30, own expenditure as listed in the
+    module docstring); ``"1-e"`` maps each value ``v`` to ``1 - v``.
+
+    References
+    ----------
+    Seror (2025), Section 2.2, eqs. (1)-(2).
+    """
+    c = convention(convention_)
+    dens = _own_expenditures(c.coordinates)
+    vals = {Fraction(0), Fraction(1)}
+    for b in dens:
+        for a in range(0, b + 1):
+            vals.add(Fraction(a, b))
+    if c.report == "1-e":
+        vals = {1 - v for v in vals}
+    return np.array(sorted(float(v) for v in vals))
+
+
+def in_support(values, convention_="corner/e", decimals: int = 3) -> np.ndarray:
+    """Whether each printed value can be an attainable value rounded to ``decimals``.
+
+    A printed ``x`` is accepted when some attainable ``v`` has
+    ``|v - x| <= 0.5 * 10**-decimals`` (both rounding directions of a tie
+    allowed, e.g. 3/16 = 0.1875 printed as 0.187 or 0.188).
+    """
+    v = attainable_values(convention_)
+    x = np.atleast_1d(np.asarray(values, dtype=float))
+    tol = 0.5 * 10.0 ** (-decimals) + 1e-12
+    return np.array([bool((np.abs(v - xi) <= tol).any()) for xi in x])
+
+
+def matching_fractions(x: float, max_den: int = 30, decimals: int = 3) -> list[Fraction]:
+    """Fractions ``k/m`` with ``m <= max_den`` (lowest terms) that print as ``x`` to ``decimals`` places.
+
+    Ties (e.g. 3/16 = 0.1875 for 0.187 or 0.188) are accepted either way.
+
+    Examples
+    --------
+    >>> matching_fractions(0.385)
+    [Fraction(5, 13)]
+    """
+    tol = 0.5 * 10.0 ** (-decimals) + 1e-12
+    out = set()
+    for m in range(1, int(max_den) + 1):
+        for k in range(0, m + 1):
+            if abs(k / m - x) <= tol:
+                out.add(Fraction(k, m))
+    return sorted(out)
+
+
+# --------------------------------------------------------------------------- null distribution
+
+
+def _indices_for_rows(E_full, keep_sets):
+    out = []
+    for keep in keep_sets:
+        out.append(rp.ccei_exact(E_full[np.ix_(keep, keep)]))
+    return out
+
+
+def null_distribution(n_datasets: int = 1000, conventions=CONVENTIONS, n_obs=(160,), *, designs=None,
+                      q0=None, seed=0, progress: bool = False) -> pd.DataFrame:
+    """Index of uniformly random (simulated) respondents in the paper's design, under each convention.
+
+    Each replicate is a simulated random respondent (:func:`moralkit.simulate.simulate_random`):
+    a uniformly random round-0 answer (which fixes the corner flips) and a
+    uniformly random option in each of the 160 rounds of a design drawn by
+    :func:`moralkit.design.make_design`; for each ``n`` in ``n_obs`` the index is
+    computed on a random subset of ``n`` rounds (nested subsets), emulating the
+    missing rounds of Table 1.
+
+    Parameters
+    ----------
+    n_datasets : int, default 1000
+    conventions : iterable of conventions
+    n_obs : iterable of int, default (160,)
+    designs : sequence of Design or ints, optional
+        Designs cycled over the replicates (default: 10 designs, seeds 0..9).
+        The paper's own option sets are not public.
+    q0 : array_like (5,), optional
+        A fixed round-0 answer (it decides the corner flips, hence the option
+        sets in raw coordinates); default a uniformly random one per replicate.
+    seed : int
+    progress : bool
+        Show a tqdm bar.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``replicate``, ``n_obs``, ``convention``, ``e_star`` (exact
+        critical efficiency as float), ``index`` (the reported value).
+
+    References
+    ----------
+    Seror (2025), Section 2.3 (random datasets ``D^m_n``, Procedure 1).
+    """
+    from .design import make_design
+    from .simulate import simulate_random
+
+    convs = [convention(c) for c in conventions]
+    n_obs = sorted({int(n) for n in n_obs}, reverse=True)
+    if not n_obs or n_obs[-1] < 2 or n_obs[0] > 160:
+        raise ValueError("n_obs must be integers in 2..160")
+    if designs is None:
+        designs = range(10)
+    designs = [d if not isinstance(d, (int, np.integer)) else make_design(int(d)) for d in designs]
+    coords = sorted({c.coordinates for c in convs}, key=COORDINATES.index)
+    ss = np.random.SeedSequence(int(seed)).spawn(int(n_datasets))
+    it = range(int(n_datasets))
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc="null datasets")
+    rows = []
+    for i in it:
+        rng = np.random.default_rng(ss[i])
+        ds = simulate_random(designs[i % len(designs)], seed=rng, model=f"sim-random-{i}", q0=q0)
+        perm = rng.permutation(ds.n_rounds)
+        keeps = [np.sort(perm[:n]) for n in n_obs]
+        for co in coords:
+            E = expenditure_matrix(ds, co)
+            es = _indices_for_rows(E, keeps)
+            for n, e in zip(n_obs, es):
+                for c in convs:
+                    if c.coordinates == co:
+                        rows.append((i, n, c.name, float(e), float(e if c.report == "e" else 1 - e)))
+    return pd.DataFrame(rows, columns=["replicate", "n_obs", "convention", "e_star", "index"])
+
+
+def predicted_alpha(null: pd.DataFrame, published: pd.DataFrame, *, decimals: int = 3) -> pd.DataFrame:
+    """Alpha each convention predicts for the published CCEIs, next to the published alpha.
+
+    For each published row (``ccei``, ``n_obs``) and each convention in
+    ``null``, ``alpha_hat`` = share of null replicates (with the nearest
+    ``n_obs`` simulated) whose index, rounded to ``decimals`` as printed, is
+    ``>=`` the published value (Procedure 1, eq. (4): "CCEI(D_n) >= CCEI(D)").
+
+    Returns
+    -------
+    DataFrame
+        One row per (model, convention): ``model``, ``convention``, ``ccei``,
+        ``n_obs``, ``alpha`` (published), ``alpha_hat``, ``in_support``.
+
+    References
+    ----------
+    Seror (2025), Section 2.3, eq. (4); Table 1.
+    """
+    need = {"model", "ccei", "alpha", "n_obs"}
+    if not need <= set(published.columns):
+        raise ValueError(f"published must have columns {sorted(need)} (see moralkit.reference.table1())")
+    sims = np.array(sorted(null["n_obs"].unique()))
+    rows = []
+    for conv, g in null.groupby("convention", sort=False):
+        by_n = {n: np.round(gg["index"].to_numpy(), decimals) for n, gg in g.groupby("n_obs")}
+        sup = in_support(published["ccei"].to_numpy(), conv, decimals)
+        for j, rec in enumerate(published.itertuples(index=False)):
+            n = int(sims[np.argmin(np.abs(sims - rec.n_obs))])
+            vals = by_n[n]
+            a_hat = float((vals >= round(float(rec.ccei), decimals) - 1e-12).mean())
+            rows.append((rec.model, conv, float(rec.ccei), int(rec.n_obs), float(rec.alpha), a_hat, bool(sup[j])))
+    return pd.DataFrame(rows, columns=["model", "convention", "ccei", "n_obs", "alpha", "alpha_hat", "in_support"])

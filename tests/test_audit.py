@@ -1,0 +1,177 @@
+"""Reference figures (moralkit.reference), CCEI conventions (moralkit.conventions), audit (moralkit.audit)."""
+
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from moralkit import conventions as cv
+from moralkit import reference, rp
+from moralkit.design import make_design
+from moralkit.simulate import simulate_agents, simulate_quadratic, simulate_random
+
+PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "000_b866239868df8916.txt"
+
+
+# --------------------------------------------------------------------------- reference tables
+
+
+def _paper_table1_rows():
+    text = PAPER.read_text()
+    block = text.split("Table 1: Rationality Test", 2)[2] if text.count("Table 1: Rationality Test") > 1 else \
+        text.split("Table 1: Rationality Test")[-1]
+    block = block.split("Note:")[0]
+    rows = [ln.split("\t") for ln in block.splitlines() if ln.count("\t") == 4]
+    return [r for r in rows if r[0] != "Provider"]
+
+
+def test_table1_shape_and_order():
+    t1 = reference.table1()
+    assert list(t1.columns) == ["provider", "model", "ccei", "stars", "alpha", "n_obs"]
+    assert len(t1) == 37 and t1["model"].is_unique
+    assert "Table 1" in t1.attrs["source"]
+    # printed sorted by alpha; stars follow alpha <= 1 %, 5 %, 10 %
+    assert t1["alpha"].is_monotonic_increasing
+    expect = np.select([t1.alpha <= 0.01, t1.alpha <= 0.05, t1.alpha <= 0.10], ["***", "**", "*"], "")
+    assert (t1["stars"].to_numpy() == expect).all()
+    assert t1["n_obs"].between(1, 160).all()
+    # the seven models of Tables 2-3 are the ones passing at 5 %
+    passing = set(t1.loc[t1.alpha <= 0.05, "model"])
+    assert passing == set(reference.table2()["b"].index) == set(reference.table3(full_names=True).index)
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="paper text not beside the repository")
+def test_table1_matches_paper_text():
+    rows = _paper_table1_rows()
+    t1 = reference.table1()
+    assert len(rows) == len(t1)
+    for r, rec in zip(rows, t1.itertuples()):
+        assert r[0] == rec.provider and r[1] == rec.model
+        assert r[2] == f"{rec.ccei:.3f}{rec.stars}"
+        assert float(r[3]) == rec.alpha and int(r[4]) == rec.n_obs
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="paper text not beside the repository")
+def test_tables_2_3_match_paper_text():
+    text = PAPER.read_text()
+    t2 = reference.table2()
+    for panel, key in (("b", "b"), ("a", "a")):
+        for model, row in t2[key].iterrows():
+            hits = re.findall(rf"^{re.escape(model)}\t([\d.\t]+)$", text, flags=re.M)
+            vals = [[float(v) for v in h.split("\t")] for h in hits]
+            assert list(row.to_numpy()) in vals
+    g = reference.table3()
+    for name, row in g.iterrows():
+        line = name + "\t" + "\t".join(f"{v:.2f}" for v in row)
+        assert line in text
+
+
+def test_table2_table3_shapes():
+    t2 = reference.table2()
+    assert t2["a"].shape == (7, 5) and t2["b"].shape == (7, 5)
+    assert np.allclose(t2["a"].sum(axis=1), 1, atol=0.015)  # normalised, printed to 2 decimals
+    g = reference.table3()
+    G = g.to_numpy()
+    assert G.shape == (7, 7) and np.allclose(G, G.T) and np.allclose(np.diag(G), 1)
+    off = G[~np.eye(7, dtype=bool)]
+    assert off.min() == pytest.approx(0.24) and off.max() == pytest.approx(0.48)  # "range from 24% to 48%"
+
+
+# --------------------------------------------------------------------------- conventions
+
+
+@pytest.fixture(scope="module")
+def sims():
+    d = make_design(1)
+    return (list(simulate_agents(4, design=d, seed=1).values())
+            + list(simulate_agents(4, "random", design=d, seed=1).values()))
+
+
+def test_standard_convention_is_rp_ccei(sims):
+    for ds in sims:
+        assert cv.ccei(ds) == rp.ccei(rp.psm_expenditure_matrix(ds))
+        assert cv.ccei(ds, "corner/1-e") == pytest.approx(1 - rp.ccei(rp.psm_expenditure_matrix(ds)))
+        assert (cv.critical_efficiency(ds) * 12).denominator == 1
+
+
+def test_origin_and_nominal_matrices(sims):
+    for ds in sims:
+        q = ds.choices
+        assert np.array_equal(cv.expenditure_matrix(ds, "origin"), ds.prices @ q.T)
+        En = cv.expenditure_matrix(ds, "nominal")
+        flipped = (ds.corners != cv.CORNERS[ds.corner_index]).any(1)
+        assert np.array_equal(np.diag(En), np.where(flipped, 18, 12))
+        e = cv.critical_efficiency(ds, "origin")
+        assert e.denominator <= 30
+
+
+def test_hand_built_two_round_example():
+    # two rounds at the origin corner: answers cost 12 at their own prices; each is
+    # cheaper at the other's prices -> a strict 2-cycle; the critical ratio is the max of the two.
+    from moralkit.dataset import PSMDataset
+
+    p = np.array([[2, 1, 1, 1, 1], [1, 2, 1, 1, 1]])
+    q = np.array([[[1, 0, 5, 5, 0]], [[0, 1, 5, 5, 0]]])  # p1.q1 = 12, p2.q2 = 12
+    ds = PSMDataset(model="sim-hand", corners=np.zeros((2, 5), int), prices=p, options=q,
+                    chosen=np.array([1, 1]), corner_index=np.zeros(2, int))
+    E = cv.expenditure_matrix(ds, "origin")
+    assert E.tolist() == [[12, 11], [11, 12]]  # each answer strictly cheaper at the other's prices
+    assert cv.critical_efficiency(ds, "origin") == Fraction(11, 12)
+    assert cv.ccei(ds, "origin/1-e") == pytest.approx(1 / 12)
+    # moved to the all-5 corner with the opposite answers the corner matrix is the same
+    ds5 = PSMDataset(model="sim-hand", corners=np.full((2, 5), 5), prices=p, options=5 - q,
+                     chosen=np.array([1, 1]), corner_index=np.full(2, 31))
+    assert cv.expenditure_matrix(ds5, "corner").tolist() == [[12, 11], [11, 12]]
+    assert cv.expenditure_matrix(ds5, "origin").tolist() == [[18, 19], [19, 18]]
+    assert cv.ccei(ds5, "origin/e") == 1.0
+
+
+def test_attainable_values_and_support():
+    corner = cv.attainable_values("corner/e")
+    assert np.allclose(corner, np.arange(13) / 12)
+    nominal = cv.attainable_values("nominal/e")
+    assert np.isclose(nominal, 7 / 18).any() and not np.isclose(nominal, 5 / 13).any()
+    origin = cv.attainable_values("origin/e")
+    assert np.isclose(origin, 5 / 13).any() and np.isclose(origin, 6 / 17).any()
+    assert cv.in_support([0.417, 0.333, 0.250], "corner/e").all()
+    assert not cv.in_support([0.385, 0.400, 0.375, 0.353], "corner/e").any()
+    assert cv.in_support(reference.table1()["ccei"], "origin/1-e").all()
+    assert cv.matching_fractions(0.385) == [Fraction(5, 13)]
+    assert cv.matching_fractions(0.353) == [Fraction(6, 17)]
+    assert cv.matching_fractions(0.187) == [Fraction(3, 16)]  # 0.1875, a rounding tie
+    assert Fraction(5, 12) in cv.matching_fractions(0.417)
+    with pytest.raises(ValueError, match="coordinates"):
+        cv.convention("polar/e")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.0, 1.0))
+def test_matching_fractions_print_as_x(x):
+    x = round(x, 3)
+    for f in cv.matching_fractions(x, max_den=20):
+        assert abs(float(f) - x) <= 0.0005 + 1e-12
+        assert f.denominator <= 20
+
+
+def test_null_distribution_and_predicted_alpha():
+    null = cv.null_distribution(12, ("corner/e", "origin/1-e"), n_obs=(160, 100), designs=[make_design(0)], seed=3)
+    assert len(null) == 12 * 2 * 2
+    again = cv.null_distribution(12, ("corner/e", "origin/1-e"), n_obs=(160, 100), designs=[make_design(0)], seed=3)
+    pd.testing.assert_frame_equal(null, again)
+    c = null[null.convention == "corner/e"]
+    assert np.allclose(c["index"] * 12, np.round(c["index"] * 12))
+    # a removed round never lowers e* (nested subsets)
+    w = null.pivot_table(index=["replicate", "convention"], columns="n_obs", values="e_star")
+    assert (w[100] >= w[160] - 1e-12).all()
+    pub = pd.DataFrame({"model": ["x", "y"], "ccei": [0.25, 0.5], "alpha": [0.5, 0.1], "n_obs": [160, 99]})
+    pa = cv.predicted_alpha(null, pub)
+    for conv, g in null.groupby("convention"):
+        v160 = np.round(g.loc[g.n_obs == 160, "index"].to_numpy(), 3)
+        v100 = np.round(g.loc[g.n_obs == 100, "index"].to_numpy(), 3)
+        got = pa[pa.convention == conv].set_index("model")["alpha_hat"]
+        assert got["x"] == pytest.approx((v160 >= 0.25).mean())
+        assert got["y"] == pytest.approx((v100 >= 0.5).mean())
