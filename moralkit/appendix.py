@@ -1067,6 +1067,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="where notebooks write CSV tables (sets MORALKIT_TABLES_DIR; default <figures>/tables/)")
     p.add_argument("--keep-going", action="store_true", help="run every notebook even after a failure")
     p.add_argument("--kernel", default=DEFAULT_KERNEL, help="Jupyter kernel name (default python3)")
+    p.add_argument("--list", action="store_true", help="list the notebooks, titles and parameters, then exit")
     return p
 
 
@@ -1084,6 +1085,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         params[k.strip()] = _parse_value(v.strip())
     root = project_root()
     out = Path(a.out) if a.out else root / "build"
+    if a.list:
+        try:
+            sources = discover_notebooks(a.notebooks or root / "notebooks", a.only)
+        except ValueError as e:
+            print(f"run_all: error: {e}", file=sys.stderr)
+            return 2
+        for s in sources:
+            nb = read_notebook(s)
+            decl = ", ".join(f"{k}={v}" for k, v in declared_parameters(nb).items()) or "no parameters cell"
+            print(f"{s.name:<28} {notebook_title(nb, s.stem)}\n{'':<28} parameters: {decl}")
+        return 0
     try:
         result = run_all(a.notebooks or root / "notebooks", out, only=a.only, quick=a.quick, seed=a.seed,
                          jobs=a.jobs, parameters=params, figures_dir=a.figures_dir, tables_dir=a.tables_dir,

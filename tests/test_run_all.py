@@ -74,6 +74,31 @@ def test_undeclared_parameter_is_a_usage_error(tmp_path):
 # ----------------------------------------------------------------------------- math rendering
 
 
+try:
+    import latex2mathml  # noqa: F401
+
+    HAVE_MATHML = True
+except ImportError:  # the fallback (LaTeX source as code) is still tested
+    HAVE_MATHML = False
+needs_mathml = pytest.mark.skipif(not HAVE_MATHML, reason="latex2mathml not installed (pyproject [notebooks] extra)")
+
+
+def test_math_without_latex2mathml_shows_latex_source(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("latex2mathml"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    out = math_html(r"a < b", display=False)
+    assert out == '<code class="mk-math mk-tex">$a &lt; b$</code>'
+
+
+@needs_mathml
 def test_math_to_mathml_keeps_source_and_falls_back():
     out = math_html(r"\frac{1}{T}\sum_t x_t", display=True)
     assert "<math" in out and "<mfrac>" in out and 'display="block"' in out
@@ -189,7 +214,10 @@ def test_html_is_offline_with_embedded_figures_and_math(tiny_run):
     p = _Refs()
     p.feed(page1)
     assert p.images and all(src.startswith("data:image/png;base64,") for src in p.images)
-    assert page1.count("<math") >= 3  # inline + display math in markdown, and the Math() output
+    if HAVE_MATHML:
+        assert page1.count("<math") >= 3  # inline + display math in markdown, and the Math() output
+    else:
+        assert "$E_{rk} = \\mathbf{p}^r" in page1
     assert "\\mymacro{x}" in page1  # a formula that cannot be converted stays readable as LaTeX
     assert "MKMATHX" not in page1  # no placeholder left behind
 
@@ -199,3 +227,10 @@ def test_figures_and_tables_go_to_the_figures_dir(tiny_run):
     assert (tiny_run.figures / "01_walk.svg").exists()
     assert (tiny_run.figures / "tables" / "01_table.csv").exists()
     assert not (ROOT / "figures" / "01_walk.png").exists()
+def test_list_option(tmp_path):
+    write_tiny_notebooks(tmp_path, ['01', '02'])
+    proc = subprocess.run([sys.executable, str(ROOT / 'run_all.py'), '--list', '--notebooks', str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert '01_plot.py' in proc.stdout and '02 — Parameter probe' in proc.stdout
+    assert 'n_jobs=1' in proc.stdout and 'label="default"' in proc.stdout
