@@ -337,6 +337,15 @@ def _find_failure(executed, source_nb, py_text: str, exc: BaseException | None) 
             candidate = (src_index, cell, type(exc).__name__ if exc else "CellExecutionError",
                          str(exc) if exc else "", "")
             break
+    if candidate is None and exc is not None:
+        # no error output (e.g. the kernel died): blame the last cell that started
+        src_index = -1
+        for cell in executed.cells:
+            if _is_injected(cell):
+                continue
+            src_index += 1
+            if cell.cell_type == "code" and cell.get("metadata", {}).get("papermill", {}).get("start_time"):
+                candidate = (src_index, cell, type(exc).__name__, str(exc).strip(), "")
     if candidate is None:
         if exc is None:
             return None

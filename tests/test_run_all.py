@@ -234,3 +234,14 @@ def test_list_option(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert '01_plot.py' in proc.stdout and '02 — Parameter probe' in proc.stdout
     assert 'n_jobs=1' in proc.stdout and 'label="default"' in proc.stdout
+
+
+def test_dead_kernel_names_the_cell(tmp_path):
+    nbdir = tmp_path / "nb"
+    nbdir.mkdir()
+    (nbdir / "01_die.py").write_text('# %% [markdown]\n# # Dies\n\n# %% tags=["parameters"]\nquick = False\n\n'
+                                     "# %%\nimport os\nos._exit(3)\n\n# %%\nx = 1\n")
+    res = run_all(nbdir, tmp_path / "build", figures_dir=tmp_path / "figs", log=None)
+    assert not res.ok
+    msg = appendix.format_failure(res.runs[0])
+    assert "01_die.py failed at cell 2" in msg and "line 8 of the .py" in msg and "DeadKernelError" in msg
