@@ -313,10 +313,11 @@ def validate_expenditure_matrix(E) -> np.ndarray:
 def _validate_e(e, T):
     """Efficiency level(s) as (num, den) float arrays of length T with e = num / den exactly."""
     if isinstance(e, Rational) and not isinstance(e, (bool, np.bool_)):
-        num, den = float(e.numerator), float(e.denominator)
-        if float(int(num)) != e.numerator or float(int(den)) != e.denominator or abs(num) > 2**53 or den > 2**53:
-            raise ValueError("rational e must have numerator and denominator below 2**53")
-        num_a, den_a = np.full(T, num), np.full(T, den)
+        if not 0 <= e <= 1:
+            raise ValueError("e must lie in [0, 1] (Definition 1)")
+        if abs(e.numerator) > 2**53 or e.denominator > 2**53:
+            return None  # not exactly representable as a ratio of floats: Fraction arithmetic
+        num_a, den_a = np.full(T, float(e.numerator)), np.full(T, float(e.denominator))
     else:
         arr = np.asarray(e, dtype=float)
         if arr.ndim == 0:
@@ -638,12 +639,18 @@ def relations(E, e=1.0, *, same_bundle=None):
     """
     E = validate_expenditure_matrix(E)
     T = len(E)
-    num, den = _validate_e(e, T)
-    if np.issubdtype(E.dtype, np.integer) and T and np.abs(E).max() >= 2**53:
-        raise ValueError("integer expenditures must be below 2**53 in absolute value")
-    # rows rescaled by powers of two (exact; signs unchanged) keep the error-free products in range
-    Ef = np.ldexp(E.astype(np.float64), -np.frexp(np.diag(E).astype(np.float64))[1][:, None]) if T else E
-    S = _relation_signs(Ef, num, den) if T else np.zeros((0, 0), np.int8)
+    ev = _validate_e(e, T)
+    if ev is None:  # a rational e with a huge denominator: exact Fraction arithmetic
+        F = [[_frac(x) for x in row] for row in E]
+        S = np.array([[(lambda d: (d > 0) - (d < 0))(e * F[r][r] - F[r][k]) for k in range(T)] for r in range(T)],
+                     dtype=np.int8).reshape(T, T)
+    else:
+        num, den = ev
+        if np.issubdtype(E.dtype, np.integer) and T and np.abs(E).max() >= 2**53:
+            raise ValueError("integer expenditures must be below 2**53 in absolute value")
+        # rows rescaled by powers of two (exact; signs unchanged) keep the error-free products in range
+        Ef = np.ldexp(E.astype(np.float64), -np.frexp(np.diag(E).astype(np.float64))[1][:, None]) if T else E
+        S = _relation_signs(Ef, num, den) if T else np.zeros((0, 0), np.int8)
     R0 = S >= 0
     P0 = S > 0
     np.fill_diagonal(R0, True)
