@@ -1,0 +1,182 @@
+"""The permutation approach (moralkit.permutation): draws, G, H^alpha, Table 3, Figures 3-4.
+
+Agents are SIMULATED (moralkit.simulate); Table-1/Table-3 numbers typed from the paper are used
+only to check the bookkeeping (thresholds, default e), never as results.
+"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from moralkit.design import make_design
+from moralkit.permutation import (PAPER_ALPHAS, default_e, draw_rounds, passing_models, permutation_study,
+                                  plot_networks, plot_similarity, save_figure, similarity_graph,
+                                  similarity_summary, table3, threshold_graph)
+from moralkit.rp import ccei
+from moralkit.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
+
+
+@pytest.fixture(scope="module")
+def design():
+    return make_design(0)
+
+
+@pytest.fixture(scope="module")
+def clusters(design):
+    """Two SIMULATED clusters of near-rational agents with opposite ideal points."""
+    ideals = [(1.5, 3.5, 1.5, 3.5, 1.5), (1.6, 3.4, 1.4, 3.6, 1.5), (3.5, 1.5, 3.5, 1.5, 3.5), (3.4, 1.6, 3.5, 1.4, 3.6)]
+    return {f"sim-{i}": simulate_quadratic(QuadraticAgent(a=np.ones(5), b=b), design, noise=0.05, seed=i,
+                                           model=f"sim-{i}") for i, b in enumerate(ideals)}
+
+
+@pytest.fixture(scope="module")
+def mixed(design):
+    """Five SIMULATED agents (quadratic and random), some rounds unanswered."""
+    out = {}
+    for i in range(3):
+        ds = simulate_quadratic(random_quadratic_agent(i), design, noise=0.1 * i, seed=i, model=f"sim-q{i}")
+        ch = ds.chosen.copy()
+        ch[np.random.default_rng(i).choice(160, 15, replace=False)] = 0  # missing rounds
+        out[ds.model] = ds.with_choices(ch)
+    for i in range(2):
+        out[f"sim-r{i}"] = simulate_random(design, seed=50 + i, model=f"sim-r{i}")
+    return out
+
+
+def test_clusters_are_recovered(clusters):
+    e = min(ccei(ds) for ds in clusters.values())  # the paper's rule: smallest CCEI of the models
+    res = permutation_study(clusters, e, T=60, rho=20, seed=0, progress=False)
+    G = res.G.to_numpy()
+    within = [G[0, 1], G[2, 3]]
+    across = [G[0, 2], G[0, 3], G[1, 2], G[1, 3]]
+    assert min(within) > 0.5 > max(across)
+    h = res.H(0.5)
+    assert sorted(sorted(c) for c in nx.connected_components(h)) == [["sim-0", "sim-1"], ["sim-2", "sim-3"]]
+
+
+def test_G_properties_and_reproducibility(mixed):
+    res = permutation_study(mixed, 0.8, T=30, rho=15, seed=3, progress=False)
+    G = res.G.to_numpy()
+    assert np.array_equal(G, G.T)
+    assert np.all(np.diag(G) == 1)
+    assert ((G >= 0) & (G <= 1)).all()
+    assert np.allclose(G * res.T, np.rint(G * res.T))  # shares of T draws
+    assert res.labels.shape == (30, 5) and (res.n_types >= 1).all()
+    again = permutation_study(mixed, 0.8, T=30, rho=15, seed=3, progress=False)
+    assert np.array_equal(res.labels, again.labels)
+    other = permutation_study(mixed, 0.8, T=30, rho=15, seed=4, progress=False)
+    assert not np.array_equal(res.labels, other.labels)
+    # G is the share of draws in which two models share a type (eq. 6)
+    lab = res.labels
+    assert G[0, 3] == pytest.approx(np.mean(lab[:, 0] == lab[:, 3]))
+
+
+def test_same_G_for_any_number_of_workers(mixed):
+    a = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=1)
+    b = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=2, chunk_size=5)
+    assert np.array_equal(a.labels, b.labels)
+    assert a.G.equals(b.G)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 30))
+def test_no_round_drawn_twice_across_models(mixed, seed, rho):
+    draw = draw_rounds(mixed, rho, seed)
+    seen = []
+    for m, pos in draw.items():
+        ds = mixed[m]
+        assert len(pos) == rho and len(set(pos)) == rho
+        assert ds.answered[pos].all()  # only answered rounds are eligible
+        seen += list(zip(ds.corner_index[pos], ds.price_index[pos]))
+    assert len(seen) == len(set(seen))
+
+
+def test_bad_input(mixed, design):
+    two = {k: mixed[k] for k in ["sim-q0", "sim-q1"]}
+    with pytest.raises(ValueError, match="at least 2 models"):
+        permutation_study({"sim-q0": mixed["sim-q0"]}, 0.5, T=2, progress=False)
+    with pytest.raises(ValueError, match="larger than its 145 answered rounds"):
+        permutation_study(two, 0.5, T=2, rho=150, progress=False)
+    with pytest.raises(ValueError, match="distinct rounds"):
+        permutation_study(mixed, 0.5, T=2, rho=40, progress=False)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        permutation_study(two, 1.2, T=2, progress=False)
+    with pytest.raises(ValueError, match="unknown solver"):
+        permutation_study(two, 0.5, T=2, solver="lp_solve", progress=False)
+    with pytest.raises(ValueError, match="positive integer"):
+        permutation_study(two, 0.5, T=0, progress=False)
+    with pytest.raises(ValueError, match="not in the datasets"):
+        permutation_study(two, 0.5, T=2, models=["sim-q0", "gpt"], progress=False)
+    with pytest.raises(ValueError, match=r"alpha .* \(0, 1\)"):
+        threshold_graph(pd.DataFrame(np.eye(2)), 1.0)
+
+
+# --------------------------------------------------------------------------- paper bookkeeping
+
+PAPER_TABLE1_TOP = pd.DataFrame({
+    "model": ["gemini-1.5-flash-exp-0827", "claude-3-sonnet-20240229", "gpt-4-0125-preview", "llama3-70b",
+              "Qwen1.5-110B-Chat", "llama3.2-1b", "open-mixtral-8x22b", "mistral-large-2407", "gpt-4o"],
+    "CCEI": [0.417, 0.400, 0.400, 0.389, 0.385, 0.333, 0.385, 0.375, 0.333],
+    "alpha": [0.006, 0.008, 0.020, 0.035, 0.041, 0.045, 0.049, 0.099, 0.301],
+})
+
+NAMES = ["gpt-4", "claude-3", "mixtral", "llama3.2", "llama3", "gemini-1.5", "Qwen1.5"]
+PAPER_TABLE3 = pd.DataFrame([
+    [1.00, 0.36, 0.35, 0.24, 0.34, 0.42, 0.40],
+    [0.36, 1.00, 0.41, 0.25, 0.36, 0.48, 0.48],
+    [0.35, 0.41, 1.00, 0.31, 0.30, 0.37, 0.38],
+    [0.24, 0.25, 0.31, 1.00, 0.24, 0.26, 0.27],
+    [0.34, 0.36, 0.30, 0.24, 1.00, 0.37, 0.35],
+    [0.42, 0.48, 0.37, 0.26, 0.37, 1.00, 0.48],
+    [0.40, 0.48, 0.38, 0.27, 0.35, 0.48, 1.00]], index=NAMES, columns=NAMES)
+
+
+def test_default_e_is_smallest_ccei_among_models_passing_at_5_percent():
+    assert default_e(PAPER_TABLE1_TOP) == 0.333
+    assert len(passing_models(PAPER_TABLE1_TOP)) == 7
+    assert default_e(PAPER_TABLE1_TOP, level=0.01) == 0.400
+    with pytest.raises(ValueError, match="no model passes"):
+        default_e(PAPER_TABLE1_TOP.assign(alpha=0.5))
+    with pytest.raises(ValueError, match="CCEI"):
+        default_e(PAPER_TABLE1_TOP.drop(columns="CCEI"))
+
+
+@pytest.mark.parametrize("alpha", PAPER_ALPHAS)
+def test_H_alpha_thresholds(alpha):
+    h = threshold_graph(PAPER_TABLE3, alpha)
+    G = PAPER_TABLE3.to_numpy()
+    iu = np.triu_indices(7, 1)
+    assert h.number_of_edges() == int((G[iu] >= 1 - alpha - 1e-12).sum())
+    for m, w in h.edges:
+        assert PAPER_TABLE3.loc[m, w] >= 1 - alpha - 1e-12
+    assert h.number_of_nodes() == 7
+
+
+def test_summary_graphs_and_table3():
+    s = similarity_summary(PAPER_TABLE3)
+    assert (s["min"], s["max"]) == (0.24, 0.48)
+    assert s["least_similar"] in {("gpt-4", "llama3.2"), ("llama3.2", "llama3")}
+    assert s["mean"] == pytest.approx(np.mean(PAPER_TABLE3.to_numpy()[np.triu_indices(7, 1)]))
+    # at alpha = 0.65 (G >= 0.35) llama3.2 is isolated (Section 3.3 says both Llama models are, but
+    # Table 3 links llama3 to claude-3, gemini-1.5 and Qwen1.5 at that level)
+    assert s["H"][0.65]["isolated"] == ["llama3.2"]
+    assert s["H"][0.75]["n_components"] == 1
+    g = similarity_graph(PAPER_TABLE3)
+    assert g.number_of_edges() == 21 and g["claude-3"]["gemini-1.5"]["weight"] == 0.48
+    t = table3(PAPER_TABLE3, {"gpt-4": "GPT"})
+    assert t.index[0] == "GPT" and t.shape == (7, 7)
+
+
+def test_figures_are_saved(tmp_path):
+    f3 = plot_similarity(PAPER_TABLE3)
+    f4 = plot_networks(PAPER_TABLE3, PAPER_ALPHAS)
+    assert len(f4.axes) == 3 and f4.legends and len(f4.legends[0].get_texts()) == 7
+    for fig, stem in ((f3, "04_fig3_similarity"), (f4, "04_fig4_networks")):
+        paths = save_figure(fig, stem, tmp_path)
+        assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)
