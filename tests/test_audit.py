@@ -175,3 +175,53 @@ def test_null_distribution_and_predicted_alpha():
         got = pa[pa.convention == conv].set_index("model")["alpha_hat"]
         assert got["x"] == pytest.approx((v160 >= 0.25).mean())
         assert got["y"] == pytest.approx((v100 >= 0.5).mean())
+
+
+# --------------------------------------------------------------------------- audit (simulation study)
+
+
+def test_power_study_small():
+    from moralkit import audit
+
+    st_ = audit.power_study((0.0, 50.0), n_agents=6, n_random=12, n_datasets=200, seed=1)
+    assert set(st_["kind"]) == {"quadratic", "random"} and len(st_) == 2 * 6 + 12
+    tab = audit.power_table(st_)
+    assert list(tab.columns) == ["n", "mean_ccei", "pass_1%", "pass_5%", "pass_10%"]
+    assert tab.loc[("quadratic", 0.0), "pass_5%"] == 1.0  # noiseless utility maximisers pass
+    assert tab.loc[("quadratic", 50.0), "pass_5%"] <= 0.5  # almost uniform choices mostly do not
+    assert tab.loc[("random", np.inf), "pass_10%"] <= 0.5
+    # passing shares are nested across levels
+    assert (tab["pass_1%"] <= tab["pass_5%"]).all() and (tab["pass_5%"] <= tab["pass_10%"]).all()
+    again = audit.power_study((0.0, 50.0), n_agents=6, n_random=12, n_datasets=200, seed=1)
+    pd.testing.assert_frame_equal(st_, again)
+
+
+def test_convention_summary_on_small_null():
+    from moralkit import audit
+
+    null, pa = audit.convention_audit(n_datasets=15, conventions=("corner/e", "origin/1-e"), designs=[0], seed=2)
+    assert len(pa) == 2 * 37
+    summ = audit.convention_summary(pa, null)
+    assert summ.loc["origin/1-e", "in_support"] == 1.0
+    assert summ.loc["corner/e", "in_support"] == pytest.approx(10 / 37)
+    assert ((summ["mae_alpha"] >= 0) & (summ["mae_alpha"] <= 1)).all()
+
+
+def test_rational_agents_under_conventions():
+    from moralkit import audit
+
+    r = audit.rational_agent_indices(4, conventions=("corner/e", "corner/1-e"), n_options=(100,), seed=0)
+    m = r.groupby(["agent_kind", "convention"])["index"].mean()
+    assert m[("rational-100", "corner/e")] > m[("random-100", "corner/e")]
+    assert m[("rational-100", "corner/1-e")] == pytest.approx(1 - m[("rational-100", "corner/e")])
+
+
+def test_partition_recovery_separates_distinct_utilities():
+    from moralkit import audit
+
+    df = audit.partition_recovery(rhos=(20,), es=(0.2, 0.9), T=25, seed=0)
+    low, high = df.set_index("e").loc[0.2], df.set_index("e").loc[0.9]
+    # a permissive e puts everyone in one type (only same-group pairs right: 3 of 15)
+    assert low["accuracy"] == pytest.approx(3 / 15, abs=0.05)
+    # a strict e separates groups with opposite ideal points
+    assert high["accuracy"] > 0.85 and high["g_within"] > high["g_between"] + 0.5
