@@ -1,0 +1,406 @@
+"""The random-choice rationality test (Procedure 1, eq. (4)) and Table 1.
+
+For each model ``m`` the test compares the CCEI of its answers,
+``CCEI(D^m)``, with the CCEIs of synthetic datasets ``D^m_n`` in which every
+answer is drawn uniformly from the same set of (100) alternatives the model
+saw in that round (missing rounds excluded):
+
+    alpha = |{n : CCEI(D^m_n) >= CCEI(D^m)}| / N,
+
+and H0 (random answers) is rejected at level ``a`` when ``alpha <= a``
+(eq. (4), weakly). Table 1 marks rejections at 1 %, 5 % and 10 % with
+``***``, ``**`` and ``*``.
+
+Reproducibility
+---------------
+The synthetic datasets of model ``m`` are drawn in fixed chunks of
+:data:`CHUNK_SIZE`; chunk ``c`` uses the generator
+``SeedSequence([seed, key(m)], spawn_key=(c,))`` where ``key(m)`` is derived
+from the model's label (SHA-256). Results therefore depend only on ``seed``,
+the model's data and ``n_datasets`` — not on the number of workers, on how
+the work is split, nor on which other models are tested alongside.
+
+Parallelism goes through :mod:`joblib` (any backend, e.g. a Dask cluster with
+``with joblib.parallel_backend("dask"): ...``). Each CCEI is exact (a multiple
+of 1/12, see :mod:`moralkit.rp`), so comparisons with the model's CCEI are
+exact integer comparisons.
+
+References
+----------
+Seror, A. (2025). *The Moral Mind(s) of Large Language Models*, Section 2.3
+(H0/H1, Definition 4, eq. (4), Procedure 1), Section 3.1 and Table 1.
+Cherchye, L., De Rock, B., Smeulders, B., et al. (2023), the approximate
+rationality test this procedure adapts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from . import rp
+from .dataset import PSMDataset
+from .design import BUDGET
+
+__all__ = [
+    "CHUNK_SIZE",
+    "SIGNIFICANCE_LEVELS",
+    "RandomChoiceResult",
+    "random_choice_test",
+    "random_choice_tests",
+    "table1",
+    "stars",
+    "plot_null_distributions",
+]
+
+#: Synthetic datasets per seeded chunk (fixed: changing it changes the draws).
+CHUNK_SIZE: int = 100
+
+#: Significance levels of Table 1 and their stars.
+SIGNIFICANCE_LEVELS: tuple[tuple[float, str], ...] = ((0.01, "***"), (0.05, "**"), (0.10, "*"))
+
+
+def stars(alpha: float) -> str:
+    """Table 1 stars for a p-value ``alpha``: ``***`` if alpha <= 1 %, ``**`` <= 5 %, ``*`` <= 10 %.
+
+    The comparison is weak, as in Procedure 1 ("weakly smaller than alpha").
+    Exact for alphas computed as ``count / N``: levels are compared as
+    fractions.
+    """
+    a = Fraction(alpha).limit_denominator(10**9) if not isinstance(alpha, Fraction) else alpha
+    for level, s in SIGNIFICANCE_LEVELS:
+        if a <= Fraction(level).limit_denominator(1000):
+            return s
+    return ""
+
+
+@dataclass(frozen=True)
+class RandomChoiceResult:
+    """Outcome of the random-choice rationality test for one model.
+
+    Attributes
+    ----------
+    model, provider : str
+    ccei : float
+        CCEI of the model's answers (missing rounds excluded).
+    ccei_exact : fractions.Fraction
+        The same, exactly (a multiple of ``1 / budget``).
+    alpha : float
+        Share of synthetic datasets whose CCEI is >= the model's (eq. (4)).
+    n_at_least : int
+        Their number.
+    null_ccei : ndarray (n_datasets,)
+        CCEIs of the synthetic datasets (floats; exact multiples of 1/budget).
+    n_obs : int
+        Number of answered constrained rounds (Table 1, "Number of Obs.").
+    n_datasets : int
+    seed : int
+    budget : int
+    """
+
+    model: str
+    provider: str
+    ccei: float
+    ccei_exact: Fraction
+    alpha: float
+    n_at_least: int
+    null_ccei: np.ndarray = field(repr=False)
+    n_obs: int
+    n_datasets: int
+    seed: int
+    budget: int = BUDGET
+
+    @property
+    def stars(self) -> str:
+        """``***``, ``**``, ``*`` or ``""`` (Table 1)."""
+        return stars(Fraction(self.n_at_least, self.n_datasets))
+
+    def rejects(self, level: float) -> bool:
+        """phi_level(D^m) of eq. (4): True when H0 is rejected at ``level`` (alpha <= level)."""
+        return Fraction(self.n_at_least, self.n_datasets) <= Fraction(level).limit_denominator(10**6)
+
+
+# --------------------------------------------------------------------------- seeding
+
+
+def _model_key(model: str) -> int:
+    return int.from_bytes(hashlib.sha256(str(model).encode("utf-8")).digest()[:8], "little")
+
+
+def _chunk_rng(seed: int, model: str, chunk: int) -> np.random.Generator:
+    ss = np.random.SeedSequence([int(seed), _model_key(model)], spawn_key=(int(chunk),))
+    return np.random.default_rng(ss)
+
+
+def _chunk_sizes(n_datasets: int) -> list[int]:
+    n_full, rest = divmod(n_datasets, CHUNK_SIZE)
+    return [CHUNK_SIZE] * n_full + ([rest] if rest else [])
+
+
+# --------------------------------------------------------------------------- work units
+
+
+def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
+    """CCEI numerators of the synthetic datasets of the given chunks of one model."""
+    V = rp.option_expenditures(corners, prices, options, budget=budget)
+    VT = np.ascontiguousarray(np.transpose(V, (1, 2, 0)))
+    T, n_opt = V.shape[0], V.shape[2]
+    out = []
+    for c, m in zip(chunks, sizes):
+        C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))
+        if T < 2:
+            out.append(np.full(m, budget, dtype=np.int64))
+        else:
+            out.append(np.minimum(rp._psm_levels_choices(VT, C, budget), budget))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def _prepare(ds: PSMDataset):
+    if not isinstance(ds, PSMDataset):
+        raise ValueError(f"expected a moralkit.dataset.PSMDataset, got {type(ds).__name__}")
+    v = ds.valid()
+    if v.n_obs == 0:
+        raise ValueError(f"{ds.model}: no answered constrained round; the test needs at least one "
+                         "(drop the model or collect its answers)")
+    return v
+
+
+def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1,
+                        progress: bool = False) -> dict[str, RandomChoiceResult]:
+    """Run the random-choice rationality test for several models at once (shared worker pool).
+
+    Parameters
+    ----------
+    datasets : dict {model: PSMDataset} or iterable of PSMDataset
+    n_datasets : int, default 1000
+        Synthetic datasets per model.
+    seed : int, default 0
+        Master seed (see the module docstring for how it is split).
+    n_jobs : int, default 1
+        joblib workers (-1: all cores). Results do not depend on it.
+    progress : bool, default False
+        Show a tqdm progress bar over work units.
+
+    Returns
+    -------
+    dict {model: RandomChoiceResult}, in input order.
+
+    References
+    ----------
+    Seror (2025), Section 2.3, eq. (4) and Procedure 1.
+    """
+    if isinstance(datasets, PSMDataset):
+        datasets = [datasets]
+    items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
+    if not isinstance(n_datasets, (int, np.integer)) or n_datasets < 1:
+        raise ValueError(f"n_datasets must be a positive integer, got {n_datasets!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    for ds in items:
+        if not isinstance(ds, PSMDataset):
+            raise ValueError(f"expected moralkit.dataset.PSMDataset objects, got {type(ds).__name__}")
+    names = [ds.model for ds in items]
+    if len(set(names)) != len(names):
+        raise ValueError("model labels must be unique (they key the random draws)")
+    valid = [_prepare(ds) for ds in items]
+    sizes = _chunk_sizes(int(n_datasets))
+    n_chunks = len(sizes)
+
+    # split each model's chunks into a few work units; the split does not affect results
+    from joblib import Parallel, delayed, effective_n_jobs
+
+    workers = effective_n_jobs(n_jobs)
+    per_model = 1 if workers == 1 else max(1, min(n_chunks, math.ceil(4 * workers / max(1, len(valid)))))
+    units = []
+    for i, v in enumerate(valid):
+        for g in np.array_split(np.arange(n_chunks), per_model):
+            if len(g):
+                units.append((i, [int(c) for c in g]))
+
+    def task(i, chunks):
+        v = valid[i]
+        return delayed(_null_levels)(v.model, v.corners, v.prices, v.options, int(seed), chunks,
+                                     [sizes[c] for c in chunks], BUDGET)
+
+    tasks = [task(i, ch) for i, ch in units]
+    if workers == 1:
+        parts = (f(*a, **k) for f, a, k in tasks)
+    else:
+        parts = Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
+    if progress:
+        from tqdm.auto import tqdm
+
+        parts = tqdm(parts, total=len(tasks), desc="random-choice test")
+    parts = list(parts)
+
+    null = {i: [] for i in range(len(valid))}
+    for (i, _), p in zip(units, parts):
+        null[i].append(p)
+    out = {}
+    for i, v in enumerate(valid):
+        levels = np.concatenate(null[i])
+        own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
+        m = own.numerator * (BUDGET // own.denominator)
+        n_ge = int((levels >= m).sum())
+        out[v.model] = RandomChoiceResult(
+            model=v.model, provider=v.provider, ccei=float(own), ccei_exact=own,
+            alpha=n_ge / len(levels), n_at_least=n_ge, null_ccei=levels / BUDGET,
+            n_obs=v.n_obs, n_datasets=len(levels), seed=int(seed), budget=BUDGET,
+        )
+    return out
+
+
+def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1,
+                       progress: bool = False) -> RandomChoiceResult:
+    """The random-choice rationality test of one model (Procedure 1).
+
+    Draws ``n_datasets`` synthetic datasets whose answers are uniform on the
+    alternatives the model saw in each answered round, and reports the share
+    ``alpha`` of synthetic CCEIs at least as high as the model's.
+
+    Parameters
+    ----------
+    dataset : PSMDataset
+        One model's answers; missing rounds are excluded.
+    n_datasets : int, default 1000
+    seed : int, default 0
+    n_jobs : int, default 1
+        joblib workers; the result does not depend on it.
+    progress : bool, default False
+
+    Returns
+    -------
+    RandomChoiceResult
+        ``.ccei``, ``.alpha``, ``.null_ccei``, ``.n_obs``, ``.stars``, ``.rejects(level)``.
+
+    Raises
+    ------
+    ValueError
+        If the dataset has no answered round or is malformed.
+
+    References
+    ----------
+    Seror (2025), Section 2.3, eq. (4), Procedure 1; Table 1.
+    """
+    res = random_choice_tests([dataset], n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress)
+    return res[dataset.model]
+
+
+def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, progress: bool = False,
+           min_obs: int = 1) -> pd.DataFrame:
+    """Table 1: the rationality test of every model, as a tidy DataFrame sorted by alpha.
+
+    Parameters
+    ----------
+    datasets : dict {model: PSMDataset}, iterable of PSMDataset, or dict {model: RandomChoiceResult}
+        Datasets to test, or results already computed by :func:`random_choice_tests`.
+    n_datasets, seed, n_jobs, progress
+        As in :func:`random_choice_tests`.
+    min_obs : int, default 1
+        Models with fewer answered rounds are left out (with a warning naming them).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``provider``, ``model``, ``ccei``, ``ccei_exact`` (e.g. ``"5/12"``),
+        ``alpha``, ``stars``, ``label`` (``"0.417***"`` as printed in the paper),
+        ``n_obs``; sorted by ``alpha`` (then CCEI descending, then model).
+        ``df.attrs["results"]`` holds the :class:`RandomChoiceResult` objects.
+
+    References
+    ----------
+    Seror (2025), Section 3.1, Table 1.
+    """
+    if isinstance(datasets, dict) and datasets and all(isinstance(v, RandomChoiceResult) for v in datasets.values()):
+        results = datasets
+    else:
+        if isinstance(datasets, PSMDataset):
+            datasets = [datasets]
+        items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
+        few = [ds.model for ds in items if ds.n_obs < min_obs]
+        if few:
+            warnings.warn(f"left out of Table 1 (fewer than {min_obs} answered rounds): {few}", stacklevel=2)
+        items = [ds for ds in items if ds.n_obs >= min_obs]
+        results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress)
+    rows = [dict(provider=r.provider, model=r.model, ccei=r.ccei, ccei_exact=str(r.ccei_exact), alpha=r.alpha,
+                 stars=r.stars, label=f"{r.ccei:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
+    df = pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
+    df = df.sort_values(["alpha", "ccei", "model"], ascending=[True, False, True], kind="mergesort")
+    df = df.reset_index(drop=True)
+    df.attrs["results"] = results
+    return df
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def plot_null_distributions(results, ncols: int = 4, max_models: int | None = None, figsize=None):
+    """Small multiples: each model's null distribution of synthetic CCEIs and its own CCEI.
+
+    Bars show the share of synthetic datasets at each CCEI value (a multiple of
+    1/12); bars at or above the model's CCEI (they make up alpha) are shaded;
+    the vertical line is the model's CCEI.
+
+    Parameters
+    ----------
+    results : dict {model: RandomChoiceResult}, list of them, or the DataFrame from :func:`table1`
+        Plotted in the given order (Table 1 order for a DataFrame).
+    ncols : int, default 4
+    max_models : int, optional
+        Plot only the first ``max_models``.
+    figsize : (float, float), optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    References
+    ----------
+    Seror (2025), Section 2.3 (eq. (4)) and Section 3.1.
+    """
+    import matplotlib.pyplot as plt
+
+    if isinstance(results, pd.DataFrame):
+        res = results.attrs.get("results")
+        if res is None:
+            raise ValueError("the DataFrame carries no results; pass the output of table1()")
+        results = [res[m] for m in results["model"]]
+    elif isinstance(results, dict):
+        results = list(results.values())
+    elif isinstance(results, RandomChoiceResult):
+        results = [results]
+    results = list(results)
+    if max_models is not None:
+        results = results[:max_models]
+    if not results:
+        raise ValueError("no results to plot")
+    n = len(results)
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    if figsize is None:
+        figsize = (3.0 * ncols, 2.3 * nrows)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, sharex=True)
+    for ax, r in zip(axes.flat, results):
+        levels = np.rint(r.null_ccei * r.budget).astype(int)
+        counts = np.bincount(levels, minlength=r.budget + 1) / len(levels)
+        x = np.arange(r.budget + 1) / r.budget
+        own = float(r.ccei)
+        colors = np.where(x >= own - 1e-12, "tab:red", "tab:gray")
+        ax.bar(x, counts, width=0.8 / r.budget, color=colors, alpha=0.8)
+        ax.axvline(own, color="k", lw=1.2)
+        ax.set_title(f"{r.model}\nCCEI {own:.3f}{r.stars}, α = {r.alpha:.3f}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("CCEI", fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("share of random datasets", fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,157 @@
+"""The random-choice rationality test (moralkit.rationality): Section 2.3, eq. (4), Procedure 1, Table 1.
+
+The simulation checks use SIMULATED respondents (moralkit.simulate), never LLM answers.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from moralkit import rp
+from moralkit.design import make_design
+from moralkit.rationality import (CHUNK_SIZE, RandomChoiceResult, _chunk_rng, plot_null_distributions,
+                                  random_choice_test, random_choice_tests, stars, table1)
+from moralkit.simulate import simulate_agents, simulate_quadratic, simulate_random
+
+
+@pytest.fixture(scope="module")
+def design():
+    return make_design(0)
+
+
+@pytest.fixture(scope="module")
+def few(design):
+    q = simulate_agents(3, "quadratic", design, seed=11)
+    r = simulate_agents(3, "random", design, seed=11)
+    return {**q, **r}
+
+
+def test_null_datasets_are_uniform_draws_from_the_same_option_sets(design):
+    """Rebuild the synthetic datasets from the documented seeding and recompute their
+    CCEIs with the slow general path: the test's null distribution must match."""
+    ds = simulate_random(design, seed=3, model="sim-r")
+    chosen = ds.chosen.copy()
+    chosen[[2, 50, 51, 159]] = 0  # missing rounds are excluded
+    ds = ds.with_choices(chosen)
+    n = CHUNK_SIZE + 17
+    res = random_choice_test(ds, n_datasets=n, seed=5)
+    v = ds.valid()
+    assert res.n_obs == v.n_obs == 156 and res.n_datasets == n
+    draws = np.concatenate([_chunk_rng(5, "sim-r", 0).integers(0, 100, size=(CHUNK_SIZE, 156)),
+                            _chunk_rng(5, "sim-r", 1).integers(0, 100, size=(17, 156))])
+    expected = []
+    for c in draws:
+        E = rp.expenditure_matrix(v.corners, v.prices, v.options[np.arange(156), c])
+        expected.append(rp.ccei_exact(E.astype(float)))  # general exact path, not the level kernel
+    assert [Fraction(x).limit_denominator(12) for x in res.null_ccei] == expected
+    own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
+    assert res.ccei_exact == own and res.ccei == float(own)
+    k = sum(x >= own for x in expected)
+    assert res.n_at_least == k and res.alpha == k / n  # eq. (4): weakly greater counts
+
+
+def test_draws_are_uniform_over_the_100_options():
+    draws = np.concatenate([_chunk_rng(0, "m", c).integers(0, 100, size=(CHUNK_SIZE, 160)) for c in range(10)])
+    counts = np.bincount(draws.ravel(), minlength=100)
+    expected = draws.size / 100
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 160  # 99 degrees of freedom: P(chi2 > 160) < 1e-4
+
+
+def test_seeded_and_independent_of_workers_and_companions(few):
+    a = random_choice_tests(few, n_datasets=300, seed=1, n_jobs=1)
+    b = random_choice_tests(few, n_datasets=300, seed=1, n_jobs=2)
+    name = next(iter(few))
+    c = random_choice_test(few[name], n_datasets=300, seed=1)
+    d = random_choice_test(few[name], n_datasets=300, seed=2)
+    for m in few:
+        assert np.array_equal(a[m].null_ccei, b[m].null_ccei) and a[m].alpha == b[m].alpha
+    assert np.array_equal(a[name].null_ccei, c.null_ccei)
+    assert not np.array_equal(c.null_ccei, d.null_ccei)
+
+
+def test_stars_are_weak_inequalities():
+    assert stars(0.0) == stars(0.01) == "***"
+    assert stars(0.011) == stars(0.05) == "**"
+    assert stars(0.051) == stars(0.1) == "*"
+    assert stars(0.101) == stars(0.5) == ""
+    r = RandomChoiceResult(model="m", provider="p", ccei=0.5, ccei_exact=Fraction(1, 2), alpha=0.05,
+                           n_at_least=50, null_ccei=np.zeros(1000), n_obs=160, n_datasets=1000, seed=0)
+    assert r.stars == "**" and r.rejects(0.05) and not r.rejects(0.01) and r.rejects(0.10)
+
+
+def test_table1_layout_and_order(few):
+    df = table1(few, n_datasets=200, seed=0)
+    assert list(df.columns) == ["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"]
+    assert len(df) == 6 and set(df["model"]) == set(few)
+    assert df["alpha"].is_monotonic_increasing
+    assert (df["n_obs"] == 160).all() and (df["provider"] == "simulated").all()
+    res = df.attrs["results"]
+    for _, row in df.iterrows():
+        r = res[row["model"]]
+        assert row["ccei"] == r.ccei and row["alpha"] == r.alpha and row["stars"] == r.stars
+        assert row["label"] == f"{r.ccei:.3f}{r.stars}"
+        assert Fraction(row["ccei_exact"]) == r.ccei_exact
+    # a table can be rebuilt from results without recomputation
+    df2 = table1(res)
+    pd.testing.assert_frame_equal(df.drop(columns=[]), df2)
+
+
+def test_table1_leaves_out_models_without_answers(design):
+    ds = simulate_random(design, seed=1, model="sim-empty")
+    empty = ds.with_choices(np.zeros(160, int))
+    ok = simulate_random(design, seed=2, model="sim-ok")
+    with pytest.warns(UserWarning, match="sim-empty"):
+        df = table1([empty, ok], n_datasets=50)
+    assert list(df["model"]) == ["sim-ok"]
+    with pytest.raises(ValueError, match="no answered"):
+        random_choice_test(empty, n_datasets=50)
+
+
+def test_bad_arguments(few):
+    ds = next(iter(few.values()))
+    with pytest.raises(ValueError, match="n_datasets"):
+        random_choice_test(ds, n_datasets=0)
+    with pytest.raises(ValueError, match="seed"):
+        random_choice_test(ds, seed=-1)
+    with pytest.raises(ValueError, match="unique"):
+        random_choice_tests([ds, ds], n_datasets=10)
+    with pytest.raises(ValueError, match="PSMDataset"):
+        random_choice_test(np.eye(3), n_datasets=10)
+
+
+def test_plot_null_distributions(few):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    df = table1(few, n_datasets=100)
+    fig = plot_null_distributions(df, ncols=4)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 6
+    assert visible[0].get_title().startswith(df["model"].iloc[0])
+    with pytest.raises(ValueError):
+        plot_null_distributions([])
+
+
+# --------------------------------------------------------------------------- simulation checks (SIMULATED agents)
+
+
+def test_simulated_quadratic_agents_pass_at_5_percent(design):
+    """SIMULATED: 100 agents with random single-peaked quadratic utilities (eq. (7)), each
+    choosing its best option of the 100 in every round (corner flip from its own best
+    answer), tested against 1,000 random datasets each: >= 95 reject H0 at 5 %."""
+    agents = simulate_agents(100, "quadratic", design, seed=2024)
+    res = random_choice_tests(agents, n_datasets=1000, seed=0, n_jobs=2)
+    passed = sum(r.rejects(0.05) for r in res.values())
+    assert passed >= 95, passed
+
+
+def test_simulated_random_agents_rarely_pass(design):
+    """SIMULATED: 200 uniformly random respondents (H0): at most 8 % reject at 5 %
+    (the test is conservative since the PSM CCEI takes few values)."""
+    agents = simulate_agents(200, "random", design, seed=2025)
+    res = random_choice_tests(agents, n_datasets=1000, seed=0, n_jobs=2)
+    passed = sum(r.rejects(0.05) for r in res.values())
+    assert passed <= 16, passed
