@@ -1,0 +1,391 @@
+"""Cross-method study: do the PSM similarity network and MoralChoice agreement tell the same story?
+
+The same models answer both surveys. Two pairwise similarity structures are compared:
+
+* **PSM**: the permutation similarity matrix ``G`` (Seror 2025, eq. (6);
+  :func:`moralkit.permutation.permutation_study`) -- how often two models fall
+  in the same GARP_e-consistent type;
+* **MoralChoice**: the Pearson correlation of the models' marginal action
+  likelihoods over the high-ambiguity scenarios (Scherrer et al. 2023,
+  Section 4.3; :func:`moralkit.moralchoice.agreement_correlations`).
+
+Their agreement is measured by a **Mantel test** (:func:`mantel_test`): the
+rank (Spearman) correlation between the upper triangles of the two matrices,
+with a permutation p-value obtained by relabelling the models of one matrix.
+With ``n`` models there are only ``n!`` relabellings, so the smallest
+attainable p-value is ``1/n!``: 1/2 for 2 models (and then a single pair: no
+correlation at all), 1/6 for 3, 1/24 ~ 0.042 for 4, 1/120 for 5. **A Mantel
+test needs at least 4 models to be able to reach the 5 % level**, and many
+more to have useful power; for ``n! <= exact_max`` every relabelling is
+enumerated exactly.
+
+References
+----------
+Seror (2025), Section 2.4 (eq. (6)), Section 3.3, Table 3. Scherrer et al.
+(2023), Section 4.3 (agreement), eq. 8 (marginal action likelihood). Mantel,
+N. (1967), The detection of disease clustering and a generalized regression
+approach, *Cancer Research* 27(2), 209-220.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "MantelResult",
+    "mantel_test",
+    "min_pvalue",
+    "match_models",
+    "psm_similarity",
+    "moralchoice_agreement",
+    "CrossMethodResult",
+    "cross_method",
+    "plot_cross_method",
+]
+
+
+@dataclass(frozen=True)
+class MantelResult:
+    """Outcome of :func:`mantel_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Correlation between the upper triangles (Spearman by default).
+    pvalue : float
+        Permutation p-value for the chosen alternative.
+    n : int
+        Number of objects (models); ``n (n - 1) / 2`` pairs.
+    n_permutations : int
+        Relabellings used (``n!`` when exact, identity included).
+    exact : bool
+        Whether every relabelling was enumerated.
+    min_pvalue : float
+        Smallest p-value attainable with this ``n`` (``1/n!`` exact).
+    method, alternative : str
+    """
+
+    statistic: float
+    pvalue: float
+    n: int
+    n_permutations: int
+    exact: bool
+    min_pvalue: float
+    method: str = "spearman"
+    alternative: str = "greater"
+    null: np.ndarray = field(default=None, repr=False)
+
+
+def min_pvalue(n: int) -> float:
+    """Smallest p-value an exact Mantel test on ``n`` objects can give: ``1/n!``."""
+    if n < 1:
+        raise ValueError("n must be positive")
+    return 1.0 / math.factorial(int(n))
+
+
+def _as_square(M, name):
+    if isinstance(M, pd.DataFrame):
+        if list(M.index) != list(M.columns):
+            raise ValueError(f"{name} must have the same labels on rows and columns")
+        arr = M.to_numpy(dtype=float)
+    else:
+        arr = np.asarray(M, dtype=float)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {arr.shape}")
+    if not np.isfinite(arr[np.triu_indices(len(arr), 1)]).all():
+        raise ValueError(f"{name} has non-finite off-diagonal entries; drop the models concerned")
+    if not np.allclose(arr, arr.T, equal_nan=True):
+        raise ValueError(f"{name} must be symmetric (a similarity or distance matrix)")
+    return arr
+
+
+def _rank_rows(X):
+    """Average ranks along the last axis (ties get their mean rank), vectorised."""
+    from scipy.stats import rankdata
+
+    return rankdata(X, axis=-1)
+
+
+def _corr_rows(x, Y):
+    """Pearson correlation of vector x with each row of Y."""
+    xc = x - x.mean()
+    Yc = Y - Y.mean(axis=1, keepdims=True)
+    den = np.sqrt((xc ** 2).sum()) * np.sqrt((Yc ** 2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (Yc @ xc) / den
+
+
+def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater", n_permutations: int = 9999,
+                exact_max: int = 40320, seed=0) -> MantelResult:
+    """Mantel test between two symmetric similarity (or distance) matrices.
+
+    The statistic is the correlation between the upper triangles of ``A`` and
+    ``B`` (Spearman rank correlation by default). Its null distribution is
+    obtained by applying the same permutation to the rows and columns of
+    ``B`` (relabelling the objects), which keeps each matrix's internal
+    dependence. When ``n! <= exact_max`` (``n <= 8`` by default) every
+    permutation is enumerated and ``p = #{stat_pi >= stat} / n!`` exactly;
+    otherwise ``n_permutations`` random ones give
+    ``p = (1 + #{stat_pi >= stat}) / (1 + n_permutations)``.
+
+    Parameters
+    ----------
+    A, B : array_like or DataFrame (n, n)
+        Symmetric matrices; DataFrames are aligned on their labels (same set required).
+    method : {"spearman", "pearson"}
+    alternative : {"greater", "less", "two-sided"}
+        "greater": the structures agree (positive association). Use "less"
+        when one matrix is a similarity and the other a distance.
+    n_permutations : int
+        Monte Carlo permutations when not exact.
+    exact_max : int
+        Enumerate exactly when ``n!`` is at most this.
+    seed : int or Generator
+
+    Returns
+    -------
+    MantelResult
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 objects (one pair has no correlation), shapes or labels
+        that differ, asymmetric or non-finite matrices, or constant upper
+        triangles.
+
+    References
+    ----------
+    Mantel (1967); Legendre & Legendre (2012), *Numerical Ecology*, Section 10.5.1.
+    """
+    if method not in ("spearman", "pearson"):
+        raise ValueError(f"method must be 'spearman' or 'pearson', got {method!r}")
+    if alternative not in ("greater", "less", "two-sided"):
+        raise ValueError(f"alternative must be 'greater', 'less' or 'two-sided', got {alternative!r}")
+    if isinstance(A, pd.DataFrame) and isinstance(B, pd.DataFrame):
+        if set(A.index) != set(B.index):
+            raise ValueError(f"A and B must describe the same objects; got {sorted(A.index)} and {sorted(B.index)}")
+        B = B.loc[list(A.index), list(A.index)]
+    a, b = _as_square(A, "A"), _as_square(B, "B")
+    if a.shape != b.shape:
+        raise ValueError(f"A and B must have the same shape, got {a.shape} and {b.shape}")
+    n = len(a)
+    if n < 3:
+        raise ValueError(f"a Mantel test needs at least 3 objects (got {n}): with 2 there is a single pair and "
+                         "no correlation; at least 4 are needed to reach p <= 0.05 (minimum p = 1/n!)")
+    iu = np.triu_indices(n, 1)
+    x = a[iu]
+    if np.ptp(x) == 0 or np.ptp(b[iu]) == 0:
+        raise ValueError("an upper triangle is constant: the correlation is undefined")
+    exact = math.factorial(n) <= int(exact_max)
+    if exact:
+        perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+    else:
+        rng = np.random.default_rng(seed)
+        perms = np.array([rng.permutation(n) for _ in range(int(n_permutations))], dtype=np.int64)
+    # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu
+    Y = b[perms[:, iu[0]], perms[:, iu[1]]]
+    if method == "spearman":
+        x_, Y_ = _rank_rows(x[None])[0], _rank_rows(Y)
+    else:
+        x_, Y_ = x, Y
+    obs = float(_corr_rows(x_, (_rank_rows(b[iu][None]) if method == "spearman" else b[iu][None]))[0])
+    null = _corr_rows(x_, Y_)
+    tol = 1e-12
+    if alternative == "greater":
+        hits = null >= obs - tol
+    elif alternative == "less":
+        hits = null <= obs + tol
+    else:
+        hits = np.abs(null) >= abs(obs) - tol
+    k = int(np.nansum(hits))
+    if exact:
+        p = k / len(perms)
+        pmin = 1.0 / len(perms)
+    else:
+        p = (1 + k) / (1 + len(perms))
+        pmin = 1.0 / (1 + len(perms))
+    return MantelResult(statistic=obs, pvalue=float(p), n=n, n_permutations=len(perms), exact=exact,
+                        min_pvalue=pmin, method=method, alternative=alternative, null=null)
+
+
+# --------------------------------------------------------------------------- the two structures
+
+
+def _norm(name: str) -> str:
+    s = str(name).lower().split("/")[-1]
+    s = re.sub(r"\.gguf$", "", s)
+    return re.sub(r"[^a-z0-9.]+", "-", s).strip("-")
+
+
+def match_models(psm_models, mc_models, name_map: dict | None = None) -> dict:
+    """Pair PSM model labels with MoralChoice model ids.
+
+    Exact matches first, then case-insensitive matches ignoring a provider
+    prefix (``org/``) and punctuation; ``name_map`` ({psm label: MoralChoice
+    id}) overrides. Returns {psm label: MoralChoice id} for the models found in both.
+    """
+    mc = list(mc_models)
+    out = {}
+    by_norm = {}
+    for m in mc:
+        by_norm.setdefault(_norm(m), m)
+    for p in psm_models:
+        if name_map and p in name_map:
+            if name_map[p] not in mc:
+                raise ValueError(f"name_map maps {p!r} to {name_map[p]!r}, which has no MoralChoice answers")
+            out[p] = name_map[p]
+        elif p in mc:
+            out[p] = p
+        elif _norm(p) in by_norm:
+            out[p] = by_norm[_norm(p)]
+    return out
+
+
+def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int = 20, seed: int = 0,
+                   n_jobs: int = 1, progress: bool = False) -> pd.DataFrame:
+    """The PSM permutation similarity matrix G of the given models (eq. (6)).
+
+    ``e`` defaults to the smallest standard CCEI among the models (the paper
+    uses the smallest CCEI among the models passing at 5 %, Section 3.3; with
+    the few models of a local collection that rule may select none). ``rho``
+    is capped so that the models' rounds can be drawn without replacement
+    across models (at most ``160 // n_models``).
+
+    References
+    ----------
+    Seror (2025), Section 2.4, eq. (6); Section 3.3.
+    """
+    from . import rp
+    from .permutation import permutation_study
+
+    dd = dict(datasets) if isinstance(datasets, dict) else {d.model: d for d in datasets}
+    if len(dd) < 2:
+        raise ValueError(f"G needs at least 2 models, got {len(dd)}")
+    if e is None:
+        e = min(rp.ccei(rp.psm_expenditure_matrix(d)) for d in dd.values())
+    rho = int(min(rho, min(d.n_obs for d in dd.values()), 160 // len(dd)))
+    res = permutation_study(dd, e=float(e), T=int(T), rho=rho, seed=int(seed), n_jobs=n_jobs, progress=progress)
+    G = res.G.copy()
+    G.attrs.update(e=float(e), rho=rho, T=int(T))
+    return G
+
+
+def moralchoice_agreement(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
+    """Correlation of marginal action likelihoods between models (Scherrer et al. 2023, Section 4.3).
+
+    A thin wrapper of :func:`moralkit.moralchoice.agreement_correlations` (the
+    input is :func:`moralkit.moralchoice.scenario_metrics` output, normally on
+    the high-ambiguity scenarios).
+    """
+    from .moralchoice import agreement_correlations
+
+    return agreement_correlations(metrics, models)
+
+
+@dataclass
+class CrossMethodResult:
+    """Both similarity structures on the common models, and their Mantel test.
+
+    ``mantel`` is None when fewer than 3 models are common to both surveys;
+    ``note`` then says why.
+    """
+
+    G: pd.DataFrame
+    C: pd.DataFrame
+    models: list
+    mantel: MantelResult | None
+    note: str = ""
+
+    def pairs(self) -> pd.DataFrame:
+        """One row per model pair: ``psm_G``, ``moralchoice_corr``."""
+        n = len(self.models)
+        rows = [(self.models[i], self.models[j], float(self.G.iloc[i, j]), float(self.C.iloc[i, j]))
+                for i in range(n) for j in range(i + 1, n)]
+        return pd.DataFrame(rows, columns=["model_1", "model_2", "psm_G", "moralchoice_corr"])
+
+
+def _note(n: int) -> str:
+    if n < 2:
+        return f"{n} model(s) answered both surveys: no pair to compare."
+    if n == 2:
+        return "2 models answered both surveys: one pair, so no correlation and no Mantel test."
+    if n == 3:
+        return ("3 models answered both surveys: 3 pairs and 3! = 6 relabellings, so the smallest attainable "
+                "p-value is 1/6 -- the test cannot reject at 5 %; read the statistic descriptively.")
+    if n == 4:
+        return ("4 models: 24 relabellings, smallest p = 1/24 ~ 0.042; only a perfect rank agreement can "
+                "reach 5 %.")
+    return f"{n} models: {math.factorial(n)} relabellings, smallest p = 1/{math.factorial(n)}."
+
+
+def cross_method(G: pd.DataFrame, C: pd.DataFrame, *, name_map: dict | None = None, method: str = "spearman",
+                 seed: int = 0) -> CrossMethodResult:
+    """Compare a PSM similarity matrix ``G`` with a MoralChoice agreement matrix ``C``.
+
+    Models are matched with :func:`match_models` (``G`` labels to ``C``
+    labels); both matrices are restricted to the common models, in ``G``'s
+    order and relabelled with ``G``'s labels. The Mantel test (one-sided,
+    "the structures agree") runs when at least 3 models are common; with
+    fewer, ``mantel`` is None and ``note`` explains.
+
+    References
+    ----------
+    Seror (2025), eq. (6); Scherrer et al. (2023), Section 4.3; Mantel (1967).
+    """
+    for M, nm in ((G, "G"), (C, "C")):
+        if not isinstance(M, pd.DataFrame) or list(M.index) != list(M.columns):
+            raise ValueError(f"{nm} must be a square DataFrame labelled by model on rows and columns")
+    pairs = match_models(list(G.index), list(C.index), name_map)
+    models = [m for m in G.index if m in pairs]
+    Gs = G.loc[models, models]
+    Cs = C.loc[[pairs[m] for m in models], [pairs[m] for m in models]].copy()
+    Cs.index = Cs.columns = models
+    n = len(models)
+    mantel = None
+    note = _note(n)
+    if n >= 3:
+        try:
+            mantel = mantel_test(Gs, Cs, method=method, seed=seed)
+        except ValueError as exc:  # e.g. constant G
+            note += f" Mantel test not computed: {exc}."
+    return CrossMethodResult(G=Gs, C=Cs, models=models, mantel=mantel, note=note)
+
+
+def plot_cross_method(res: CrossMethodResult, title: str | None = None):
+    """Side-by-side heatmaps (PSM G, MoralChoice correlation; same model order) and a scatter of the pairs."""
+    import matplotlib.pyplot as plt
+
+    n = len(res.models)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
+    for ax, M, lab, cmap, lim in ((axes[0], res.G, "PSM similarity G (eq. 6)", "viridis", (0, 1)),
+                                  (axes[1], res.C, "MoralChoice agreement (corr. of p(action))", "RdBu_r", (-1, 1))):
+        im = ax.imshow(M.to_numpy(dtype=float), cmap=cmap, vmin=lim[0], vmax=lim[1])
+        ax.set_xticks(range(n), [str(m)[:22] for m in res.models], rotation=60, ha="right", fontsize=7)
+        ax.set_yticks(range(n), [str(m)[:22] for m in res.models], fontsize=7)
+        for i in range(n):
+            for j in range(n):
+                ax.text(j, i, f"{M.iloc[i, j]:.2f}", ha="center", va="center", fontsize=7, color="w")
+        ax.set_title(lab, fontsize=9)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    p = res.pairs()
+    axes[2].scatter(p["psm_G"], p["moralchoice_corr"])
+    for r in p.itertuples():
+        axes[2].annotate(f"{str(r.model_1)[:10]}~{str(r.model_2)[:10]}", (r.psm_G, r.moralchoice_corr), fontsize=6)
+    axes[2].set_xlabel("PSM G")
+    axes[2].set_ylabel("MoralChoice correlation")
+    if res.mantel is not None:
+        m = res.mantel
+        axes[2].set_title(f"Mantel {m.method} r = {m.statistic:.2f}, p = {m.pvalue:.3f} "
+                          f"({'exact' if m.exact else 'MC'}, n = {m.n})", fontsize=9)
+    else:
+        axes[2].set_title("no Mantel test (fewer than 3 common models)", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,154 @@
+"""Cross-method study: Mantel test and the PSM G vs MoralChoice agreement comparison."""
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.stats import spearmanr, pearsonr
+
+from moralkit.crossmethod import (cross_method, mantel_test, match_models, min_pvalue, plot_cross_method,
+                                  psm_similarity)
+
+
+def _sym(rng, n):
+    X = rng.random((n, n))
+    X = (X + X.T) / 2
+    np.fill_diagonal(X, 1.0)
+    return X
+
+
+def _naive_mantel(A, B, method):
+    """Independent reference: loop over permutations with scipy's correlations."""
+    n = len(A)
+    iu = np.triu_indices(n, 1)
+    f = spearmanr if method == "spearman" else pearsonr
+    obs = f(A[iu], B[iu])[0]
+    stats = [f(A[iu], B[np.ix_(p, p)][iu])[0] for p in itertools.permutations(range(n))]
+    return obs, np.mean(np.array(stats) >= obs - 1e-12)
+
+
+@pytest.mark.parametrize("method", ["spearman", "pearson"])
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_exact_matches_naive_enumeration(method, n):
+    rng = np.random.default_rng(n)
+    for _ in range(3):
+        A, B = _sym(rng, n), _sym(rng, n)
+        r = mantel_test(A, B, method=method)
+        obs, p = _naive_mantel(A, B, method)
+        assert r.exact and r.n_permutations == math.factorial(n)
+        assert r.statistic == pytest.approx(obs)
+        assert r.pvalue == pytest.approx(p)
+
+
+def test_perfect_agreement_gives_minimum_p():
+    rng = np.random.default_rng(0)
+    A = _sym(rng, 5)
+    B = np.exp(3 * A)  # monotone transform: same ranks
+    r = mantel_test(A, B)
+    assert r.statistic == pytest.approx(1.0)
+    assert r.pvalue == pytest.approx(1 / 120) == r.min_pvalue
+    # a distance matrix (reversed) agrees in the "less" direction
+    r2 = mantel_test(A, 1 - A, alternative="less")
+    assert r2.statistic == pytest.approx(-1.0) and r2.pvalue == pytest.approx(1 / 120)
+    assert mantel_test(A, 1 - A).pvalue == pytest.approx(1.0)
+
+
+def test_three_models_cannot_reach_five_percent():
+    rng = np.random.default_rng(1)
+    A = _sym(rng, 3)
+    r = mantel_test(A, A)
+    assert r.pvalue == pytest.approx(1 / 6) and min_pvalue(3) == pytest.approx(1 / 6)
+    assert min_pvalue(4) == pytest.approx(1 / 24) and min_pvalue(4) < 0.05
+    with pytest.raises(ValueError, match="at least 3"):
+        mantel_test(np.eye(2), np.eye(2))
+
+
+def test_monte_carlo_for_many_objects():
+    rng = np.random.default_rng(2)
+    A = _sym(rng, 9)
+    r = mantel_test(A, A ** 2, n_permutations=499, seed=1)
+    assert not r.exact and r.n_permutations == 499
+    assert r.pvalue == pytest.approx(1 / 500)
+    r_ind = mantel_test(A, _sym(rng, 9), n_permutations=499, seed=1)
+    assert 1 / 500 <= r_ind.pvalue <= 1
+
+
+def test_null_is_calibrated():
+    # independent random matrices: exact p-values are (close to) uniform
+    rng = np.random.default_rng(3)
+    ps = np.array([mantel_test(_sym(rng, 5), _sym(rng, 5)).pvalue for _ in range(300)])
+    assert abs((ps <= 0.10).mean() - 0.10) < 0.05
+    assert abs((ps <= 0.50).mean() - 0.50) < 0.08
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.integers(3, 6))
+def test_invariant_to_relabelling_both(seed, n):
+    rng = np.random.default_rng(seed)
+    A, B = _sym(rng, n), _sym(rng, n)
+    p = rng.permutation(n)
+    r1 = mantel_test(A, B)
+    r2 = mantel_test(A[np.ix_(p, p)], B[np.ix_(p, p)])
+    assert r1.statistic == pytest.approx(r2.statistic) and r1.pvalue == pytest.approx(r2.pvalue)
+    # symmetric in its arguments
+    assert mantel_test(B, A).pvalue == pytest.approx(r1.pvalue)
+
+
+def test_dataframes_are_aligned_and_validated():
+    rng = np.random.default_rng(4)
+    names = list("abcde")
+    A = pd.DataFrame(_sym(rng, 5), index=names, columns=names)
+    B = A.copy() ** 2
+    shuffled = B.loc[names[::-1], names[::-1]]
+    assert mantel_test(A, shuffled).statistic == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same objects"):
+        mantel_test(A, B.rename(index={"a": "z"}, columns={"a": "z"}))
+    with pytest.raises(ValueError, match="symmetric"):
+        mantel_test(np.arange(16.0).reshape(4, 4), np.eye(4))
+    with pytest.raises(ValueError, match="constant"):
+        mantel_test(np.ones((4, 4)), _sym(rng, 4))
+
+
+def test_match_models():
+    m = match_models(["Qwen/Qwen2.5-0.5B-Instruct", "llama3-70b", "x"],
+                     ["qwen2.5-0.5b-instruct", "llama3-70b", "other"], name_map={"x": "other"})
+    assert m == {"Qwen/Qwen2.5-0.5B-Instruct": "qwen2.5-0.5b-instruct", "llama3-70b": "llama3-70b", "x": "other"}
+    with pytest.raises(ValueError, match="no MoralChoice answers"):
+        match_models(["x"], ["y"], name_map={"x": "z"})
+
+
+def _frame(M, names):
+    return pd.DataFrame(M, index=names, columns=names)
+
+
+def test_cross_method_few_and_enough_models():
+    rng = np.random.default_rng(5)
+    names = ["m1", "m2", "m3", "m4", "m5"]
+    G = _frame(_sym(rng, 5), names)
+    C = _frame(2 * G.to_numpy() - 1, [n.upper() for n in names])  # same structure, other labels
+    res = cross_method(G, C, name_map={n: n.upper() for n in names})
+    assert res.models == names and res.mantel.statistic == pytest.approx(1.0)
+    assert res.mantel.pvalue == pytest.approx(1 / 120)
+    assert len(res.pairs()) == 10
+    # only two models in common: no test, an explanation instead
+    res2 = cross_method(G, _frame(np.eye(3), ["m1", "m2", "zz"]))
+    assert res2.models == ["m1", "m2"] and res2.mantel is None and "one pair" in res2.note
+    res3 = cross_method(G.iloc[:3, :3], C.iloc[:3, :3], name_map={n: n.upper() for n in names})
+    assert res3.mantel.pvalue >= 1 / 6 and "1/6" in res3.note
+    fig = plot_cross_method(res)
+    assert len(fig.axes) >= 3
+
+
+def test_psm_similarity_on_simulated_agents():
+    from moralkit.design import make_design
+    from moralkit.simulate import QuadraticAgent, simulate_quadratic
+
+    ags = [QuadraticAgent(np.full(5, 0.2), b) for b in ([1.0] * 5, [1.1] * 5, [4.0] * 5)]
+    data = {f"sim-{i}": simulate_quadratic(a, make_design(10 + i), model=f"sim-{i}") for i, a in enumerate(ags)}
+    G = psm_similarity(data, e=0.9, T=20, rho=20, seed=0)
+    assert G.shape == (3, 3) and np.allclose(np.diag(G), 1)
+    assert G.loc["sim-0", "sim-1"] > G.loc["sim-0", "sim-2"]
+    assert G.attrs["rho"] == 20 and G.attrs["e"] == 0.9
