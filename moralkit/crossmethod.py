@@ -33,6 +33,7 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,9 @@ __all__ = [
     "CrossMethodResult",
     "cross_method",
     "plot_cross_method",
+    "load_own_runs",
+    "plot_min_pvalue",
+    "cross_method_from_data",
 ]
 
 
@@ -389,3 +393,101 @@ def plot_cross_method(res: CrossMethodResult, title: str | None = None):
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def plot_min_pvalue(max_models: int = 9, levels=(0.05, 0.01), ax=None):
+    """Smallest attainable Mantel p-value (1/n!) against the number of models, with the usual levels."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.5))
+    n = np.arange(2, int(max_models) + 1)
+    ax.semilogy(n, [min_pvalue(k) for k in n], marker="o", label="smallest p = 1/n!")
+    for lv in levels:
+        ax.axhline(lv, ls="--", lw=1, color="0.5")
+        ax.text(n[-1], lv, f" {lv:g}", va="bottom", ha="right", fontsize=8)
+    ax.set_xlabel("number of models answering both surveys")
+    ax.set_ylabel("smallest attainable p-value")
+    ax.set_title("Exact Mantel test: attainable significance", fontsize=10)
+    ax.legend(fontsize=8)
+    return ax
+
+
+# --------------------------------------------------------------------------- the project's own runs
+
+
+def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "high", source=None):
+    """The project's own collection runs of both surveys, tolerant of missing data.
+
+    Parameters
+    ----------
+    psm_path : path, optional
+        PSM data (file or directory of ``*.csv.gz``); default ``data_dir() / "psm"``.
+    moralchoice_path : path, optional
+        MoralChoice response files; default :func:`moralkit.moralchoice.own_data_dir`.
+    ambiguity : str, default "high"
+        Scenario set for the agreement correlations (the paper's Section 4.3 uses high ambiguity).
+    source : optional
+        MoralChoice survey source (:func:`moralkit.moralchoice.survey_source`).
+
+    Returns
+    -------
+    psm : dict {model: PSMDataset}
+        Empty when there is no PSM data.
+    metrics : DataFrame
+        :func:`moralkit.moralchoice.scenario_metrics` of the own runs (empty when none).
+    messages : list of str
+        What was found or missing.
+    """
+    from .dataset import read_psm
+    from .paths import data_dir
+
+    msgs = []
+    p = Path(psm_path) if psm_path is not None else data_dir() / "psm"
+    psm = {}
+    if p.exists() and (p.is_file() or any(p.glob("*.csv.gz"))):
+        psm = read_psm(p)
+        msgs.append(f"PSM: {len(psm)} model(s) in {p}: {sorted(psm)}")
+    else:
+        msgs.append(f"PSM: no data in {p}")
+    from . import moralchoice as mc
+
+    mpath = Path(moralchoice_path) if moralchoice_path is not None else mc.own_data_dir()
+    metrics = pd.DataFrame()
+    if mpath.exists() and mc.responses.response_files(mpath):
+        try:
+            resp = mc.load_responses(ambiguity, source, own_data=mpath, include_shared=False)
+        except mc.MoralChoiceDataError as exc:
+            msgs.append(f"MoralChoice: survey files unavailable ({exc})")
+            resp = pd.DataFrame()
+        if len(resp):
+            metrics = mc.scenario_metrics(resp)
+            msgs.append(f"MoralChoice: {metrics['model'].nunique()} model(s) in {mpath}: "
+                        f"{sorted(metrics['model'].unique())}")
+        else:
+            msgs.append(f"MoralChoice: no {ambiguity}-ambiguity answers in {mpath}")
+    else:
+        msgs.append(f"MoralChoice: no own runs in {mpath}")
+    return psm, metrics, msgs
+
+
+def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict | None = None, e: float | None = None,
+                           T: int = 500, rho: int = 20, seed: int = 0, n_jobs: int = 1) -> CrossMethodResult | None:
+    """G and the MoralChoice correlation on the models present in both, then :func:`cross_method`.
+
+    Returns None (nothing to compare) when fewer than 2 models answered both surveys.
+    """
+    if not psm or metrics is None or not len(metrics):
+        return None
+    pairs = match_models(list(psm), list(metrics["model"].unique()), name_map)
+    if len(pairs) < 2:
+        return None
+    C = moralchoice_agreement(metrics, [pairs[m] for m in pairs])
+    inv = {v: k for k, v in pairs.items()}
+    C = C.rename(index=inv, columns=inv)
+    common = [m for m in pairs if m in C.index]
+    if len(common) < 2:
+        return None
+    G = psm_similarity({m: psm[m] for m in common}, e=e, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
+    res = cross_method(G, C.loc[common, common], seed=seed)
+    return res

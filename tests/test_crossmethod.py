@@ -152,3 +152,40 @@ def test_psm_similarity_on_simulated_agents():
     assert G.shape == (3, 3) and np.allclose(np.diag(G), 1)
     assert G.loc["sim-0", "sim-1"] > G.loc["sim-0", "sim-2"]
     assert G.attrs["rho"] == 20 and G.attrs["e"] == 0.9
+
+
+def test_load_own_runs_without_data(tmp_path):
+    from moralkit.crossmethod import cross_method_from_data, load_own_runs
+
+    psm, metrics, msgs = load_own_runs(tmp_path / "psm", tmp_path / "mc")
+    assert psm == {} and len(metrics) == 0 and len(msgs) == 2 and "no data" in msgs[0]
+    assert cross_method_from_data(psm, metrics) is None
+
+
+def test_cross_method_from_data_on_simulated_inputs(tmp_path):
+    """Simulated PSM agents (written to a temporary file) and constructed MoralChoice metrics."""
+    from moralkit.crossmethod import cross_method_from_data, load_own_runs
+    from moralkit.dataset import write_psm
+    from moralkit.design import make_design
+    from moralkit.simulate import QuadraticAgent, simulate_quadratic
+
+    bs = {"sim-a": [1.0] * 5, "sim-b": [1.2] * 5, "sim-c": [4.0] * 5, "sim-d": [3.8] * 5}
+    data = {m: simulate_quadratic(QuadraticAgent(np.full(5, 0.2), b), make_design(20 + i), model=m)
+            for i, (m, b) in enumerate(bs.items())}
+    write_psm(data, tmp_path / "psm" / "sim.csv.gz")
+    psm, _, msgs = load_own_runs(tmp_path / "psm", tmp_path / "none")
+    assert sorted(psm) == sorted(bs) and "4 model(s)" in msgs[0]
+    rng = np.random.default_rng(0)
+    base = rng.random(50)
+    rows = []
+    for m, b in bs.items():
+        p = base if b[0] < 2 else 1 - base  # two camps, as in the PSM agents
+        for s in range(50):
+            rows.append((m, f"S{s}", float(np.clip(p[s] + rng.normal(0, 0.05), 0, 1))))
+    metrics = pd.DataFrame(rows, columns=["model", "scenario_id", "p_action1"])
+    res = cross_method_from_data(psm, metrics, e=0.9, T=30, rho=20, seed=0)
+    assert res.models == list(bs) and res.mantel.n == 4 and res.mantel.exact
+    assert res.mantel.statistic > 0.5
+    only_two = metrics[metrics.model.isin(["sim-a", "sim-c"])]
+    res2 = cross_method_from_data(psm, only_two, e=0.9, T=10, seed=0)
+    assert res2.mantel is None and len(res2.models) == 2
