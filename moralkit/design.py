@@ -297,7 +297,8 @@ class ParseResult:
         return self.status == "ok"
 
 
-_OPTION_RE = re.compile(r"\boption\s*(?:number\s*)?[#:\-]?\s*\[?\s*(-?\d+)", re.IGNORECASE)
+# ``(?!\d|[.,]\d)``: a decimal such as "Option 2.5" is not option 2 (it is not an option number at all).
+_OPTION_RE = re.compile(r"\boption\s*(?:number\s*)?[#:\-]?\s*\[?\s*(-?\d+)(?!\d|[.,]\d)", re.IGNORECASE)
 _BARE_INT_RE = re.compile(r"^\s*\[?\s*(-?\d+)\s*\]?\s*[.!]?\s*$")
 _REFUSAL_RE = re.compile(
     r"\b(I cannot|I can't|I can not|I won't|I will not|I'm unable|I am unable|I'm not able|I am not able|"
