@@ -317,7 +317,7 @@ def rational_agent_indices(n_agents: int = 50, *, conventions=cv.CONVENTIONS, n_
     return pd.DataFrame(rows, columns=["agent_kind", "agent", "convention", "index"])
 
 
-def plot_convention_nulls(null: pd.DataFrame, published: pd.DataFrame | None = None, rational=None, ncols: int = 3):
+def plot_convention_nulls(null: pd.DataFrame, published: pd.DataFrame | None = None, rational=None, ncols: int = 4):
     """One panel per convention: the random-choice null of the index (n = 160), the published CCEIs
     (ticks, red = passing at 5 %), and, if given, the index of simulated rational agents (green)."""
     import matplotlib.pyplot as plt
@@ -349,7 +349,7 @@ def plot_convention_nulls(null: pd.DataFrame, published: pd.DataFrame | None = N
     return fig
 
 
-def plot_alpha_fit(predicted: pd.DataFrame, envelope: pd.DataFrame | None = None, ncols: int = 3):
+def plot_alpha_fit(predicted: pd.DataFrame, envelope: pd.DataFrame | None = None, ncols: int = 4):
     """Published alpha (Table 1) against the alpha each convention predicts (dots; bars: q0 envelope)."""
     import matplotlib.pyplot as plt
 

@@ -19,6 +19,9 @@ A convention is a pair ``(coordinates, report)``:
   "consumer-choice" reading, Section 2.2 after Definition 1),
   ``E[r, k] = p^r . q^k``; own expenditure ``p^r . q^r`` varies by round
   (an integer in 1..30), so values are fractions ``a/b`` with ``b <= 30``.
+* ``"origin_budget"``: raw answers priced as in ``"origin"``, but the
+  efficiency compares them with the nominal budget 12 instead of the chosen
+  answer's own raw expenditure (``e * 12 >= p^r . q^k``); values ``a/12``.
 * ``"nominal"``: the nominal corner of the round, *ignoring the flip rule*
   (the flip applied when drawing the options but not in the analysis). In a
   flipped round the chosen answer costs ``5 * sum(p) - 12 = 18``, so values
@@ -71,7 +74,7 @@ __all__ = [
     "predicted_alpha",
 ]
 
-COORDINATES = ("corner", "origin", "nominal")
+COORDINATES = ("corner", "origin", "origin_budget", "nominal")
 REPORTS = ("e", "1-e")
 
 
@@ -133,7 +136,7 @@ def expenditure_matrix(dataset, coordinates: str = "corner") -> np.ndarray:
     Parameters
     ----------
     dataset : PSMDataset
-    coordinates : {"corner", "origin", "nominal"}, default "corner"
+    coordinates : {"corner", "origin", "origin_budget", "nominal"}, default "corner"
         See the module docstring. ``"corner"`` is :func:`moralkit.rp.psm_expenditure_matrix`.
 
     Returns
@@ -149,8 +152,11 @@ def expenditure_matrix(dataset, coordinates: str = "corner") -> np.ndarray:
     if coordinates == "corner":
         return rp.psm_expenditure_matrix(ds)
     q = ds.choices
-    if coordinates == "origin":
-        return rp.expenditure_matrix(np.zeros_like(ds.corners), ds.prices, q, budget=None)
+    if coordinates in ("origin", "origin_budget"):
+        E = rp.expenditure_matrix(np.zeros_like(ds.corners), ds.prices, q, budget=None)
+        if coordinates == "origin_budget":
+            np.fill_diagonal(E, BUDGET)
+        return E
     return rp.expenditure_matrix(_nominal_corners(ds), ds.prices, q, budget=None)
 
 
@@ -192,7 +198,7 @@ def ccei(dataset, convention_="corner/e") -> float:
 
 def _own_expenditures(coordinates: str) -> set[int]:
     """Own expenditures a chosen answer can have (over all 32 corners x 5 prices)."""
-    if coordinates == "corner":
+    if coordinates in ("corner", "origin_budget"):
         return {BUDGET}
     out = set()
     for p in PRICES:

@@ -87,6 +87,8 @@ audit.save_figure(fig, "06_power_curve")
 #
 # * `corner/e` — the standard CCEI (the package default);
 # * `origin/…` — expenditures in unshifted (raw, "consumer") coordinates; own expenditure 1–30;
+# * `origin_budget/…` — raw-coordinate expenditures compared with the nominal budget 12 instead of the
+#   chosen answer's own raw expenditure;
 # * `nominal/…` — nominal corners, i.e. the flip rule ignored in the analysis (own expenditure 12 or 18);
 # * `…/1-e` — the index reported as 1 − e*, as Definition 3 literally prints ("inf 1 − e").
 

@@ -225,3 +225,14 @@ def test_partition_recovery_separates_distinct_utilities():
     assert low["accuracy"] == pytest.approx(3 / 15, abs=0.05)
     # a strict e separates groups with opposite ideal points
     assert high["accuracy"] > 0.85 and high["g_within"] > high["g_between"] + 0.5
+
+
+def test_origin_budget_convention(sims):
+    for ds in sims[:3]:
+        E = cv.expenditure_matrix(ds, "origin_budget")
+        Eo = cv.expenditure_matrix(ds, "origin")
+        assert (np.diag(E) == 12).all()
+        off = ~np.eye(len(E), dtype=bool)
+        assert np.array_equal(E[off], Eo[off])
+        assert (cv.critical_efficiency(ds, "origin_budget") * 12).denominator == 1
+    assert np.allclose(cv.attainable_values("origin_budget/e"), np.arange(13) / 12)
