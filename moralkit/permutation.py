@@ -61,7 +61,9 @@ __all__ = [
     "PAPER_E",
     "PAPER_ALPHAS",
     "default_e",
+    "E_BELOW_CCEI",
     "passing_models",
+    "study_setup",
     "draw_rounds",
     "permutation_study",
     "PermutationResult",
@@ -104,12 +106,25 @@ def passing_models(table1: pd.DataFrame, level: float = 0.05) -> list:
     return [str(m) for m in table1.loc[table1[acol].astype(float) <= level, mcol]]
 
 
-def default_e(table1: pd.DataFrame, level: float = 0.05) -> float:
+#: How far below the smallest CCEI :func:`default_e` sets e (see there).
+E_BELOW_CCEI = 1e-9
+
+
+def default_e(table1: pd.DataFrame, level: float = 0.05, *, below: float = E_BELOW_CCEI) -> float:
     """The paper's rationality level: the smallest CCEI among models passing at ``level``.
 
     Section 3.3 sets e = 0.333, "the minimum CCEI value among the models that
     passed the 5% rationality test in Table 1", so the cross-model constraint is
     at least as restrictive as the weakest within-model one.
+
+    The CCEI is a *supremum* (Definition 3): a model satisfies GARP_e for every
+    e below its CCEI but, in general, not at e = CCEI itself (the cycle that
+    sets the CCEI becomes a violation there). The value returned is therefore
+    ``min CCEI - below`` (default 1e-9), so every passing model is consistent on
+    its own. With integer PSM expenditures (ratios are multiples of 1/12) this
+    gives the same relations as any e in (min CCEI - 1/12, min CCEI); in
+    particular the same as the paper's 0.333 for a CCEI of 1/3 (0.333 < 1/3).
+    Pass ``below=0`` for the minimum itself.
 
     Raises
     ------
@@ -120,9 +135,54 @@ def default_e(table1: pd.DataFrame, level: float = 0.05) -> float:
     if not passing:
         raise ValueError(f"no model passes the rationality test at {level:.0%}; pass e explicitly "
                          f"(the paper's value is e = {PAPER_E})")
+    if not 0 <= below < 1 / 12:
+        raise ValueError(f"below must be in [0, 1/12), got {below}")
     mcol = _col(table1, ("model", "Model"), "model")
     ccol = _col(table1, ("CCEI", "ccei"), "CCEI")
-    return float(table1.loc[table1[mcol].astype(str).isin(passing), ccol].astype(float).min())
+    c = float(table1.loc[table1[mcol].astype(str).isin(passing), ccol].astype(float).min())
+    return max(0.0, c - below)
+
+
+def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = None, level: float = 0.05,
+                min_models: int = 2):
+    """Models and rationality level of the permutation study, following Section 3.3.
+
+    * models: those passing the rationality test at ``level`` in ``table1``
+      (the paper: 7 models at 5 %); when fewer than ``min_models`` pass (or no
+      Table 1 is given), every model in ``datasets``;
+    * e: the given ``e``; else the smallest CCEI among the models passing at
+      ``level`` (:func:`default_e`); else the paper's value :data:`PAPER_E`.
+
+    Returns
+    -------
+    models : list of str
+    e : float
+    notes : list of str
+        Human-readable explanations of every fallback taken (print them).
+    """
+    dd = _as_dict(datasets)
+    notes = []
+    passing = passing_models(table1, level) if table1 is not None else []
+    passing = [m for m in passing if m in dd]
+    if len(passing) >= min_models:
+        models = passing
+        notes.append(f"{len(models)} models pass the rationality test at {level:.0%} (Table 1): {models}")
+    else:
+        models = list(dd)
+        why = "no Table 1 was given" if table1 is None else f"only {len(passing)} model(s) pass at {level:.0%}"
+        notes.append(f"{why}; the study uses all {len(models)} models in the data")
+    if e is not None:
+        e = _check_e(e)
+        notes.append(f"e = {e:g} (given)")
+    elif passing:
+        e = default_e(table1[table1[_col(table1, ("model", "Model"), "model")].astype(str).isin(passing)], level)
+        notes.append(f"e = {e:.10g}: just below the smallest CCEI among the models passing at {level:.0%} "
+                     "(Section 3.3; the CCEI is a supremum, see default_e)")
+    else:
+        e = PAPER_E
+        notes.append(f"e = {PAPER_E} (the paper's value): no model passes at {level:.0%}, so the data-based "
+                     "rule of Section 3.3 cannot be applied")
+    return models, e, notes
 
 
 # --------------------------------------------------------------------------- drawing rounds

@@ -74,7 +74,7 @@ def test_ties_are_enumerated_and_broken_at_random(opposite):
 def test_identical_models_are_one_type():
     d = make_design(1)
     ds = simulate_quadratic(random_quadratic_agent(5), d, noise=0.05, seed=5, model="sim-a")
-    e = ccei(ds)  # the dataset satisfies GARP_e for e <= its CCEI
+    e = ccei(ds) - 1e-9  # the dataset satisfies GARP_e for every e below its CCEI (a supremum)
     copies = {f"sim-copy{i}": PSMDataset(**{**ds.__dict__, "model": f"sim-copy{i}"}) for i in range(4)}
     P = pool(copies)
     assert P.n_obs == 4 * ds.n_obs

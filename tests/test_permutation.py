@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from moralkit.design import make_design
-from moralkit.permutation import (PAPER_ALPHAS, default_e, draw_rounds, passing_models, permutation_study,
+from moralkit.permutation import (PAPER_ALPHAS, default_e, draw_rounds, passing_models, permutation_study, study_setup,
                                   plot_networks, plot_similarity, save_figure, similarity_graph,
                                   similarity_summary, table3, threshold_graph)
 from moralkit.rp import ccei
@@ -30,8 +30,8 @@ def design():
 @pytest.fixture(scope="module")
 def clusters(design):
     """Two SIMULATED clusters of near-rational agents with opposite ideal points."""
-    ideals = [(1.5, 3.5, 1.5, 3.5, 1.5), (1.6, 3.4, 1.4, 3.6, 1.5), (3.5, 1.5, 3.5, 1.5, 3.5), (3.4, 1.6, 3.5, 1.4, 3.6)]
-    return {f"sim-{i}": simulate_quadratic(QuadraticAgent(a=np.ones(5), b=b), design, noise=0.05, seed=i,
+    ideals = [(1, 4, 1, 4, 1), (1.2, 3.8, 1.1, 3.9, 1), (4, 1, 4, 1, 4), (3.9, 1.2, 4, 1.1, 3.8)]
+    return {f"sim-{i}": simulate_quadratic(QuadraticAgent(a=np.ones(5), b=b), design, noise=0.02, seed=i,
                                            model=f"sim-{i}") for i, b in enumerate(ideals)}
 
 
@@ -50,7 +50,7 @@ def mixed(design):
 
 
 def test_clusters_are_recovered(clusters):
-    e = min(ccei(ds) for ds in clusters.values())  # the paper's rule: smallest CCEI of the models
+    e = min(ccei(ds) for ds in clusters.values()) - 1e-9  # the paper's rule: just below the smallest CCEI
     res = permutation_study(clusters, e, T=60, rho=20, seed=0, progress=False)
     G = res.G.to_numpy()
     within = [G[0, 1], G[2, 3]]
@@ -138,9 +138,25 @@ PAPER_TABLE3 = pd.DataFrame([
 
 
 def test_default_e_is_smallest_ccei_among_models_passing_at_5_percent():
-    assert default_e(PAPER_TABLE1_TOP) == 0.333
+    assert default_e(PAPER_TABLE1_TOP) == pytest.approx(0.333, abs=1e-8) and default_e(PAPER_TABLE1_TOP) < 0.333
+    assert default_e(PAPER_TABLE1_TOP, below=0) == 0.333
     assert len(passing_models(PAPER_TABLE1_TOP)) == 7
-    assert default_e(PAPER_TABLE1_TOP, level=0.01) == 0.400
+    assert default_e(PAPER_TABLE1_TOP, level=0.01) == pytest.approx(0.400, abs=1e-8)
+
+
+def test_default_e_keeps_every_passing_model_consistent(clusters):
+    from moralkit.partition import garp_pooled, pool
+
+    t1 = pd.DataFrame({"model": list(clusters), "ccei": [ccei(d) for d in clusters.values()], "alpha": 0.0})
+    models, e, notes = study_setup(clusters, t1)
+    assert models == list(clusters) and e < t1.ccei.min() and any("CCEI" in n for n in notes)
+    P = pool(clusters)
+    assert all(garp_pooled(P, e, [m]) for m in clusters)
+    # at e = min CCEI itself the model attaining it violates GARP_e (the CCEI is a supremum)
+    m_min = t1.model[t1.ccei.idxmin()]
+    assert not garp_pooled(P, t1.ccei.min(), [m_min])
+    _, e_paper, notes = study_setup(clusters, t1.assign(alpha=0.5))
+    assert e_paper == 0.333 and any("no model passes" in n for n in notes)
     with pytest.raises(ValueError, match="no model passes"):
         default_e(PAPER_TABLE1_TOP.assign(alpha=0.5))
     with pytest.raises(ValueError, match="CCEI"):

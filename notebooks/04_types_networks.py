@@ -1,0 +1,209 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 — Types of models and similarity networks
+#
+# Seror (2025), *The Moral Mind(s) of Large Language Models*: Section 2.4 (partition approach,
+# optimisation (5), Procedure 2, permutation approach, eq. (6)), Section 3.3 (results, Table 3,
+# Figures 3–4) and Appendix A.1 (the MILP of Proposition 1).
+#
+# A **type** is a set of models whose pooled answers jointly satisfy GARP$_e$: every round keeps its
+# own corner $\mathbf o^r$ and prices $\mathbf p^r$, so round $k$'s answer is priced in round $r$'s
+# coordinates, $E_{rk} = \mathbf p^r\cdot\mathbf q^k_{\mathbf o^r}$ (Definitions 1–2).
+
+# %% tags=["parameters"]
+quick = False
+seed = 0
+data_path = None  # None: the committed data, moralkit.paths.data_dir() / "psm"
+T = 500  # synthetic datasets (Section 3.3)
+rho = 20  # rounds drawn per model, without replacement across models
+e = None  # None: smallest CCEI among the models passing the rationality test at 5 % (Table 1)
+alphas = [0.65, 0.70, 0.75]  # precision levels of H^alpha
+solver = "exact"  # LS(e) solver: "exact" or a MILP solver "highs", "glpk", "gurobi", "cbc"
+n_jobs = 1
+
+# %%
+import warnings
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from moralkit.dataset import read_psm
+from moralkit.paths import data_dir, tables_dir
+from moralkit import partition as mp
+from moralkit import permutation as perm
+
+pd.set_option("display.width", 160)
+if quick:
+    T = min(T, 40)
+path = Path(data_path) if data_path is not None else data_dir() / "psm"
+try:
+    datasets = read_psm(path)
+except FileNotFoundError as ex:
+    datasets = {}
+    print(f"No PSM data yet: {ex}")
+datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
+print(f"data: {path}")
+for m, ds in datasets.items():
+    print(f"  {m:40s} provider={ds.provider:12s} answered rounds={ds.n_obs}")
+ready = len(datasets) >= 2
+if not ready:
+    print(f"The analysis of types needs at least 2 models with answers; found {len(datasets)}. "
+          "Collect more models (notebook 01) and re-run.")
+
+# %% [markdown]
+# ## Which models, which rationality level $e$ (Section 3.3)
+#
+# The paper keeps the 7 models passing the rationality test at 5 % (Table 1, Procedure 1) and sets
+# $e = 0.333$, *the minimum CCEI among the models that passed the 5 % rationality test*, so the
+# cross-model constraint is at least as restrictive as the weakest within-model one. The same rule
+# is applied to the data here (Table 1 recomputed with `moralkit.rationality.table1`); when fewer
+# than two models pass, all models are used, and when none passes, the paper's $e = 0.333$.
+
+# %%
+table1 = None
+if ready:
+    try:
+        from moralkit.rationality import table1 as make_table1
+    except ImportError:
+        print("moralkit.rationality.table1 is not available: Table 1 cannot be recomputed")
+    else:
+        table1 = make_table1(datasets, n_datasets=100 if quick else 1000, seed=seed, n_jobs=n_jobs)
+        display(table1[["provider", "model", "label", "alpha", "n_obs"]])
+    models, e, notes = perm.study_setup(datasets, table1, e)
+    for n in notes:
+        print("-", n)
+    if quick:
+        print("(quick mode: Table 1 from 100 random datasets per model, not 1000)")
+
+# %% [markdown]
+# ## Procedure 2 on the full data (Section 2.4)
+#
+# LS$(e)$ is the largest subset of models whose pooled data satisfy GARP$_e$, optimisation (5).
+# Procedure 2 removes LS$_1(e)$, then finds LS$_2(e)$ among the models left, and so on until no
+# model is left. `moralkit.partition` solves (5) **exactly without a MILP**: GARP$_e$ consistency is
+# monotone (a subset of a consistent set is consistent), so it maximises $|B|$ subject to cuts
+# "not all of $S$", each $S$ the models on a GARP$_e$-violating cycle of the pooled graph, and
+# checks the largest candidates until one passes. Ties between maximum subsets are broken at
+# random with the run's `seed`.
+
+# %%
+if ready:
+    pooled = mp.pool({m: datasets[m] for m in models})
+    print(f"{pooled.n_obs} pooled rounds of {pooled.n_models} models; pooled GARP_e at e = {e:.4g}: "
+          f"{mp.garp_pooled(pooled, e)}")
+    alone = {m: mp.garp_pooled(pooled, e, [m]) for m in models}
+    print("each model alone satisfies GARP_e:", alone)
+    full = mp.partition_types(pooled, e, seed=seed)
+    for k, t in enumerate(full.types, 1):
+        print(f"  type {k}: {list(t)}")
+    if full.self_inconsistent:
+        print("  (violate GARP_e on their own, one type each:", list(full.self_inconsistent), ")")
+
+# %% [markdown]
+# ## Appendix A.1: the MILP of Proposition 1 agrees with the exact solver
+#
+# Proposition 1 computes LS$(e)$ with binaries $x^m$ (model $m$ kept) and $\psi^{i,j}$ and utilities
+# $U^i\in[0,1)$ under (IP1)–(IP4); the strict inequalities are written with explicit epsilons that
+# are exact for integer expenditures (`moralkit.milp` docstring). A MILP over 140 pooled rounds
+# takes HiGHS tens of seconds (`benchmarks/bench_partition.py`), so the demonstration uses a small
+# synthetic dataset drawn from the data: 3 models, 4 rounds each.
+
+# %%
+if ready:
+    from moralkit.milp import solve_ls_milp
+
+    demo_models = models[:3]
+    draw = perm.draw_rounds({m: datasets[m] for m in demo_models}, 4, seed)
+    small = mp.pool({m: datasets[m] for m in demo_models}, draw)
+    exact_best = mp.largest_subsets(small, e)
+    try:
+        res = solve_ls_milp(small, e, solver="highs", time_limit=60)
+        print(f"MILP (HiGHS, {res.n_vars} variables, {res.n_cons} constraints): LS(e) = {list(res.models)} "
+              f"[{res.status}, {res.wall_s:.2f} s]")
+        print(f"exact solver: every maximum subset = {[list(b) for b in exact_best]}")
+        print("same |LS(e)|:", len(res.models) == len(exact_best[0]))
+    except ValueError as ex:
+        print("MILP demonstration skipped:", ex)
+
+# %% [markdown]
+# ## The permutation approach (Section 2.4, eq. (6); Section 3.3)
+#
+# $T$ synthetic datasets each draw $\rho$ rounds from every model, without replacement across models
+# (a round, i.e. a (corner, price) pair, drawn for one model is not drawn for another). Procedure 2
+# runs in each, and $G_{m,w} = \frac1T\sum_\tau \delta^\tau_{m,w}$ is the share of datasets in which
+# $m$ and $w$ share a type. Each draw has its own seed (`SeedSequence(seed).spawn(T)`), so $G$ does not
+# depend on `n_jobs`.
+
+# %%
+if ready:
+    max_rho = min(min(datasets[m].n_obs for m in models), 160 // len(models))
+    if rho > max_rho:
+        print(f"rho = {rho} is more than the data allow (each model needs rho answered rounds and "
+              f"{len(models)} x rho <= 160 distinct rounds): using rho = {max_rho}")
+        rho = max_rho
+    study = perm.permutation_study({m: datasets[m] for m in models}, e, T=T, rho=rho, seed=seed,
+                                   solver=solver, n_jobs=n_jobs)
+    print(f"T = {study.T}, rho = {study.rho}, e = {study.e:.4g}, solver = {solver}: {study.wall_s:.1f} s; "
+          f"types per synthetic dataset: {np.bincount(study.n_types).tolist()} (index = number of types)")
+
+# %% [markdown]
+# ### Table 3: the probabilistic network matrix $G$
+
+# %%
+if ready:
+    t3 = study.table3()
+    t3.to_csv(tables_dir() / "04_table3.csv")
+    display(t3)
+
+# %% [markdown]
+# ### Figure 3: similarity network $G$
+#
+# Heatmap of $G$ and the weighted network (darker edges: higher $G_{m,w}$).
+
+# %%
+if ready:
+    fig3 = perm.plot_similarity(study.G)
+    perm.save_figure(fig3, "04_fig3_similarity")
+    plt.show()
+
+# %% [markdown]
+# ### Figure 4: networks $H^\alpha$
+#
+# $H^\alpha_{m,w} = 1$ when $m$ and $w$ share a type in at least a fraction $1-\alpha$ of the synthetic
+# datasets; the paper shows $\alpha \in \{0.75, 0.70, 0.65\}$.
+
+# %%
+if ready:
+    fig4 = perm.plot_networks(study.G, alphas)
+    perm.save_figure(fig4, "04_fig4_networks")
+    plt.show()
+
+# %% [markdown]
+# ### Summary statistics quoted in Section 3.3
+#
+# Range, mean and standard deviation of the off-diagonal $G_{m,w}$, and the connected components of
+# each $H^\alpha$. (The paper reports a range of 24 %–48 %, a mean of about 30 % and a s.d. of 14 %
+# for its 7 models.)
+
+# %%
+if ready:
+    s = study.summary(alphas)
+    if "min" in s:
+        print(f"off-diagonal G: range {s['min']:.2f}-{s['max']:.2f}, mean {s['mean']:.2f}, s.d. {s['sd']:.2f}; "
+              f"most similar {s['most_similar']}, least similar {s['least_similar']}")
+    for a, h in s["H"].items():
+        print(f"H^{a:.2f}: {h['n_edges']} edges, {h['n_components']} component(s): {h['components']}; "
+              f"isolated: {h['isolated']}")
