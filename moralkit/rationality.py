@@ -20,8 +20,10 @@ from the model's label (SHA-256). Results therefore depend only on ``seed``,
 the model's data and ``n_datasets`` — not on the number of workers, on how
 the work is split, nor on which other models are tested alongside.
 
-Parallelism goes through :mod:`joblib` (any backend, e.g. a Dask cluster with
-``with joblib.parallel_backend("dask"): ...``). Each CCEI is exact (a multiple
+Parallelism goes through :mod:`joblib`: threads by default (the compiled
+kernels release the GIL, so there is no process start-up), or any backend set
+by the caller, e.g. a Dask cluster with
+``with joblib.parallel_backend("dask"): table1(datasets, n_jobs=-1)``. Each CCEI is exact (a multiple
 of 1/12, see :mod:`moralkit.rp`), so comparisons with the model's CCEI are
 exact integer comparisons.
 
@@ -148,16 +150,15 @@ def _chunk_sizes(n_datasets: int) -> list[int]:
 
 def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
     """CCEI numerators of the synthetic datasets of the given chunks of one model."""
-    V = rp.option_expenditures(corners, prices, options, budget=budget)
-    VT = np.ascontiguousarray(np.transpose(V, (1, 2, 0)))
-    T, n_opt = V.shape[0], V.shape[2]
+    T, n_opt = options.shape[0], options.shape[1]
+    start, rows = rp._choice_lists(corners, prices, options, budget)
     out = []
     for c, m in zip(chunks, sizes):
         C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))
         if T < 2:
             out.append(np.full(m, budget, dtype=np.int64))
         else:
-            out.append(np.minimum(rp._psm_levels_choices(VT, C, budget), budget))
+            out.append(np.minimum(rp._psm_levels_choices(start, rows, C, budget), budget))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
@@ -232,7 +233,9 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
     if workers == 1:
         parts = (f(*a, **k) for f, a, k in tasks)
     else:
-        parts = Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
+        # the compiled kernels release the GIL, so threads parallelise without process start-up;
+        # prefer= is only a hint: an active joblib backend (e.g. dask) takes precedence
+        parts = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(tasks)
     if progress:
         from tqdm.auto import tqdm
 

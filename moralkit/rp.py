@@ -220,9 +220,11 @@ def option_expenditures(corners, prices, options, *, budget: int | None = BUDGET
     sign = np.where(corners == 0, 1, -1)
     A = prices * sign  # (T, 5)
     b = (prices * (corners == 5)).sum(1) * 5  # (T,)
-    V = (A @ options.reshape(T * n, 5).T) + b[:, None]  # (r, k*n + j)
-    if V.size and (V.max() > np.iinfo(np.int16).max):
+    if T and (np.abs(A).sum(1).max() * 5 + b.max() > np.iinfo(np.int16).max):
         raise ValueError("prices too large for the PSM (expenditures exceed 32767)")
+    # float64 BLAS product: exact here (small integers), much faster than an integer matmul
+    V = A.astype(np.float64) @ options.reshape(T * n, 5).T.astype(np.float64)  # (r, k*n + j)
+    V += b[:, None]
     V = V.astype(np.int16).reshape(T, T, n)
     if budget is not None and T:
         own = V[np.arange(T), np.arange(T)]  # (T, n)
@@ -472,7 +474,7 @@ def _finish_levels(bits, T, n_levels, white, onstack, stack):
     return _min_cycle_level_bits(bits[:n_levels], T, white, onstack, stack)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _psm_levels_batch(Es, n_levels):
     N, T = Es.shape[0], Es.shape[1]
     W = max(1, (T + 63) // 64)
@@ -487,30 +489,150 @@ def _psm_levels_batch(Es, n_levels):
 
 
 @njit(cache=True)
-def _psm_levels_choices(VT, C, n_levels):
-    """CCEI levels of many choice vectors; ``VT[k, j, r]`` = cost of option j of round k at round r.
+def _level_lists(V, n_levels):
+    """Sparse, level-sorted transposed option expenditures.
 
-    For choice vector ``C[b]`` the expenditure matrix is ``E[r, k] = VT[k, C[b, k], r]``.
-    The graph is built transposed (row k holds the rounds r with E[r, k] <= L):
-    reversing every edge keeps the cycles, and the reads stay contiguous.
+    For round ``k`` and option ``j``, ``rows[start[k, j, L]:start[k, j, L + 1]]``
+    lists the rounds ``r != k`` with ``V[r, k, j] == L`` (levels ``< n_levels``;
+    negative values count as level 0). Only about a quarter of all entries are
+    below the PSM budget, and far fewer below typical CCEI levels.
+    """
+    T, n = V.shape[1], V.shape[2]
+    counts = np.zeros((T, n, n_levels), dtype=np.int64)
+    for r in range(T):
+        for k in range(T):
+            if k == r:
+                continue
+            for j in range(n):
+                v = V[r, k, j]
+                if v < n_levels:
+                    counts[k, j, max(v, 0)] += 1
+    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
+    pos = 0
+    for k in range(T):
+        for j in range(n):
+            for L in range(n_levels):
+                start[k, j, L] = pos
+                pos += counts[k, j, L]
+            start[k, j, n_levels] = pos
+    rows = np.empty(pos, dtype=np.int32)
+    fill = start[:, :, :n_levels].copy()
+    for r in range(T):
+        for k in range(T):
+            if k == r:
+                continue
+            for j in range(n):
+                v = V[r, k, j]
+                if v < n_levels:
+                    L = max(v, 0)
+                    rows[fill[k, j, L]] = r
+                    fill[k, j, L] += 1
+    return start, rows
+
+
+@njit(cache=True, nogil=True)
+def _level_lists_direct(A, b, options, n_levels, budget):
+    """Like :func:`_level_lists`, computed straight from the affine form of the expenditures.
+
+    ``p^r . |q - o^r| = A[r] . q + b[r]`` with ``A[r] = p^r * (+1 where o^r = 0, -1
+    where o^r = 5)`` and ``b[r] = 5 * sum of p^r over the statements where o^r = 5``.
+    Returns ``(start, rows, bad)`` where ``bad = (k, j, cost)`` locates the first
+    alternative off the budget (``k = -1`` if none).
+    """
+    T, n = options.shape[0], options.shape[1]
+    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
+    rows = np.empty(T * max(T - 1, 0) * n, dtype=np.int32)
+    vbuf = np.empty(T, dtype=np.int64)
+    cnt = np.zeros(n_levels + 1, dtype=np.int64)
+    bad = np.full(3, -1, dtype=np.int64)
+    pos = 0
+    for k in range(T):
+        for j in range(n):
+            q0 = options[k, j, 0]
+            q1 = options[k, j, 1]
+            q2 = options[k, j, 2]
+            q3 = options[k, j, 3]
+            q4 = options[k, j, 4]
+            cnt[:] = 0
+            for r in range(T):
+                v = b[r] + A[r, 0] * q0 + A[r, 1] * q1 + A[r, 2] * q2 + A[r, 3] * q3 + A[r, 4] * q4
+                if r == k:
+                    if v != budget and bad[0] < 0:
+                        bad[0] = k
+                        bad[1] = j
+                        bad[2] = v
+                    v = n_levels
+                elif v < 0:
+                    v = 0
+                elif v > n_levels:
+                    v = n_levels
+                vbuf[r] = v
+                cnt[v] += 1
+            acc = pos
+            for L in range(n_levels):
+                start[k, j, L] = acc
+                c = cnt[L]
+                cnt[L] = acc
+                acc += c
+            start[k, j, n_levels] = acc
+            for r in range(T):
+                v = vbuf[r]
+                if v < n_levels:
+                    rows[cnt[v]] = r
+                    cnt[v] += 1
+            pos = acc
+    return start, rows[:pos], bad
+
+
+def _choice_lists(corners, prices, options, budget):
+    """Validated sparse level lists for :func:`_psm_levels_choices` from a model's rounds."""
+    options = np.asarray(options)
+    if options.ndim != 3 or options.shape[2] != 5:
+        raise ValueError(f"options must have shape (T, n_options, 5), got {options.shape}")
+    corners, prices, options = _check_psm_inputs(corners, prices, options, "options")
+    A = prices * np.where(corners == 0, 1, -1)
+    b = (prices * (corners == 5)).sum(1) * 5
+    start, rows, bad = _level_lists_direct(A, b, np.ascontiguousarray(options), int(budget), int(budget))
+    if bad[0] >= 0:
+        raise ValueError(
+            f"option {bad[1] + 1} of round {bad[0]} is off the budget: p . q_o = {bad[2]}, expected {budget} "
+            "(eq. (1)); every alternative must satisfy the budget in its round's corner coordinates "
+            "(pass the effective corners)"
+        )
+    return start, rows
+
+
+@njit(cache=True, nogil=True)
+def _psm_levels_choices(start, rows, C, n_levels):
+    """CCEI levels of many choice vectors (``C[b, k]``: 0-based option of round k).
+
+    Adds the edges of level 0, 1, 2, ... to one graph (transposed: reversing every
+    edge keeps the cycles) and stops at the first level with a cycle, so a dataset
+    costs about (its level + 1) sparse cycle tests instead of reading all T^2 entries.
     """
     N, T = C.shape
     W = max(1, (T + 63) // 64)
-    bits = np.zeros((n_levels + 1, T, W), dtype=np.uint64)
+    adj = np.zeros((T, W), dtype=np.uint64)
     white = np.zeros(W, dtype=np.uint64)
     onstack = np.zeros(W, dtype=np.uint64)
     stack = np.zeros(T + 1, dtype=np.int64)
     out = np.empty(N, dtype=np.int64)
     one = np.uint64(1)
     for b in range(N):
-        bits[:] = 0
-        for k in range(T):
-            col = VT[k, C[b, k]]
-            for r in range(T):
-                # branch-free: levels >= n_levels land in the spare slot bits[n_levels]
-                v = min(max(np.int64(col[r]), 0), n_levels)
-                bits[v, k, r >> 6] |= one << np.uint64(r & 63)
-        out[b] = _finish_levels(bits, T, n_levels, white, onstack, stack)
+        adj[:] = 0
+        res = n_levels
+        for L in range(n_levels):
+            added = False
+            for k in range(T):
+                j = C[b, k]
+                for e in range(start[k, j, L], start[k, j, L + 1]):
+                    r = rows[e]
+                    adj[k, r >> 6] |= one << np.uint64(r & 63)
+                    added = True
+            if added and _has_cycle(adj, T, white, onstack, stack):
+                res = L
+                break
+        out[b] = res
     return out
 
 
@@ -923,8 +1045,8 @@ def ccei_choices(V, choices, *, budget: int = BUDGET, numerators: bool = False) 
     if T < 2:
         L = np.full(len(C), int(budget), dtype=np.int64)
     else:
-        VT = np.ascontiguousarray(np.transpose(V, (1, 2, 0)), dtype=np.int16)
-        L = _psm_levels_choices(VT, np.ascontiguousarray(C, dtype=np.int64), int(budget))
+        start, rows = _level_lists(np.ascontiguousarray(V, dtype=np.int16), int(budget))
+        L = _psm_levels_choices(start, rows, np.ascontiguousarray(C, dtype=np.int64), int(budget))
     L = np.minimum(L, int(budget))
     out = L if numerators else L / int(budget)
     return out[0] if squeeze else out
