@@ -388,7 +388,7 @@ def plot_null_distributions(results, ncols: int = 4, max_models: int | None = No
     nrows = math.ceil(n / ncols)
     if figsize is None:
         figsize = (3.0 * ncols, 2.3 * nrows)
-    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, sharex=True)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
     for ax, r in zip(axes.flat, results):
         levels = np.rint(r.null_ccei * r.budget).astype(int)
         counts = np.bincount(levels, minlength=r.budget + 1) / len(levels)
@@ -398,11 +398,11 @@ def plot_null_distributions(results, ncols: int = 4, max_models: int | None = No
         ax.bar(x, counts, width=0.8 / r.budget, color=colors, alpha=0.8)
         ax.axvline(own, color="k", lw=1.2)
         ax.set_title(f"{r.model}\nCCEI {own:.3f}{r.stars}, α = {r.alpha:.3f}", fontsize=8)
+        ax.set_xlim(-0.5 / r.budget, 1 + 0.5 / r.budget)
         ax.tick_params(labelsize=7)
+        ax.set_xlabel("CCEI", fontsize=7)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel("CCEI", fontsize=8)
     for ax in axes[:, 0]:
         ax.set_ylabel("share of random datasets", fontsize=7)
     fig.tight_layout()

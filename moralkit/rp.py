@@ -119,7 +119,7 @@ def _check_psm_inputs(corners, prices, answers, answers_name="choices"):
             f"corners, prices and {answers_name} must describe the same rounds: got {T}, "
             f"{prices.shape[0]} and {answers.shape[0]} rows"
         )
-    if not np.isin(corners, (0, 5)).all():
+    if not ((corners == 0) | (corners == 5)).all():
         raise ValueError("corners must have entries 0 or 5 (vertices of {0..5}^5); pass the effective corner of each round")
     if (prices <= 0).any():
         raise ValueError("prices must be positive (eq. (2)); check the price vector of each round")
@@ -161,8 +161,13 @@ def expenditure_matrix(corners, prices, choices, *, budget: int | None = BUDGET)
     Seror (2025), Section 2.2, eq. (1) and Definition 1.
     """
     corners, prices, choices = _check_psm_inputs(corners, prices, choices)
-    y = to_corner(choices[None, :, :], corners[:, None, :])  # (r, k, s)
-    E = np.einsum("rs,rks->rk", prices, y)
+    # p^r . |q - o^r| = A[r] . q + b[r]: +p where o^r = 0, -p and a constant 5p where o^r = 5
+    A = prices * np.where(corners == 0, 1, -1)
+    b = 5 * (prices * (corners == 5)).sum(1)
+    if len(A) and np.abs(A).sum(1).max() * 5 + b.max() < 2**53:  # float BLAS: exact for these integers
+        E = (A.astype(np.float64) @ choices.T.astype(np.float64)).astype(np.int64) + b[:, None]
+    else:
+        E = A @ choices.T + b[:, None]
     if budget is not None and len(E):
         d = np.diag(E)
         bad = np.nonzero(d != budget)[0]

@@ -1,0 +1,169 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 — Rationality: GARP$_e$, the CCEI and the random-choice test (Table 1)
+#
+# Seror (2025), *The Moral Mind(s) of Large Language Models*: Section 2.2 (PSM design, notation,
+# eqs. (1)–(2), Definitions 1–3), Section 2.3 (the statistical rationality test: H0/H1,
+# Definition 4, eq. (4), Procedure 1) and Section 3.1 (results, Table 1).
+#
+# Every number below is computed by `moralkit` (`moralkit.rp` for GARP$_e$ and the CCEI,
+# `moralkit.rationality` for the test); the notebook only calls it. Table 1 is written to
+# `02_table1.csv` and the null distributions to `02_null_distributions.png/.svg`.
+
+# %% tags=["parameters"]
+quick = False  # quick mode: 100 random datasets per model instead of 1,000
+seed = 0  # master seed of the random datasets (results do not depend on n_jobs)
+n_datasets = 1000  # random datasets per model (Procedure 1)
+data_path = None  # None: the committed data, moralkit.paths.data_dir() / "psm"
+n_jobs = 1  # joblib workers
+
+# %%
+from fractions import Fraction
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from moralkit import rp
+from moralkit.dataset import read_psm
+from moralkit.design import BUDGET, CORNERS, PRICES, budget_set, make_design
+from moralkit.paths import data_dir, figures_dir, tables_dir
+from moralkit.rationality import plot_null_distributions, random_choice_tests, table1
+
+pd.set_option("display.width", 160)
+if quick:
+    n_datasets = min(n_datasets, 100)
+path = Path(data_path) if data_path is not None else data_dir() / "psm"
+try:
+    datasets = read_psm(path)
+except FileNotFoundError as ex:
+    datasets = {}
+    print(f"No PSM data yet: {ex}")
+print(f"data: {path}")
+summary = pd.DataFrame(
+    [dict(provider=ds.provider, model=m, answered=ds.n_obs, missing=ds.n_rounds - ds.n_obs,
+          round0=("valid" if ds.q0 is not None else "missing")) for m, ds in datasets.items()],
+    columns=["provider", "model", "answered", "missing", "round0"])
+summary.to_csv(tables_dir() / "02_data_summary.csv", index=False)
+datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
+ready = len(datasets) > 0
+if not ready:
+    print("No model with answered constrained rounds: collect answers first (notebook 01) and re-run.")
+summary
+
+# %% [markdown]
+# ## §2.2 — The PSM design and the expenditure matrix
+#
+# Each model answers five statements on a 0–5 scale, $X=\{0,\dots,5\}^5$. In each of 160 rounds
+# (one per corner $\mathbf o\in\{0,5\}^5$ and price vector $\mathbf p_j$ of eq. (2)) it picks one of
+# 100 answers drawn from the budget line of eq. (1), $\mathbf p^r\cdot\mathbf q^r_{\mathbf o^r}=12$,
+# where $\mathbf q_{\mathbf o}=|\mathbf q-\mathbf o|$ is the answer measured from the corner. When
+# the model's unconstrained answer $\mathbf q^0$ lies in the comprehensive set
+# ($\mathbf p^r\cdot\mathbf q^0_{\mathbf o^r}\le 12$; the paper prints "$\le 1$"), the corner is
+# flipped to $(5,\dots,5)-\mathbf o^r$.
+#
+# Definitions 1–3 compare round $k$'s answer with round $r$'s budget in round $r$'s coordinates:
+# $$E_{rk}=\mathbf p^r\cdot\mathbf q^k_{\mathbf o^r},\qquad E_{rr}=12 .$$
+# $r\,R^0_e\,k$ iff $e\,E_{rr}\ge E_{rk}$ (or the same answer); $r\,P^0_e\,k$ iff $e\,E_{rr}>E_{rk}$
+# (the paper's "or $\mathbf q_o=\mathbf q^r_o$" in the strict relation is a typo: a bundle is not
+# strictly preferred to itself). GARP$_e$ (Definition 2): $r\,R^*_e\,k \Rightarrow$ not
+# $k\,P^0_e\,r$. The CCEI (Definition 3) is $\sup\{e\in(0,1]:\ \text{GARP}_e\}$ — the standard
+# Afriat index (the paper prints $\inf 1-e$). It is one of the ratios $E_{rk}/E_{rr}$ or 1; here
+# every ratio is a multiple of $1/12$, so `moralkit.rp` computes it **exactly**: the smallest
+# level $m$ at which the graph $\{E_{rk}\le m\}$ has a cycle gives CCEI $=m/12$.
+
+# %%
+design = make_design(seed)
+print(f"{len(CORNERS)} corners x {len(PRICES)} price vectors = {len(design)} rounds; "
+      f"budget {BUDGET}; {len(budget_set(PRICES[0]))} integer answers on each budget line; "
+      f"{design[0].options_y.shape[0]} shown per round")
+if ready:
+    name = next(iter(datasets))
+    ds = datasets[name].valid()
+    E = rp.psm_expenditure_matrix(ds)
+    c = rp.ccei_exact(E)
+    print(f"{name}: T = {len(E)} answered rounds, E[:5, :5] =\n{E[:5, :5]}")
+    print(f"CCEI = {c} = {float(c):.4f}; GARP_1 holds: {rp.garp(E)}")
+    if c < 1:
+        # the supremum: GARP_e holds just below, fails just above (weak preferences count)
+        print(f"GARP_e at e = CCEI - 1/24: {rp.garp(E, c - Fraction(1, 24))}; "
+              f"at e = CCEI + 1/24: {rp.garp(E, c + Fraction(1, 24))}")
+
+# %% [markdown]
+# ## §2.3 — The random-choice rationality test (Procedure 1, eq. (4))
+#
+# H0: the answers are random; H1: they come from an $\mathbf e$-approximate utility maximiser
+# (Definition 4). For each model $m$, draw $N$ random datasets $\mathcal D^m_n$ whose answer in each
+# answered round is uniform on the same 100 alternatives the model saw (missing rounds excluded),
+# and compute
+# $$\alpha_m=\frac{|\{n:\ CCEI(\mathcal D^m_n)\ge CCEI(\mathcal D^m)\}|}{N}.$$
+# H0 is rejected at level $\alpha$ when $\alpha_m\le\alpha$ (eq. (4), "weakly smaller"). Because the
+# PSM CCEI takes few values, ties with the model's CCEI count against it and the test is
+# conservative. Random datasets are seeded per model and per chunk, so the results do not depend
+# on the number of workers.
+
+# %%
+results = random_choice_tests(datasets, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs) if ready else {}
+print(f"{len(results)} models, {n_datasets} random datasets each")
+
+# %% [markdown]
+# ## §3.1 — Table 1: rationality test
+#
+# CCEI of each model, $\alpha$, and stars: \*\*\* $\alpha\le 1\%$, \*\* $\le 5\%$, \* $\le 10\%$;
+# sorted by $\alpha$ as in the paper; "n_obs" is the number of answered constrained rounds.
+# (The paper's printed CCEIs, e.g. 0.385 = 5/13 or 0.353 = 6/17, are not multiples of 1/12, which
+# suggests they were computed with expenditures in other coordinates; here the definitions of §2.2
+# are applied as written.)
+
+# %%
+if ready:
+    tab = table1(results)
+    tab.to_csv(tables_dir() / "02_table1.csv", index=False)
+    for level, s in ((0.01, "***"), (0.05, "**"), (0.10, "*")):
+        print(f"reject H0 at {level:.0%}: {int((tab['alpha'] <= level).sum())} of {len(tab)} models")
+    display_cols = ["provider", "model", "label", "ccei_exact", "alpha", "n_obs"]
+    tab[display_cols]
+
+# %% [markdown]
+# ### Null distributions
+#
+# For each model, the share of random datasets at each CCEI value (bars; red: at or above the
+# model's CCEI, these make up $\alpha$) and the model's CCEI (vertical line).
+
+# %%
+if ready:
+    fig = plot_null_distributions(tab, ncols=4)
+    fig.savefig(figures_dir() / "02_null_distributions.png", dpi=150)
+    fig.savefig(figures_dir() / "02_null_distributions.svg")
+    plt.show()
+
+# %% [markdown]
+# ## Running the test on a cluster
+#
+# `random_choice_tests` and `table1` parallelise through joblib (threads by default: the compiled
+# kernels release the GIL). Any joblib backend can be used instead, e.g. a Dask cluster:
+#
+# ```python
+# import joblib
+# from dask.distributed import Client
+# from moralkit.rationality import table1
+#
+# client = Client("scheduler-address:8786")   # or Client() for a local cluster
+# with joblib.parallel_backend("dask"):
+#     tab = table1(datasets, n_datasets=1000, seed=0, n_jobs=-1)
+# ```
+#
+# The random datasets are seeded per model and per chunk of 100, so the table is identical
+# whatever the backend or the number of workers.
