@@ -40,8 +40,11 @@ Two forms of the predicted answer
     two forms differ even when all ``a_s`` are equal (with equal weights the
     exact form gives ``y_z = b_{o,z} + (12 - p . b_o) p_z / sum_s p_s^2``, the
     printed one ``y_z = b_{o,z} + w_z ((12 - p . b_o)/p_z - b_{o,z})`` with
-    ``w_z = p_z^{-2} / sum_s p_s^{-2}``). :func:`compare_forms` reports how much
-    the estimates differ.
+    ``w_z = p_z^{-2} / sum_s p_s^{-2}``). The printed expression becomes the
+    maximiser with ``1 - alpha_z = (p_z^2 / a_z) / sum_s p_s^2 / a_s`` and
+    ``(12 - sum_{s != z} p_s b_{o,s}) / p_z`` in place of
+    ``(12 - sum_s p_s b_{o,s}) / p_z`` (checked in the tests).
+    :func:`compare_forms` reports how much the estimates differ.
 
 Estimation
 ----------
@@ -933,7 +936,7 @@ def plot_parameters(results, interval: str = "ci", figsize=None):
     x = np.arange(5)
     n = len(fits)
     offs = (np.arange(n) - (n - 1) / 2) * min(0.06, 0.4 / max(n, 1))
-    for ax, name, title in ((axes[0], "a", "(a) weights $a_s$ ($\\sum_s a_s = 1$)"),
+    for ax, name, title in ((axes[0], "a", "(a) weights $a_s$ (normalised: $\\Sigma_s\\, a_s = 1$)"),
                             (axes[1], "b", "(b) ideal answers $b_s$")):
         for i, f in enumerate(fits):
             err = _intervals(f, name, interval) if interval else None
