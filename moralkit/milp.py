@@ -93,6 +93,8 @@ class MILPResult:
     objective : float or None
     wall_s : float
         Build + solve time in seconds.
+    build_s : float
+        Time spent building the Pyomo model.
     n_vars, n_cons : int
         Size of the MILP.
     solver : str
@@ -106,6 +108,7 @@ class MILPResult:
     n_vars: int
     n_cons: int
     solver: str
+    build_s: float = 0.0
 
 
 def milp_epsilons(E, own_mask_e: float) -> tuple[float, float, float]:
@@ -267,6 +270,7 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     opt = _solver(solver)
     t0 = time.perf_counter()
     mdl = build_ls_model(pooled, e, within)
+    build_s = time.perf_counter() - t0
     n = len(mdl.rounds)
     n_vars = len(mdl.model_names) + n * n + n
     n_cons = 4 * n * n
@@ -299,7 +303,8 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     if tc == TC.optimal:
         status, optimal = "optimal", True
     elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt) or (
-            solver == "glpk" and tc in (TC.other, TC.unknown)):
+            solver == "glpk" and time_limit is not None and tc in (TC.other, TC.unknown)
+            and wall >= 0.9 * time_limit):  # glpsol reports a stop at --tmlim this way
         status, optimal = ("time_limit" if has_sol else "time_limit_no_solution"), False
     elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
         # cannot happen for Proposition 1 (x = 0 with a topological U is feasible)
@@ -307,7 +312,15 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     else:
         raise RuntimeError(f"{solver} stopped with termination condition {tc} (status {res.solver.status})")
     if not has_sol:
-        return MILPResult(None, status, False, None, wall, n_vars, n_cons, solver)
-    mdl.solutions.load_from(res)
+        return MILPResult(None, status, False, None, wall, n_vars, n_cons, solver, build_s)
+    import logging
+
+    log = logging.getLogger("pyomo.core")
+    level = log.level
+    log.setLevel(logging.ERROR)  # the "aborted status, but containing a solution" warning: status is reported
+    try:
+        mdl.solutions.load_from(res)
+    finally:
+        log.setLevel(level)
     chosen = tuple(m for w, m in enumerate(mdl.model_names) if (mdl.x[w].value or 0) > 0.5)
-    return MILPResult(chosen, status, optimal, float(len(chosen)), wall, n_vars, n_cons, solver)
+    return MILPResult(chosen, status, optimal, float(len(chosen)), wall, n_vars, n_cons, solver, build_s)

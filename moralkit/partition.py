@@ -227,6 +227,9 @@ def _check_e(e) -> float:
 def revealed_relations(pooled: PooledData, e: float = 1.0):
     """Direct revealed preference relations R0_e and P0_e on pooled observations.
 
+    Computed exactly by :func:`moralkit.rp.relations` (no floating-point rounding in
+    ``e E[r, r]`` versus ``E[r, k]``), with the same-bundle clause of Definition 1.
+
     Returns
     -------
     R0, P0 : ndarray (n, n) of bool

@@ -572,11 +572,12 @@ def plot_similarity(G, ax=None, short_names: Mapping[str, str] | None = None, ti
     g = similarity_graph(G)
     pos = nx.circular_layout(list(G.index))
     w = np.array([d["weight"] for _, _, d in g.edges(data=True)]) if g.number_of_edges() else np.array([])
-    cmap = plt.get_cmap("Blues")
+    from matplotlib.colors import ListedColormap
+
+    cmap = ListedColormap(plt.get_cmap("Blues")(np.linspace(0.3, 1.0, 256)))  # lightest edges stay visible
     if len(w):
-        off = G.to_numpy()[np.triu_indices(len(G), 1)]
-        lo, hi = float(off.min()), float(off.max())
-        norm = plt.Normalize(lo - 0.25 * (hi - lo + 1e-9), hi)
+        lo, hi = float(w.min()), float(w.max())
+        norm = plt.Normalize(lo, hi if hi > lo else lo + 1e-9)
         nx.draw_networkx_edges(g, pos, ax=a2, edge_color=[cmap(norm(x)) for x in w],
                                width=1 + 5 * (w - w.min()) / (np.ptp(w) + 1e-9))
         sm = plt.cm.ScalarMappable(cmap=cmap, norm=norm)
