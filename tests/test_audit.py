@@ -236,3 +236,18 @@ def test_origin_budget_convention(sims):
         assert np.array_equal(E[off], Eo[off])
         assert (cv.critical_efficiency(ds, "origin_budget") * 12).denominator == 1
     assert np.allclose(cv.attainable_values("origin_budget/e"), np.arange(13) / 12)
+
+
+def test_nlls_forms_cross_study():
+    from moralkit import audit
+
+    x = audit.nlls_cross_forms(2, seed=0).set_index(["generated", "fitted", "param"])
+    # the matching form recovers (a, b) from its own continuous predictions
+    assert x.loc[("exact", "exact"), "rmse"].max() < 1e-3
+    assert x.loc[("paper", "paper"), "rmse"].max() < 1e-3
+    # the wrong form is biased (unequal weights make the forms differ)
+    assert x.loc[("exact", "paper"), "rmse"].mean() > 0.02
+    rec = audit.nlls_recovery(2, noise_levels=(0.0,), seed=0)
+    assert set(rec["form"]) == {"paper", "exact"} and len(rec) == 2 * 10
+    b = rec[(rec.form == "exact") & rec.param.str.startswith("b")]
+    assert b["rmse"].mean() < 0.3  # best of 100 integer options: b recovered closely
