@@ -684,7 +684,10 @@ def _min_cycle_threshold(R, cand):
 
 @njit(cache=True)
 def _candidates(R):
-    """Sorted distinct off-diagonal ratios that can be the CCEI: below 1 and not above the best 2-cycle."""
+    """Sorted distinct off-diagonal float ratios that can matter: <= 1 and <= the best 2-cycle bound.
+
+    (Ratios whose float is exactly 1.0 are kept: the exact ratio may lie just below 1.)
+    """
     T = R.shape[0]
     U = 1.0
     for r in range(T):
@@ -697,7 +700,7 @@ def _candidates(R):
     for r in range(T):
         for k in range(T):
             v = R[r, k]
-            if k != r and (v < 1.0) and v <= U:
+            if k != r and v <= U:  # U <= 1
                 buf[n] = v
                 n += 1
     out = np.sort(buf[:n])
@@ -883,7 +886,7 @@ def _ccei_float(E) -> float:
     # nearest to the exact CCEI: rounding is monotone, so {ratio <= x} is contained in
     # {fl(ratio) <= fl(x)}, which is contained in {ratio <= y} for the largest exact
     # ratio y with fl(y) <= fl(x).
-    return max(0.0, v[1])
+    return min(1.0, max(0.0, v[1]))
 
 
 def _ccei_fraction(E) -> Fraction:
@@ -915,7 +918,7 @@ def _ccei_fraction(E) -> Fraction:
         val = distinct[lo]
     else:
         val = distinct[0]
-    return max(Fraction(0), val)
+    return min(Fraction(1), max(Fraction(0), val))
 
 
 def _frac(x) -> Fraction:
