@@ -200,7 +200,7 @@ def _own_expenditures(coordinates: str) -> set[int]:
     """Own expenditures a chosen answer can have (over all 32 corners x 5 prices)."""
     if coordinates in ("corner", "origin_budget"):
         return {BUDGET}
-    out = set()
+    out = {BUDGET} if coordinates == "nominal" else set()  # nominal: unflipped rounds cost 12
     for p in PRICES:
         ys = budget_set(p)
         for o in CORNERS:

@@ -135,6 +135,7 @@ def test_attainable_values_and_support():
     assert np.allclose(corner, np.arange(13) / 12)
     nominal = cv.attainable_values("nominal/e")
     assert np.isclose(nominal, 7 / 18).any() and not np.isclose(nominal, 5 / 13).any()
+    assert set(np.round(nominal, 9)) == set(np.round([a / 12 for a in range(13)] + [a / 18 for a in range(19)], 9))
     origin = cv.attainable_values("origin/e")
     assert np.isclose(origin, 5 / 13).any() and np.isclose(origin, 6 / 17).any()
     assert cv.in_support([0.417, 0.333, 0.250], "corner/e").all()
