@@ -223,7 +223,7 @@ def notebook_title(nb, default: str = "") -> str:
         if m:
             t = m.group(1)
             t = re.sub(r"\$+([^$]*)\$+", r"\1", t)  # drop math delimiters for plain-text use
-            t = re.sub(r"[*_`]", "", t)
+            t = re.sub(r"\*\*|__|[*`]", "", t)
             return t.strip()
     return default
 
@@ -474,7 +474,7 @@ _MATH = re.compile(
     r"|\\\[(?P<br>.+?)\\\]"
     r"|(?P<env>\\begin\{(?P<envname>equation|align|gather|multline|eqnarray|displaymath)\*?\}.+?\\end\{(?P=envname)\*?\})"
     r"|\\\((?P<pa>.+?)\\\)"
-    r"|(?<![\\$\w])\$(?P<d>[^\s$](?:[^$\n]|\n(?!\n))*?(?<![\s\\]))\$(?!\d)",
+    r"|(?<![\\$])\$(?P<d>[^\s$](?:[^$\n]|\n(?!\n))*?(?<![\s\\]))\$(?!\d)",
     re.S,
 )
 
