@@ -103,6 +103,7 @@ from .design import BUDGET, DIMENSIONS
 __all__ = [
     "FORMS",
     "MIN_ROUNDS",
+    "ETA_BOUND",
     "UtilityFit",
     "predict_answers",
     "fit_answers",
@@ -126,6 +127,11 @@ MIN_ROUNDS: int = 3
 
 _N_PAR = 9
 _RANK_RTOL = 1e-9
+
+#: Bound on the free logits ``eta`` (weights ratios up to ``exp(2 * ETA_BOUND)``): keeps ``1 / a_s``
+#: finite when the best fit pushes a weight towards 0; an estimate at the bound is a boundary solution
+#: (reported in ``UtilityFit.regular``).
+ETA_BOUND: float = 20.0
 
 
 # --------------------------------------------------------------------------- coordinates
@@ -321,7 +327,10 @@ class _Problem:
         return -Jt.reshape(-1, _N_PAR)
 
     def solve(self, theta0, max_nfev=None):
-        return least_squares(self.resid, theta0, jac=self.jac, method="trf", x_scale="jac",
+        lb = np.r_[np.full(4, -ETA_BOUND), np.full(5, -np.inf)]
+        ub = np.r_[np.full(4, ETA_BOUND), np.full(5, np.inf)]
+        theta0 = np.clip(theta0, lb + 1e-9, ub - 1e-9)
+        return least_squares(self.resid, theta0, jac=self.jac, bounds=(lb, ub), method="trf", x_scale="jac",
                              ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=max_nfev or 200 * _N_PAR)
 
 
@@ -371,6 +380,11 @@ class UtilityFit:
         First-order optimality (max |gradient|) at the estimate.
     converged : bool
         ``status > 0``.
+    regular : bool
+        The Jacobian at the estimate has full rank 9 and no weight logit is at
+        :data:`ETA_BOUND`. When False (a weight pushed to 0, or a flat
+        direction), the delta-method SEs are NaN (a warning says so) and the
+        estimate is a boundary solution: read the bootstrap intervals.
     cov_type : str
     q0 : ndarray (5,) or None
         The model's unconstrained answer (round 0), for Figure 2.
@@ -393,6 +407,7 @@ class UtilityFit:
     message: str
     optimality: float
     converged: bool
+    regular: bool
     cov_type: str
     seed: int
     q0: np.ndarray | None = None
@@ -426,7 +441,8 @@ class UtilityFit:
 
     def convergence(self) -> dict:
         """Convergence report: status, message, cost, optimality, starts agreeing."""
-        return dict(model=self.model, form=self.form, converged=self.converged, status=self.status,
+        return dict(model=self.model, form=self.form, converged=self.converged, regular=self.regular,
+                    status=self.status,
                     message=self.message, ssr=self.ssr, rmse=self.rmse, optimality=self.optimality,
                     n_starts=self.n_starts, n_agree=self.n_agree, n_obs=self.n_obs,
                     n_excluded=self.n_excluded, n_boot=self.n_boot, n_boot_failed=self.n_boot_failed)
@@ -457,11 +473,13 @@ def _covariance(prob: _Problem, theta, cov_type, n_rounds):
 
     r = prob.resid(theta)
     X = -prob.jac(theta)  # d yhat / d theta
-    if cov_type == "cluster":
-        groups = np.repeat(np.arange(n_rounds), 5)
-        ols = OLS(r, X).fit(cov_type="cluster", cov_kwds={"groups": groups})
-    else:
-        ols = OLS(r, X).fit(cov_type=cov_type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rank deficiency is detected and reported by the caller
+        if cov_type == "cluster":
+            groups = np.repeat(np.arange(n_rounds), 5)
+            ols = OLS(r, X).fit(cov_type="cluster", cov_kwds={"groups": groups})
+        else:
+            ols = OLS(r, X).fit(cov_type=cov_type)
     V = np.asarray(ols.cov_params())
     a, _ = _theta_to_ab(theta)
     D = np.zeros((10, _N_PAR))
@@ -634,16 +652,23 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
         if r.cost <= best.cost + tol_cost and np.abs(ar - a).max() < 1e-4 and np.abs(br - b).max() < 1e-4:
             n_agree += 1
 
+    at_bound = bool((np.abs(best.x[:4]) >= ETA_BOUND - 1e-6).any())
+    regular = (not at_bound) and _rank(prob.jac(best.x)) == _N_PAR
     cov = _covariance(prob, best.x, cov_type, T)
+    if not regular:
+        cov = np.full((10, 10), np.nan)
+        why = ("a weight is pushed to 0 (boundary solution)" if at_bound
+               else "the Jacobian at the estimate is rank-deficient (a flat direction)")
+        warnings.warn(f"{label}{why}: the delta-method standard errors are undefined (NaN) and the estimate "
+                      "is not a regular interior optimum; read the bootstrap intervals (n_boot > 0)",
+                      RuntimeWarning, stacklevel=2)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    if not np.isfinite(se).all():
-        warnings.warn(f"{label}delta-method standard errors are not finite (ill-conditioned Jacobian at the "
-                      "estimate); use the bootstrap (n_boot > 0)", RuntimeWarning, stacklevel=2)
 
     out = UtilityFit(model=str(model), form=form, a=a, b=b, se_a=se[:5], se_b=se[5:], cov=cov,
                      ssr=float(2 * best.cost), n_obs=T, n_excluded=int(n_excluded), n_starts=int(n_starts),
                      n_agree=n_agree, status=int(best.status), message=str(best.message),
-                     optimality=float(best.optimality), converged=bool(best.status > 0), cov_type=cov_type,
+                     optimality=float(best.optimality), converged=bool(best.status > 0), regular=regular,
+                     cov_type=cov_type,
                      seed=int(seed), q0=None if q0 is None else np.asarray(q0, dtype=float), level=float(level))
     if n_boot:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -907,7 +932,9 @@ def _intervals(f: UtilityFit, name: str, interval: str):
         from scipy.stats import norm
 
         z = norm.ppf(0.5 + f.level / 2)
-        se = np.nan_to_num(getattr(f, f"se_{name}"), nan=0.0)
+        se = getattr(f, f"se_{name}")
+        if not np.isfinite(se).all():
+            return None  # boundary solution without bootstrap: no interval (said in the legend)
         return np.vstack([z * se, z * se])
     return None
 
@@ -940,8 +967,9 @@ def plot_parameters(results, interval: str = "ci", figsize=None):
                             (axes[1], "b", "(b) ideal answers $b_s$")):
         for i, f in enumerate(fits):
             err = _intervals(f, name, interval) if interval else None
+            lab = f.model + (" (no interval: boundary optimum)" if interval and err is None else "")
             ax.errorbar(x + offs[i], getattr(f, name), yerr=err, marker="o", ms=4, lw=1.5, capsize=3,
-                        label=f.model)
+                        label=lab)
         ax.set_xticks(x, DIMENSIONS)
         ax.set_title(title)
         ax.grid(alpha=0.3)
@@ -949,8 +977,17 @@ def plot_parameters(results, interval: str = "ci", figsize=None):
     axes[1].axhline(2.5, color="0.5", ls=":", lw=1)
     axes[0].set_ylabel("$a_s$")
     axes[1].set_ylabel("$b_s$ (0-5 scale)")
-    what = {"ci": "bootstrap percentile intervals (delta-method where no bootstrap)", "se": "delta-method intervals",
-            None: "no intervals"}[interval]
+    lev = f"{100 * fits[0].level:g} %"
+    n_ci = sum(f.ci_a is not None for f in fits)
+    if interval is None:
+        what = "no intervals"
+    elif interval == "se" or n_ci == 0:
+        what = f"{lev} delta-method intervals"
+    elif n_ci == len(fits):
+        what = f"{lev} bootstrap percentile intervals"
+    else:
+        what = f"{lev} bootstrap percentile intervals (delta-method for models without bootstrap)"
+
     fig.suptitle(f"Utility parameters, eq. (7), NLLS form={fits[0].form!r}; {what}", fontsize=10)
     axes[1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
@@ -988,7 +1025,8 @@ def plot_q0_minus_b(results, interval: str = "ci", figsize=None):
         err = _intervals(f, "b", interval) if interval else None
         if err is not None:
             err = err[::-1]  # q0 - b: the upper error of b is the lower error of the difference
-        ax.bar(x - 0.4 + width * (i + 0.5), d, width, yerr=err, capsize=2, label=f.model,
+        lab = f.model + (" (no interval: boundary optimum)" if interval and err is None else "")
+        ax.bar(x - 0.4 + width * (i + 0.5), d, width, yerr=err, capsize=2, label=lab,
                error_kw=dict(lw=0.8))
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(x, DIMENSIONS)

@@ -144,11 +144,14 @@ if ready:
     fits = nlls.fit_models({m: datasets[m] for m in models}, form=form, n_starts=n_starts, seed=seed,
                            n_boot=n_boot, n_jobs=n_jobs, errors="warn")
     conv = pd.DataFrame([f.convergence() for f in fits.values()]).set_index("model")
-    display(conv[["form", "converged", "status", "ssr", "rmse", "optimality", "n_starts", "n_agree",
+    display(conv[["form", "converged", "regular", "status", "ssr", "rmse", "optimality", "n_starts", "n_agree",
                   "n_obs", "n_excluded", "n_boot", "n_boot_failed"]])
     not_conv = conv.index[~conv["converged"]].tolist()
     if not_conv:
         print("NOT converged (read with care):", not_conv)
+    irregular = conv.index[~conv["regular"]].tolist()
+    if irregular:
+        print("boundary or flat optimum, delta-method s.e. undefined (see the bootstrap intervals):", irregular)
     ready = len(fits) > 0
 
 # %% [markdown]

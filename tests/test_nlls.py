@@ -246,7 +246,7 @@ def test_fit_result_fields_and_convergence_report(sim):
     fit = nlls.fit_utility(sim[2], form="exact", n_starts=4, seed=3)
     assert fit.model == "sim-nlls-2" and fit.form == "exact"
     assert fit.n_obs == 160 and fit.n_excluded == 0 and fit.n_starts == 4
-    assert 1 <= fit.n_agree <= 4 and fit.status > 0 and fit.converged
+    assert 1 <= fit.n_agree <= 4 and fit.status > 0 and fit.converged and fit.regular
     assert np.isfinite(fit.se_a).all() and np.isfinite(fit.se_b).all() and (fit.se_b > 0).all()
     assert fit.ssr == pytest.approx(
         ((np.abs(sim[2].choices - sim[2].corners)
@@ -352,6 +352,24 @@ def test_too_few_or_unidentifying_rounds_raise(sim):
         nlls.fit_utility({"x": ds})
     with pytest.raises(ValueError, match="n_starts"):
         nlls.fit_utility(ds, n_starts=0)
+
+
+def test_boundary_solution_is_flagged_not_hidden(design):
+    """A random chooser on 30 rounds: the exact-form optimum pushes weights to 0 (logits at ETA_BOUND)."""
+    from moralkit.simulate import simulate_random
+
+    ds = simulate_random(design, seed=1, model="sim-random").subset(np.arange(0, 150, 5))
+    with pytest.warns(RuntimeWarning, match="boundary solution"):
+        fit = nlls.fit_utility(ds, form="exact", n_starts=3)
+    assert not fit.regular and fit.converged
+    assert np.isnan(fit.se_a).all() and np.isnan(fit.se_b).all()
+    assert np.isfinite(fit.a).all() and np.isfinite(fit.b).all() and fit.a.sum() == pytest.approx(1)
+    assert fit.convergence()["regular"] is False
+    with pytest.warns(UserWarning, match="not finite for"):
+        nlls.table2({ds.model: fit}, uncertainty="se")
+    # a regular fit of the same kind of data has finite SEs
+    full = nlls.fit_utility(simulate_random(design, seed=1, model="sim-random"), form="exact", n_starts=2)
+    assert full.regular and np.isfinite(full.se_b).all()
 
 
 def test_fit_models_leaves_out_unfittable_models_with_a_warning(sim):
