@@ -72,6 +72,18 @@ def test_seeded_and_independent_of_workers_and_companions(few):
     assert not np.array_equal(c.null_ccei, d.null_ccei)
 
 
+def test_process_backend_gives_the_same_results(few):
+    # a caller-chosen joblib backend (processes here; Dask works the same way) takes precedence
+    import joblib
+
+    sub = dict(list(few.items())[:2])
+    a = random_choice_tests(sub, n_datasets=150, seed=3, n_jobs=1)
+    with joblib.parallel_backend("loky"):
+        b = random_choice_tests(sub, n_datasets=150, seed=3, n_jobs=2)
+    for m in sub:
+        assert np.array_equal(a[m].null_ccei, b[m].null_ccei)
+
+
 def test_stars_are_weak_inequalities():
     assert stars(0.0) == stars(0.01) == "***"
     assert stars(0.011) == stars(0.05) == "**"
