@@ -258,6 +258,39 @@ def test_fit_result_fields_and_convergence_report(sim):
     np.testing.assert_array_equal(fit.q0, sim[2].q0)
 
 
+def test_nlls_optimum_agrees_with_an_independent_constrained_minimiser():
+    """SLSQP on (a, b) directly (a >= 0, sum a = 1), predictions from the batched KKT system: same optimum."""
+    from scipy.optimize import minimize
+
+    ag = QuadraticAgent(a=[0.3, 0.15, 0.2, 0.15, 0.2], b=[2.8, 2.1, 2.6, 3.2, 2.3])
+    ds = simulate_quadratic(ag, make_design(3), noise=0.2, seed=8, model="sim-slsqp")
+    fit = nlls.fit_utility(ds, n_starts=3)
+    y = np.abs(ds.choices - ds.corners).astype(float)
+    sgn = np.where(ds.corners == 0, 1.0, -1.0)
+    T = len(y)
+    K = np.zeros((T, 6, 6))
+    K[:, :5, 5] = ds.prices
+    K[:, 5, :5] = ds.prices
+
+    def ssr(x):
+        a, b = x[:5], x[5:]
+        b_o = ds.corners + sgn * b
+        K[:, np.arange(5), np.arange(5)] = a
+        rhs = np.concatenate([a * b_o, np.full((T, 1), float(BUDGET))], axis=1)
+        yhat = np.linalg.solve(K, rhs[..., None])[:, :5, 0]
+        return ((y - yhat) ** 2).sum()
+
+    x0 = np.concatenate([np.full(5, 0.2), np.full(5, 2.5)])
+    res = minimize(ssr, x0, method="SLSQP", bounds=[(1e-4, 1)] * 5 + [(None, None)] * 5,
+                   constraints=[{"type": "eq", "fun": lambda x: x[:5].sum() - 1}],
+                   options={"ftol": 1e-14, "maxiter": 500})
+    assert res.success
+    assert fit.ssr <= res.fun + 1e-6
+    assert fit.ssr == pytest.approx(ssr(np.concatenate([fit.a, fit.b])), rel=1e-10)
+    np.testing.assert_allclose(res.x[:5], fit.a, atol=2e-3)
+    np.testing.assert_allclose(res.x[5:], fit.b, atol=2e-3)
+
+
 def test_fit_is_seeded_and_does_not_depend_on_other_models(sim):
     alone = nlls.fit_utility(sim[3], n_starts=3, seed=5)
     group = nlls.fit_models({ds.model: ds for ds in sim[2:4]}, n_starts=3, seed=5)
