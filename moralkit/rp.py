@@ -36,7 +36,7 @@ by the CCEI.
 
 The CCEI (Definition 3) is the supremum of ``e in (0, 1]`` such that the data
 satisfy ``GARP_e`` (the standard Afriat critical cost efficiency index; the
-paper prints ``inf 1 - e``, an alternative convention not implemented here).
+paper prints ``inf 1 - e``, an alternative convention, see below).
 The relations change only when ``e`` crosses a ratio ``E[r, k] / E[r, r]``, so
 the supremum is one of those ratios or 1. Precisely, with
 ``M* = min over cycles of the largest ratio on the cycle``,
@@ -48,11 +48,26 @@ but it holds for every ``e < M*`` and fails for every ``e > M*``; the supremum
 is ``M*`` either way. When no ``e > 0`` satisfies GARP_e (``M* <= 0``) the
 supremum of the empty set is reported as 0.
 
-Everything here is exact: ratios are ordered with error-free products
-(Dekker's TwoProduct), so no tolerance is involved. For PSM data ``E`` is an
-integer matrix with ``E[r, r] = 12``; the CCEI is then a multiple of 1/12 and
-is found by testing at most 12 nested graphs (:func:`ccei_exact` returns it
-as a :class:`fractions.Fraction`).
+Everything here is exact, with no tolerance:
+
+* :func:`relations` / :func:`garp` compare ``e_r E[r, r]`` with ``E[r, k]``
+  through error-free products (Dekker's TwoProduct), or Fractions for an ``e``
+  with a huge denominator;
+* for PSM data ``E`` is an integer matrix with ``E[r, r] = 12``, so the CCEI
+  is a multiple of 1/12: the smallest level ``m`` such that the graph
+  ``{E[r, k] <= m}`` has a cycle (bitset DFS, binary search over the 12
+  levels) gives ``m / 12`` (:func:`ccei_exact` returns a Fraction);
+* for float data the ratios are correctly rounded, hence monotone in the exact
+  ratio, so the smallest float threshold with a cycle is the float nearest the
+  exact CCEI; :func:`ccei_exact` then separates exact ratios sharing that float
+  with Fractions;
+* many choice vectors over the same rounds (the random-choice test,
+  :func:`ccei_choices`) use level-sorted sparse lists of every alternative's
+  costs and add levels 0, 1, 2, ... until a cycle appears.
+
+Alternative conventions (expenditures in unshifted coordinates, the index
+reported as ``1 - e``) only change the matrix fed to these functions or the
+final transform; see :mod:`moralkit.conventions`.
 
 References
 ----------
