@@ -102,7 +102,7 @@ def cmd_collect_moralchoice(a):
 def cmd_export(a):
     from moralkit.collect.store import RecordStore
 
-    st = RecordStore(a.run_dirs[0])
+    st = RecordStore(a.run_dirs[0], readonly=True)
     survey = st.manifest.get("survey")
     st.close()
     if survey == "psm":

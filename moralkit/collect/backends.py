@@ -141,6 +141,13 @@ class TransformersBackend(Backend):
         ``"float16"``, ``"float32"``.
     batch_size : int, default 4
         Requests per forward pass (left padding).
+    threads : int, optional
+        ``torch.set_num_threads`` (default: torch's choice).
+    dequantize : bool, default True
+        GGUF only: unpack the weights into dense ``dtype`` tensors at load time
+        (``GgufConfig(dequantize=True)``), instead of keeping them packed with
+        float32 kernels; dense bfloat16 was faster on the test CPU (see
+        ``benchmarks/bench_backends.py``).
     label : str, optional
         Model label recorded with each answer (default: the registry name or the
         file / directory / hub id name).
@@ -149,7 +156,7 @@ class TransformersBackend(Backend):
     name = "transformers"
 
     def __init__(self, model, gguf_file=None, device="auto", dtype="bfloat16", batch_size=4, label=None,
-                 threads=None):
+                 threads=None, dequantize=True):
         import torch
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -186,12 +193,18 @@ class TransformersBackend(Backend):
             raise ValueError(f"dtype must be 'bfloat16', 'float16' or 'float32', got {dtype!r}")
         self.dtype = str(dtype)
         kw = {"gguf_file": gguf_file} if gguf_file else {}
+        self.dequantize = bool(dequantize) if gguf_file else None
+        mkw = dict(kw)
+        if gguf_file:
+            from transformers import GgufConfig
+
+            mkw["quantization_config"] = GgufConfig(gguf_file=gguf_file, dequantize=bool(dequantize))
         t0 = time.perf_counter()
         self.tokenizer = AutoTokenizer.from_pretrained(src, **kw)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.lm = AutoModelForCausalLM.from_pretrained(src, dtype=td, **kw).to(self.device)
+        self.lm = AutoModelForCausalLM.from_pretrained(src, dtype=td, **mkw).to(self.device)
         self.lm.eval()
         self.load_seconds = time.perf_counter() - t0
         if getattr(self.tokenizer, "chat_template", None) is None:
@@ -205,7 +218,8 @@ class TransformersBackend(Backend):
     def info(self) -> dict:
         return {"backend": self.name, "model": self.model, "source": self.source, "gguf_file": self.gguf_file,
                 "upstream": self.upstream, "licence": self.licence, "model_sha256": self.model_sha256,
-                "device": self.device, "dtype": self.dtype, "batch_size": self.batch_size,
+                "device": self.device, "dtype": self.dtype, "dequantize": self.dequantize,
+                "batch_size": self.batch_size,
                 "load_seconds": round(self.load_seconds, 2), **self._versions}
 
     def chat_text(self, messages) -> str:
@@ -281,10 +295,11 @@ class TransformersBackend(Backend):
 
 
 class _RateLimiter:
-    """At most ``rpm`` request starts in any 60-second window (async)."""
+    """At most ``rpm`` request starts in any ``window``-second window (async; default one minute)."""
 
-    def __init__(self, rpm):
+    def __init__(self, rpm, window=60.0):
         self.rpm = rpm
+        self.window = float(window)
         self.starts: list[float] = []
         self.lock = asyncio.Lock()
 
@@ -294,11 +309,11 @@ class _RateLimiter:
         async with self.lock:
             while True:
                 now = time.monotonic()
-                self.starts = [t for t in self.starts if now - t < 60.0]
+                self.starts = [t for t in self.starts if now - t < self.window]
                 if len(self.starts) < self.rpm:
                     self.starts.append(now)
                     return
-                await asyncio.sleep(60.0 - (now - self.starts[0]) + 1e-3)
+                await asyncio.sleep(self.window - (now - self.starts[0]) + 1e-3)
 
 
 class OpenAIBackend(Backend):
@@ -352,6 +367,7 @@ class OpenAIBackend(Backend):
         self.timeout = float(timeout)
         self.backoff = float(backoff)
         self.send_seed = bool(send_seed)
+        self.rate_window = 60.0
         if not os.environ.get(api_key_env) and base_url is None:
             raise ValueError(
                 f"no API key: set the environment variable {api_key_env} (or pass base_url for a local server)"
@@ -378,7 +394,7 @@ class OpenAIBackend(Backend):
     async def _run(self, requests):
         client = self._client()
         sem = asyncio.Semaphore(self.concurrency)
-        limiter = _RateLimiter(self.rpm)
+        limiter = _RateLimiter(self.rpm, self.rate_window)
         try:
             return await asyncio.gather(*(self._one(client, sem, limiter, r) for r in requests))
         finally:

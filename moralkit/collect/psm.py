@@ -49,8 +49,11 @@ __all__ = ["run_psm", "psm_dataset", "export_psm", "psm_quality", "round_order",
 MAX_ATTEMPTS = 3
 
 #: Manifest keys that must match to resume a PSM run.
-PSM_IDENTITY = ("survey", "label", "backend", "model", "design_seed", "seed", "order", "sampling",
+PSM_IDENTITY = ("survey", "label", "backend", "model", "design_seed", "seed", "sampling",
                 "system", "max_attempts", "n_options")
+# ``order`` is not part of a run's identity: every round is a fresh chat and its seeds depend on
+# (seed, round, attempt) only, so the order changes which rounds are done first, not the answers.
+# Each session records the order it used.
 
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 
@@ -156,7 +159,9 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     seed : int, default 0
         Sampling seed (each attempt's seed is derived from it) and seed of the shuffled order.
     order : {"paper", "shuffled"}
-        Presentation order of the constrained rounds.
+        Presentation order of the constrained rounds. ``"shuffled"`` (seeded by
+        ``seed``) makes a partial run (``limit``, or a run stopped early) a random
+        subset of the 160 rounds. It may change between sessions of one run.
     sampling : Sampling, optional
         Default ``Sampling(temperature=1.0, top_p=1.0, max_tokens=16)`` (the APIs' default
         temperature; the paper did not set one).
@@ -197,9 +202,13 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
         system=system, max_attempts=max_attempts, n_options=n_options, provider=provider or backend.name,
         backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
         unconstrained_prompt_sha256=prompt_sha256([{"role": "user", "content": unconstrained_prompt()}]),
-        session=session_info(),
+        session=dict(session_info(), order=order, limit=limit),
     )
     store = RecordStore(run_dir, manifest, identity_keys=PSM_IDENTITY)
+    orders = {s.get("order", store.manifest.get("order")) for s in store.manifest.get("sessions", [])}
+    if len(orders) > 1:
+        store.update_manifest(order="mixed: " + ", ".join(
+            f"{s.get('started')} {s.get('order')}" for s in store.manifest["sessions"]))
     common = dict(run=Path(run_dir).name, survey="psm", label=label, backend=backend.name, model=backend.model,
                   sampling=sampling.to_dict(), design_seed=int(design_seed))
     rounds = round_order(order, seed, len(design))
@@ -249,7 +258,7 @@ def psm_dataset(run_dir, label=None) -> PSMDataset:
     fingerprint; the corner recorded with each attempt is checked too.
     """
     run_dir = Path(run_dir)
-    store = RecordStore(run_dir)  # read-only use: no manifest change
+    store = RecordStore(run_dir, readonly=True)
     try:
         m = store.manifest
         if m.get("survey") != "psm":

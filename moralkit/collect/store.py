@@ -134,19 +134,36 @@ class RecordStore:
         a different model or design must go to a different run directory).
     identity_keys : tuple of str
         Manifest keys that define "the same run".
+    readonly : bool, default False
+        Only read (records and manifest): no repair, no writes; safe while
+        another process is collecting into the same directory.
     """
 
-    def __init__(self, run_dir, manifest: dict | None = None, identity_keys=()):
+    def __init__(self, run_dir, manifest: dict | None = None, identity_keys=(), readonly: bool = False):
         self.dir = Path(run_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / RECORDS
         self.manifest_path = self.dir / MANIFEST
+        self.readonly = bool(readonly)
+        self._fd = None
+        if self.readonly:
+            if not self.manifest_path.exists():
+                raise FileNotFoundError(f"{self.dir} is not a run directory (no {MANIFEST})")
+            self.records = read_records(self.dir)
+            self._index()
+            self.manifest = json.loads(self.manifest_path.read_text())
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
         if not self.path.exists() and (self.dir / RECORDS_GZ).exists():
             # resume from the committed compressed copy
             with gzip.open(self.dir / RECORDS_GZ, "rb") as src, open(self.path, "wb") as dst:
                 dst.write(src.read())
         self._repair()
         self.records: list[dict] = read_records(self.path) if self.path.exists() else []
+        self._index()
+        self.manifest = self._load_manifest(manifest, identity_keys)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _index(self):
         self._keys: dict[tuple, dict] = {}
         for r in self.records:
             if r.get("kind", "attempt") != "attempt":
@@ -155,8 +172,6 @@ class RecordStore:
             if k in self._keys:
                 raise ValueError(f"{self.path}: duplicate record for task {k[0]!r} attempt {k[1]}")
             self._keys[k] = r
-        self.manifest = self._load_manifest(manifest, identity_keys)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     # ------------------------------------------------------------------ manifest
     def _load_manifest(self, manifest, identity_keys):
@@ -192,6 +207,8 @@ class RecordStore:
 
     def update_manifest(self, **kw):
         """Set manifest keys (atomically rewritten)."""
+        if self.readonly:
+            raise ValueError(f"{self.dir} was opened read-only")
         self.manifest.update(kw)
         self._write_manifest(self.manifest)
 
@@ -230,6 +247,8 @@ class RecordStore:
 
     def append(self, record: dict) -> None:
         """Append one record durably (write + fsync). Attempts must have a new ``(task, attempt)``."""
+        if self.readonly:
+            raise ValueError(f"{self.dir} was opened read-only")
         kind = record.get("kind", "attempt")
         if kind == "attempt":
             k = (record["task"], int(record["attempt"]))

@@ -1,0 +1,294 @@
+"""Administer MoralChoice to an LLM and export the answers in the survey's response layout.
+
+Protocol (Scherrer et al. 2023, Section 3.3 and Appendix B), as implemented by
+:func:`run_moralchoice`:
+
+- six question forms per scenario: the three templates ``ab``, ``repeat``,
+  ``compare`` (Table 12) times the two orderings of the actions;
+- the template's instruction header (Table 13) as the system message (or
+  prepended to the question with ``header="prepend"``), the question as the user
+  message, one question per fresh chat (context reset);
+- ``M`` samples per form at temperature 1 (paper: ``M = 5`` for low-, ``M = 10``
+  for high-ambiguity scenarios; configurable);
+- every answer mapped with :func:`moralkit.moralchoice.map_answer` to
+  ``action1``, ``action2``, ``refusal`` or ``invalid``.
+
+Prompts come from :func:`moralkit.moralchoice.build_prompt` and scenarios from
+:func:`moralkit.moralchoice.load_scenarios` (this module writes none of its own).
+One request per (scenario, form, sample); there are no retries (invalid answers
+are part of the estimand's denominator handling, Section 3.3).
+
+References
+----------
+Scherrer, N., Shi, C., Feder, A., Blei, D. (2023). *Evaluating the Moral Beliefs
+Encoded in LLMs*, Section 3.3 and Appendix B (Tables 12-13, B.2).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .backends import Backend, Sampling
+from .psm import _Task, _check_label, _run_tasks
+from .store import RecordStore, git_commit, package_versions, read_records, session_info, utc_now
+
+__all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
+           "select_scenarios", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "MC_IDENTITY"]
+
+#: Samples per question form in the paper (Section 3.3).
+DEFAULT_SAMPLES = {"low": 5, "high": 10, "controversial": 10}
+
+#: New-token caps per question type (the paper does not give one; "repeat" must echo a sentence).
+DEFAULT_MAX_TOKENS = {"ab": 8, "compare": 8, "repeat": 48}
+
+MC_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "seed", "sampling", "header", "system")
+
+RESPONSE_COLUMNS = ("scenario_id", "model_id", "question_type", "question_ordering", "eval_technique",
+                    "eval_top_p", "eval_temperature", "eval_sample_nb", "timestamp", "answer_raw", "answer",
+                    "decision")
+
+
+def select_scenarios(scenarios: pd.DataFrame, ids=None, n=None, seed: int = 0) -> pd.DataFrame:
+    """A subset of a scenario table: given ``ids`` (in that order), a seeded random ``n``
+    (kept in table order), or all rows."""
+    if ids is not None and n is not None:
+        raise ValueError("pass either scenario ids or n_scenarios, not both")
+    if ids is not None:
+        ids = list(ids)
+        known = set(scenarios["scenario_id"])
+        bad = [i for i in ids if i not in known]
+        if bad:
+            raise ValueError(f"unknown scenario ids {bad[:5]} (of {len(bad)}); see load_scenarios()")
+        return scenarios.set_index("scenario_id").loc[ids].reset_index()
+    if n is not None:
+        if not 1 <= int(n) <= len(scenarios):
+            raise ValueError(f"n_scenarios must be in 1..{len(scenarios)}, got {n}")
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 3_2023]))
+        idx = np.sort(rng.choice(len(scenarios), size=int(n), replace=False))
+        return scenarios.iloc[idx].reset_index(drop=True)
+    return scenarios.reset_index(drop=True)
+
+
+def _task_id(sid, qt, o, m):
+    return f"{sid}|{qt}|{o}|{m}"
+
+
+def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label=None, scenarios=None,
+                    n_scenarios=None, scenario_seed: int = 0, samples=None, question_types=None,
+                    sampling: Sampling | None = None, max_tokens=None, seed: int = 0, header: str = "system",
+                    system=None, source=None, progress: bool = True, export=None) -> pd.DataFrame:
+    """Administer MoralChoice (six forms x ``samples``) and return the answers in the response layout.
+
+    Parameters
+    ----------
+    backend : Backend
+    run_dir : path-like
+        Run directory (records + manifest); re-running resumes. One ambiguity level per run.
+    ambiguity : {"low", "high", "controversial"}
+    label : str, optional
+        Model label (``model_id`` is ``"<backend>/<label>"``).
+    scenarios : list of str, optional
+        Scenario ids; or ``n_scenarios`` for a seeded random subset (``scenario_seed``); default all.
+        A run can be extended later with more scenarios or samples (same other settings).
+    samples : int, optional
+        ``M`` samples per form (default 5 for low, 10 for high).
+    question_types : tuple of str, optional
+        Subset of ``("ab", "repeat", "compare")``; default all three.
+    sampling : Sampling, optional
+        Default ``Sampling(temperature=1.0, top_p=1.0)`` (Section 3.3); its ``max_tokens``
+        is replaced per question type by ``max_tokens`` (dict) or :data:`DEFAULT_MAX_TOKENS`.
+    seed : int
+        Sampling seed (seeds are derived per request / per batch).
+    header : {"system", "prepend"}
+        Send the template's instruction header as the system message, or prepend it
+        to the question in a single user message.
+    system : str, optional
+        Not used with the templates' headers; kept for symmetry (must be None).
+    progress : bool
+    export : path-like, optional
+        Also write the response file (:func:`export_moralchoice`) there.
+
+    Returns
+    -------
+    DataFrame
+        Columns of :data:`RESPONSE_COLUMNS` (the shared response files' layout).
+
+    References
+    ----------
+    Scherrer et al. (2023), Section 3.3, Appendix B.
+    """
+    from .. import moralchoice as mc
+
+    if system is not None:
+        raise ValueError("MoralChoice uses the templates' instruction headers; pass header='system' or 'prepend'")
+    if header not in ("system", "prepend"):
+        raise ValueError(f"header must be 'system' or 'prepend', got {header!r}")
+    label = label or backend.model
+    _check_label(label)
+    sampling = sampling or Sampling(temperature=1.0, top_p=1.0)
+    qts = tuple(question_types) if question_types else tuple(mc.QUESTION_TYPES)
+    bad = [q for q in qts if q not in mc.QUESTION_TYPES]
+    if bad:
+        raise ValueError(f"unknown question types {bad}; choose from {mc.QUESTION_TYPES}")
+    M = DEFAULT_SAMPLES.get(ambiguity, 5) if samples is None else int(samples)
+    if M < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    mt = dict(DEFAULT_MAX_TOKENS)
+    if isinstance(max_tokens, dict):
+        mt.update(max_tokens)
+    elif max_tokens is not None:
+        mt = {q: int(max_tokens) for q in mt}
+    table = mc.load_scenarios(ambiguity, source=source)
+    chosen = select_scenarios(table, scenarios, n_scenarios, scenario_seed)
+    templates = mc.load_templates(source)
+    manifest = dict(
+        survey="moralchoice", label=label, backend=backend.name, model=backend.model, ambiguity=ambiguity,
+        seed=int(seed), sampling={**sampling.to_dict(), "max_tokens": mt}, header=header, system=None,
+        provider=backend.name, backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
+        session=dict(session_info(), scenarios=len(chosen), samples=M, question_types=list(qts),
+                     n_scenarios=n_scenarios, scenario_seed=scenario_seed),
+    )
+    store = RecordStore(run_dir, manifest, identity_keys=MC_IDENTITY)
+    common = dict(run=Path(run_dir).name, survey="moralchoice", label=label, backend=backend.name,
+                  model=backend.model, ambiguity=ambiguity)
+    tasks_by_qt = {q: [] for q in qts}
+    headers = {}
+    for q in qts:
+        for _, sc in chosen.iterrows():
+            for o in (0, 1):
+                h, text = mc.build_prompt(sc, q, o, templates)
+                headers[q] = h
+                for m in range(M):
+                    tasks_by_qt[q].append((
+                        _Task(_task_id(sc["scenario_id"], q, o, m), 0, h + text if header == "prepend" else text,
+                              {"scenario_id": sc["scenario_id"], "question_type": q, "ordering": o, "sample": m}),
+                        (sc["action1"], sc["action2"], o)))
+    total = sum(len(v) for v in tasks_by_qt.values())
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=f"MoralChoice {ambiguity} {label}", unit="answer")
+    try:
+        for q, tasks in tasks_by_qt.items():
+            s_q = Sampling(**{**sampling.to_dict(), "max_tokens": mt[q]})
+            system_msg = None if header == "prepend" else headers.get(q)
+            B = max(1, int(getattr(backend, "batch_size", 1)))
+            for i in range(0, len(tasks), B):
+                _run_batch(backend, store, tasks[i:i + B], q, templates, s_q, system_msg, seed, common, bar)
+        store.update_manifest(last_finished=utc_now())
+    finally:
+        if bar is not None:
+            bar.close()
+        store.compress()
+        store.close()
+    df = moralchoice_frame(run_dir)
+    if export is not None:
+        _write(df, export)
+    return df
+
+
+def _run_batch(backend, store, chunk, q, templates, sampling, system, seed, common, bar):
+    """One backend batch of MoralChoice requests (one attempt each), mapped and stored."""
+    from .. import moralchoice as mc
+    from .backends import Request
+    from .psm import _iso
+    from .store import derive_seed, prompt_sha256
+
+    todo = [(t, m) for t, m in chunk if not store.attempts(t.task)]
+    if bar is not None:
+        bar.update(len(chunk) - len(todo))
+    if not todo:
+        return
+    reqs = [Request.from_prompt(t.prompt, system=system, seed=derive_seed(seed, t.task, 1), sampling=sampling)
+            for t, _ in todo]
+    comps = backend.generate(reqs)
+    n_err = 0
+    for (t, (a1, a2, o)), rq, c in zip(todo, reqs, comps):
+        base = dict(common, task=t.task, **t.extra, seed=rq.seed, prompt_sha256=prompt_sha256(rq.messages),
+                    sampling=rq.sampling.to_dict(), started=_iso(c.started), finished=utc_now(),
+                    latency_s=round(c.latency_s, 4), prompt_tokens=c.prompt_tokens,
+                    completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, response_model=c.model,
+                    batch=len(reqs))
+        if c.error is not None:
+            n_err += 1
+            store.append(dict(base, kind="error", attempt=1, error=c.error))
+            continue
+        d = mc.map_answer(c.text if c.text is not None else "", q, o, a1, a2, templates)
+        store.append(dict(base, kind="attempt", attempt=1, raw=c.text, parsed=d,
+                          status="ok" if d in ("action1", "action2") else d))
+    if bar is not None:
+        bar.update(len(todo))
+    if n_err == len(todo):
+        raise RuntimeError(f"the backend failed a whole batch (last error: {comps[-1].error}); completed "
+                           "records are saved, re-run the same command to resume")
+
+
+def _timestamp(iso):
+    if not iso:
+        return ""
+    t = _dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return t.strftime("%Y-%m-%d_%H:%M:%S")
+
+
+def moralchoice_frame(run_dir_or_records, label=None) -> pd.DataFrame:
+    """The answers of a MoralChoice run in the shared response files' column layout.
+
+    ``model_id`` is ``"<backend>/<label>"``; ``eval_technique`` is ``"top_p_sampling"``
+    (``"greedy"`` at temperature 0); ``answer`` equals ``answer_raw``; ``decision`` is
+    :func:`moralkit.moralchoice.map_answer` (``action1``, ``action2``, ``refusal`` or ``invalid``).
+    Rows are sorted by scenario, question type, ordering and sample.
+    """
+    recs = run_dir_or_records if isinstance(run_dir_or_records, list) else read_records(run_dir_or_records)
+    rows = []
+    for r in recs:
+        if r.get("kind", "attempt") != "attempt":
+            continue
+        s = r["sampling"]
+        rows.append(dict(
+            scenario_id=r["scenario_id"], model_id=f"{r['backend']}/{label or r['label']}",
+            question_type=r["question_type"], question_ordering=int(r["ordering"]),
+            eval_technique="top_p_sampling" if s["temperature"] > 0 else "greedy",
+            eval_top_p=float(s["top_p"]), eval_temperature=float(s["temperature"]), eval_sample_nb=int(r["sample"]),
+            timestamp=_timestamp(r.get("finished")), answer_raw=r["raw"] if r["raw"] is not None else "",
+            answer=r["raw"] if r["raw"] is not None else "", decision=r["parsed"]))
+    df = pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
+    if len(df):
+        df = df.sort_values(["scenario_id", "question_type", "question_ordering", "eval_sample_nb"],
+                            kind="stable").reset_index(drop=True)
+    return df
+
+
+def _write(df, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False, compression={"method": "gzip", "mtime": 0})
+    return path
+
+
+def export_moralchoice(run_dirs, path) -> Path:
+    """Write the response file (``.csv.gz``, shared layout) of one or more runs of one model."""
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    df = pd.concat([moralchoice_frame(d) for d in run_dirs], ignore_index=True)
+    if df["model_id"].nunique() > 1:
+        raise ValueError(f"one response file holds one model; got {sorted(df['model_id'].unique())}")
+    return _write(df, path)
+
+
+def moralchoice_quality(run_dir_or_records) -> dict:
+    """Counts of decisions (action1/action2/refusal/invalid), answers, transport errors, mean latency."""
+    recs = run_dir_or_records if isinstance(run_dir_or_records, list) else read_records(run_dir_or_records)
+    att = [r for r in recs if r.get("kind", "attempt") == "attempt"]
+    lat = [r["latency_s"] / max(1, r.get("batch", 1)) for r in att if r.get("latency_s") is not None]
+    return dict(answers=len(att), decision=dict(Counter(r["parsed"] for r in att)),
+                by_question_type={q: dict(Counter(r["parsed"] for r in att if r["question_type"] == q))
+                                  for q in sorted({r["question_type"] for r in att})},
+                errors=sum(1 for r in recs if r.get("kind") == "error"),
+                scenarios=len({r["scenario_id"] for r in att}),
+                seconds_per_answer=float(np.mean(lat)) if lat else None)

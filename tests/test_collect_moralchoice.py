@@ -1,0 +1,124 @@
+"""MoralChoice runner: six forms x M samples, headers, mapping, resume, export layout.
+
+Uses a *test double* backend (scripted strings, never written to ``data/``); the real-model
+path is covered in ``test_collect_server.py``. Scherrer et al. (2023), Section 3.3, Appendix B.
+"""
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import moralkit.moralchoice as mc
+from moralkit.collect.backends import Backend, Completion
+from moralkit.collect.moralchoice import (RESPONSE_COLUMNS, export_moralchoice, moralchoice_quality,
+                                         run_moralchoice, select_scenarios)
+from moralkit.collect.store import read_records
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "moralchoice"
+
+
+class EchoFirst(Backend):
+    """Test double: 'A' / 'yes' / repeats the first option shown. Records the messages it got."""
+
+    name = "scripted-test-double"
+    model = "echo-first"
+
+    def __init__(self, batch_size=4):
+        self.batch_size = batch_size
+        self.seen = []
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            self.seen.append(r)
+            q = r.messages[-1]["content"]
+            if "Respond solely with A or B" in q:
+                t = "A"
+            elif "Respond solely with yes or no" in q:
+                t = "Yes"
+            else:
+                t = q.split("\n- ")[1].strip()
+            out.append(Completion(text=t, prompt_tokens=50, completion_tokens=2, latency_s=0.01, model=self.model,
+                                  started=1.7e9, finish_reason="stop"))
+        return out
+
+
+@pytest.fixture(scope="module")
+def low():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mc.load_scenarios("low")
+
+
+def test_six_forms_headers_and_mapping(tmp_path, low):
+    b = EchoFirst()
+    ids = list(low["scenario_id"][:3])
+    df = run_moralchoice(b, tmp_path / "r", ambiguity="low", scenarios=ids, samples=2, progress=False)
+    assert len(df) == 3 * 6 * 2 and list(df.columns) == list(RESPONSE_COLUMNS)
+    # the first option shown is chosen: action1 under ordering 0, action2 under ordering 1
+    assert (df.loc[df.question_ordering == 0, "decision"] == "action1").all()
+    assert (df.loc[df.question_ordering == 1, "decision"] == "action2").all()
+    t = mc.load_templates()
+    sc = low.set_index("scenario_id").loc[ids[0]]
+    for r in b.seen:
+        assert r.messages[0]["role"] == "system" and len(r.messages) == 2
+    h, q = mc.build_prompt(sc.rename(None).to_dict() | {"context": sc["context"]}, "repeat", 1, t)
+    assert any(r.messages == ({"role": "system", "content": h}, {"role": "user", "content": q}) for r in b.seen)
+    assert (df.eval_temperature == 1.0).all() and (df.eval_technique == "top_p_sampling").all()
+    assert set(df.eval_sample_nb) == {0, 1} and (df.answer == df.answer_raw).all()
+    q = moralchoice_quality(tmp_path / "r")
+    assert q["answers"] == 36 and q["decision"] == {"action1": 18, "action2": 18}
+
+
+def test_prepend_header_and_resume(tmp_path, low):
+    b = EchoFirst(batch_size=5)
+    run_moralchoice(b, tmp_path / "r", ambiguity="low", n_scenarios=2, samples=1, header="prepend",
+                    question_types=("ab",), progress=False)
+    assert all(len(r.messages) == 1 and r.messages[0]["content"].startswith("You are an AI assistant")
+               for r in b.seen)
+    n = len(b.seen)
+    run_moralchoice(b, tmp_path / "r", ambiguity="low", n_scenarios=2, samples=1, header="prepend",
+                    question_types=("ab",), progress=False)
+    assert len(b.seen) == n  # complete: nothing re-sent
+    run_moralchoice(b, tmp_path / "r", ambiguity="low", n_scenarios=2, samples=2, header="prepend",
+                    question_types=("ab",), progress=False)
+    assert len(b.seen) == 2 * n  # extended with a second sample
+    keys = [r["task"] for r in read_records(tmp_path / "r")]
+    assert len(keys) == len(set(keys)) == 8
+
+
+def test_export_matches_shared_layout(tmp_path, low):
+    run_moralchoice(EchoFirst(), tmp_path / "r", ambiguity="low", n_scenarios=2, samples=1, progress=False)
+    out = export_moralchoice(tmp_path / "r", tmp_path / "x.csv.gz")
+    back = pd.read_csv(out, keep_default_na=False)
+    ref_files = sorted((SHARED / "responses" / "high").glob("*.csv.gz"))
+    if ref_files:
+        ref = pd.read_csv(ref_files[0], keep_default_na=False, nrows=3)
+        assert list(back.columns) == list(ref.columns)
+        assert len(back.timestamp[0]) == len(ref.timestamp[0])  # YYYY-MM-DD_HH:MM:SS
+    # the analysis reader accepts it
+    tidy = mc.read_responses(out)
+    assert len(tidy) == 12 and set(tidy["model"]) == {"scripted-test-double/echo-first"}
+
+
+def test_subsets_and_errors(low):
+    a = select_scenarios(low, n=50, seed=0)
+    assert len(a) == 50 and a.equals(select_scenarios(low, n=50, seed=0))
+    assert list(a.scenario_id) == [s for s in low.scenario_id if s in set(a.scenario_id)]  # table order
+    with pytest.raises(ValueError, match="unknown scenario ids"):
+        select_scenarios(low, ids=["nope"])
+    with pytest.raises(ValueError, match="either"):
+        select_scenarios(low, ids=["C_001"], n=2)
+    with pytest.raises(ValueError, match="n_scenarios"):
+        select_scenarios(low, n=10_000)
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="question types"):
+        run_moralchoice(EchoFirst(), tmp_path / "r", ambiguity="low", question_types=("xy",), progress=False)
+    with pytest.raises(ValueError, match="header"):
+        run_moralchoice(EchoFirst(), tmp_path / "r", ambiguity="low", header="user", progress=False)
+    with pytest.raises(ValueError, match="samples"):
+        run_moralchoice(EchoFirst(), tmp_path / "r", ambiguity="low", samples=0, progress=False)

