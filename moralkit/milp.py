@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -279,8 +280,8 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
         if time_limit is not None:
             kw["timelimit"] = float(time_limit)
     elif solver == "glpk":
-        if time_limit is not None:
-            kw["timelimit"] = max(1, int(np.ceil(time_limit)))
+        if time_limit is not None:  # glpsol --tmlim; Pyomo's `timelimit` would also kill glpsol at the limit
+            kw["options"] = {"tmlim": max(1, int(np.ceil(time_limit)))}
     elif solver == "gurobi":
         if time_limit is not None:
             kw["options"] = {"TimeLimit": float(time_limit)}
@@ -288,6 +289,9 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
         kw["timelimit"] = float(time_limit)
     try:
         res = opt.solve(mdl, **kw)
+    except subprocess.TimeoutExpired:  # a shell solver killed at the limit: no solution to read
+        return MILPResult(None, "time_limit_no_solution", False, None, time.perf_counter() - t0, n_vars, n_cons,
+                          solver, build_s)
     except Exception as ex:  # noqa: BLE001 - re-raised with context
         msg = str(ex)
         if solver == "gurobi" and ("size-limited" in msg or "Model too large" in msg or "10010" in msg):
