@@ -287,6 +287,12 @@ def test_agrees_with_prefgraph_engine():
     ccei_ok = sum(abs(rp.ccei(rp.consumer_expenditure_matrix(P, Q)) - r.ccei) <= 1e-12 for (P, Q), r in zip(users, res))
     garp_ok = sum(rp.garp(rp.consumer_expenditure_matrix(P, Q)) == r.is_garp for (P, Q), r in zip(users, res))
     assert ccei_ok == garp_ok == 300
+    # longer datasets (several 64-bit words per bitset row)
+    big = [_consumer(rng, int(rng.integers(65, 140)), 3, ties=i % 2 == 0) for i in range(12)]
+    res = prefgraph.Engine(metrics=("garp", "ccei")).analyze_arrays(big)
+    for (P, Q), r in zip(big, res):
+        E = rp.consumer_expenditure_matrix(P, Q)
+        assert abs(rp.ccei(E) - r.ccei) <= 1e-12 and rp.garp(E) == r.is_garp
 
 
 def test_agrees_with_prefgraph_and_revpref_on_psm_data():
