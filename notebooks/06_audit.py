@@ -165,9 +165,11 @@ print("\nmean index, rational (best of 100) vs random agents:\n", r.round(3).to_
 #   sit where our simulated maximisers sit.
 # * How strong is this? The support argument against the standard convention is exact. The case for
 #   `origin/1-e` is circumstantial: it is the only convention examined that fits both the printed
-#   values and the (CCEI, α) pairs, but the fit is approximate (the paper's option sets and round-0
+#   values and the (CCEI, α) pairs, but the fit is approximate: the paper's option sets and round-0
 #   answers are unknown; published α for equal CCEIs differ across models more than Monte-Carlo
-#   error allows, which model-specific option sets explain only in part), 0.187 needs 3/16 = 0.1875
+#   error allows, which model-specific option sets explain only in part; in the middle and bottom
+#   of Table 1 the published α are systematically *lower* than this null predicts (the paper's null
+#   sits at somewhat lower 1 − e* than ours, e.g. for printed 0.29–0.31); 0.187 needs 3/16 = 0.1875
 #   to have been rounded down (e.g. a bisection or truncation), and conventions not examined here
 #   could fit too. Only the raw answers could settle it. The package keeps the standard CCEI.
 
