@@ -46,7 +46,7 @@ from moralkit import audit, conventions as cv, reference
 if quick:
     n_agents, n_random, n_null = 10, 20, 200
     noise_levels = [0.0, 0.3, 1.0, 3.0]
-    n_convention_null, n_envelope = 40, 12
+    n_convention_null, n_envelope = 25, 8
 FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
 pd.set_option("display.width", 160)
 
@@ -128,7 +128,7 @@ summary
 # integer option sets); a `1-e` convention reverses the scale (0 = consistent).
 
 # %%
-rational = audit.rational_agent_indices(n_agents=10 if quick else 100, seed=seed)
+rational = audit.rational_agent_indices(n_agents=5 if quick else 100, seed=seed)
 rat_tab = save_table(rational.groupby(["convention", "agent_kind"])["index"].describe()[["mean", "min", "max"]],
                      "convention_rational_agents")
 rat_tab
