@@ -163,19 +163,22 @@ def plot_power(table: pd.DataFrame, ax=None):
     cols = [c for c in table.columns if c.startswith("pass_")]
     q = table.xs("quadratic", level="kind") if "quadratic" in table.index.get_level_values(0) else None
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = [("o", 5.0, 9), ("s", 3.0, 6), ("^", 1.5, 4)]  # thinner on top: coinciding levels stay visible
     for j, c in enumerate(cols):
+        mk, lw, ms = styles[j % len(styles)]
         if q is not None and len(q):
             x = np.asarray(q.index, dtype=float)
             xp = np.where(x == 0, np.nan, x)
-            ax.plot(xp, q[c], marker="o", color=colors[j], label=f"quadratic agents, {c[5:]} level")
-            if (x == 0).any():
-                ax.scatter([np.nanmin(xp[xp > 0]) / 3 if (xp > 0).any() else 0.01], [q[c][x == 0].iloc[0]],
-                           marker="s", color=colors[j])
+            ax.plot(xp, q[c], marker=mk, ms=ms, lw=lw, color=colors[j], alpha=0.8,
+                    label=f"quadratic agents, {c[5:]} level")
+            if (x == 0).any() and (xp > 0).any():
+                ax.scatter([np.nanmin(xp[xp > 0]) / 3], [q[c][x == 0].iloc[0]], marker=mk, s=ms ** 2,
+                           color=colors[j], alpha=0.8)
         if "random" in table.index.get_level_values(0):
-            ax.axhline(table.xs("random", level="kind")[c].iloc[0], ls="--", color=colors[j], lw=1,
+            ax.axhline(table.xs("random", level="kind")[c].iloc[0], ls=(0, (4, 2 + 2 * j)), color=colors[j], lw=lw / 2,
                        label=f"uniform random agents (size), {c[5:]}")
     ax.set_xscale("log")
-    ax.set_xlabel("logit noise scale (squares: no noise)")
+    ax.set_xlabel("logit noise scale (leftmost points: no noise)")
     ax.set_ylabel("share passing the rationality test")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("Power and size of the random-choice test (simulated agents)")
