@@ -27,6 +27,14 @@ def _source(path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def _printed(ipynb) -> str:
+    import nbformat
+
+    nb = nbformat.read(str(ipynb), as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream")
+
+
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ holds no NN_name.py notebook"
 
@@ -66,7 +74,9 @@ def test_notebook_writes_its_figures(path, quick_run):
     pngs = sorted(p for p in run.figures if p.suffix == ".png")
     if not makes_figures:
         pytest.skip(f"{path.name} saves no figure (no figures_dir/savefig/plot_ call in its source)")
-    assert pngs, f"{path.name} plots but wrote no {run.number}_*.png to figures_dir()"
+    printed = _printed(run.ipynb)
+    assert pngs, (f"{path.name} plots but wrote no {run.number}_*.png to figures_dir() in quick mode "
+                  f"(is its input data committed? what it printed: {printed[:400]!r})")
     from PIL import Image
 
     for png in pngs:
