@@ -28,7 +28,7 @@ import io
 import numpy as np
 import pandas as pd
 
-__all__ = ["SOURCE", "table1", "table2", "table3", "TABLE3_FULL_NAMES"]
+__all__ = ["SOURCE", "table1", "table2", "table3", "published_g", "TABLE3_FULL_NAMES"]
 
 #: Citation attached (as ``DataFrame.attrs["source"]``) to every table here.
 SOURCE = "Seror (2025), The Moral Mind(s) of Large Language Models"
