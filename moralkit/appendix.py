@@ -65,6 +65,7 @@ __all__ = [
     "render_html",
     "write_index",
     "run_all",
+    "find_remote_assets",
     "format_failure",
     "format_timing",
     "main",
@@ -681,6 +682,34 @@ def render_html(executed: Any, html_path: str | os.PathLike, *, title: str | Non
     return html_path
 
 
+_REMOTE = re.compile(r"^\s*(https?:)?//", re.I)
+_CSS_REMOTE = re.compile(r"(@import\s+(url\()?|url\()\s*['\"]?\s*(https?:)?//", re.I)
+
+
+def find_remote_assets(page: str) -> list[str]:
+    """Resources a page would fetch from the network (script/img/link/iframe/... sources, CSS imports).
+
+    Plain hyperlinks (``<a href>``) are not counted: they are navigation, not assets.
+    An empty list means the page renders offline.
+    """
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class _Refs(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            for key, value in attrs:
+                if value is None or (tag == "a" and key == "href"):
+                    continue
+                if key in ("src", "href", "data", "poster", "srcset") and _REMOTE.match(value):
+                    found.append(f"<{tag} {key}={value[:100]}>")
+
+    _Refs().feed(page)
+    for m in _CSS_REMOTE.finditer(page):
+        found.append(page[m.start(): m.end() + 60])
+    return found
+
+
 # --------------------------------------------------------------------------------------
 # index
 # --------------------------------------------------------------------------------------
@@ -987,6 +1016,12 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                            if p.is_file() and p.stat().st_mtime >= t_start - 1)
         r.tables = sorted(p for p in tab_dir.glob(f"{r.number}_*")
                           if p.is_file() and p.stat().st_mtime >= t_start - 1)
+    for r in ordered:
+        if r.html is not None and r.html.exists():
+            remote = find_remote_assets(r.html.read_text(encoding="utf-8"))
+            if remote:
+                say(f"warning: {r.html.name} loads {len(remote)} asset(s) from the network and will not "
+                    f"render fully offline (an output embedding a CDN script?): {remote[:2]}")
     seconds = time.perf_counter() - t0
     public_params = dict(requested)
     index = write_index(ordered, out_dir, parameters=public_params, seconds=seconds, not_run=not_run)

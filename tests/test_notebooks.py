@@ -13,7 +13,13 @@ import re
 
 import pytest
 
-from moralkit.appendix import declared_parameters, discover_notebooks, format_failure, read_notebook
+from moralkit.appendix import (
+    declared_parameters,
+    discover_notebooks,
+    find_remote_assets,
+    format_failure,
+    read_notebook,
+)
 
 from conftest import ROOT
 
@@ -101,3 +107,10 @@ def test_tables_are_readable_csv(quick_run):
     for t in tables:
         df = pd.read_csv(t)
         assert len(df.columns) >= 1, f"{t.name} is an empty table"
+
+
+def test_appendix_pages_render_offline(quick_run):
+    """No page of the appendix fetches a script, style sheet or image from the network."""
+    pages = [quick_run.index] + [r.html for r in quick_run.runs if r.html is not None]
+    for page in pages:
+        assert find_remote_assets(page.read_text(encoding="utf-8")) == [], page.name
