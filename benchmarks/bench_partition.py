@@ -121,7 +121,8 @@ def main(argv=None):
         out[f"milp_{solver}_s_per_ls"] = round(float(np.mean(ls_times)), 2) if ls_times else None
         out[f"milp_{solver}_s_per_partition"] = round(float(np.mean(part_times)), 2) if part_times else None
         out[f"milp_{solver}_time_limited"] = limited
-        out[f"milp_{solver}_first_ls_agrees"] = f"{agree}/{len(part_times)}"
+        n_opt = len(part_times) - (1 if limited else 0) if part_times else 0
+        out[f"milp_{solver}_first_ls_agrees"] = f"{agree}/{n_opt} solved" if not limited else "n/a (time limit)"
         if part_times:
             print(f"{solver}: {np.mean(ls_times):.1f} s per LS(e) MILP, {np.mean(part_times):.1f} s per partition"
                   f"{' (lower bound: time limit hit)' if limited else ''}; "

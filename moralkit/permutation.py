@@ -430,7 +430,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
 
         chunk = chunk_size or max(1, int(np.ceil(T / (8 * max(1, effective_n_jobs(n_jobs))))))
     chunks = [list(range(i, min(T, i + chunk))) for i in range(0, T, chunk)]
-    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, full, e, time_limit)
+    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, None if solver == "exact" else full, e, time_limit)
     bar = tqdm(total=T, desc="synthetic datasets", disable=not progress)
     parts = []
     if n_jobs == 1:
