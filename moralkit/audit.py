@@ -336,13 +336,15 @@ def plot_convention_nulls(null: pd.DataFrame, published: pd.DataFrame | None = N
     for ax, c in zip(axes.flat, convs):
         x = null[(null.convention == c) & (null.n_obs == null.n_obs.max())]["index"]
         bins = np.linspace(0, 1, 61)
-        ax.hist(x, bins=bins, color="0.6", density=True, label="random choice (simulated)")
+        ax.hist(x, bins=bins, color="0.6", density=True, histtype="stepfilled", label="random choice (simulated)")
         if rational is not None:
             r = rational[(rational.convention == c) & (rational.agent_kind == "rational-100")]["index"]
-            ax.hist(r, bins=bins, color="tab:green", alpha=0.5, density=True, label="rational agents (simulated)")
+            ax.hist(r, bins=bins, color="tab:green", alpha=0.5, density=True, histtype="stepfilled",
+                    label="rational agents (simulated)")
         y0 = ax.get_ylim()[1]
-        for v, a in zip(pub["ccei"], pub["alpha"]):
-            ax.plot([v, v], [0, -0.08 * y0], color="tab:red" if a <= 0.05 else "k", lw=1)
+        passing = pub["alpha"].to_numpy() <= 0.05
+        ax.vlines(pub["ccei"].to_numpy()[~passing], -0.08 * y0, 0, color="k", lw=1)
+        ax.vlines(pub["ccei"].to_numpy()[passing], -0.08 * y0, 0, color="tab:red", lw=1)
         ax.set_ylim(-0.1 * y0, y0)
         ax.set_title(c + (" (standard)" if c == "corner/e" else ""), fontsize=9)
         ax.set_xlim(0, 1)

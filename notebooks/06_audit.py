@@ -44,9 +44,9 @@ import moralkit.paths
 from moralkit import audit, conventions as cv, reference
 
 if quick:
-    n_agents, n_random, n_null = 10, 20, 200
+    n_agents, n_random, n_null = 6, 12, 100
     noise_levels = [0.0, 0.3, 1.0, 3.0]
-    n_convention_null, n_envelope = 25, 8
+    n_convention_null, n_envelope = 15, 6
 FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
 pd.set_option("display.width", 160)
 
@@ -128,7 +128,7 @@ summary
 # integer option sets); a `1-e` convention reverses the scale (0 = consistent).
 
 # %%
-rational = audit.rational_agent_indices(n_agents=5 if quick else 100, seed=seed)
+rational = audit.rational_agent_indices(n_agents=3 if quick else 100, seed=seed)
 rat_tab = save_table(rational.groupby(["convention", "agent_kind"])["index"].describe()[["mean", "min", "max"]],
                      "convention_rational_agents")
 rat_tab
@@ -184,7 +184,7 @@ print("\nmean index, rational (best of 100) vs random agents:\n", r.round(3).to_
 # bias of using the wrong form.
 
 # %%
-cross = audit.nlls_cross_forms(n_agents=4 if quick else 40, seed=seed)
+cross = audit.nlls_cross_forms(n_agents=2 if quick else 40, seed=seed)
 save_table(cross, "nlls_cross_forms")
 cross.pivot_table(index="param", columns=["generated", "fitted"], values=["bias", "rmse"]).round(3)
 
@@ -194,7 +194,7 @@ cross.pivot_table(index="param", columns=["generated", "fitted"], values=["bias"
 # (`moralkit.nlls.fit_utility`). Bias and RMSE per parameter:
 
 # %%
-nlls_tab = save_table(audit.nlls_recovery(n_agents=3 if quick else 40, noise_levels=(0.0, 0.3), seed=seed),
+nlls_tab = save_table(audit.nlls_recovery(n_agents=2 if quick else 40, noise_levels=(0.0, 0.3), seed=seed),
                       "nlls_recovery")
 nlls_tab.pivot_table(index=["noise", "param"], columns="form", values=["bias", "rmse"]).round(3)
 
@@ -212,7 +212,7 @@ nlls_tab.pivot_table(index=["noise", "param"], columns="form", values=["bias", "
 # %%
 part = audit.partition_recovery(rhos=(10, 20) if quick else (5, 10, 20),
                                 es=(0.333, 0.8, 1.0) if quick else (0.2, 0.333, 0.5, 0.667, 0.8, 0.9, 1.0),
-                                T=20 if quick else 200, seed=seed)
+                                T=10 if quick else 200, seed=seed)
 save_table(part, "partition_recovery")
 part
 
