@@ -91,7 +91,8 @@ def cmd_collect_moralchoice(a):
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
                          n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
-                         question_types=qt, sampling=_sampling(a, 24), seed=a.seed, system=a.system,
+                         question_types=qt, sampling=_sampling(a, 8), max_tokens=a.max_tokens, seed=a.seed,
+                         system=a.system,
                          progress=not a.no_progress, export=a.export)
     q = moralchoice_quality(a.out)
     print(f"{len(df)} answers; decisions {q['decision']}")
