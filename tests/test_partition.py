@@ -123,14 +123,14 @@ def brute_force_ls(P: PooledData, e):
     return best
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10**6), st.sampled_from([0.333, 0.6, 0.75, 0.9, 1.0]))
 def test_exact_solver_matches_brute_force(seed, e):
     P, _ = simulated_pool(seed)
     assert sorted(largest_subsets(P, e)) == sorted(brute_force_ls(P, e))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10**6), st.sampled_from([0.5, 0.8, 1.0]))
 def test_garp_pooled_and_cycles(seed, e):
     P, rng = simulated_pool(seed)
@@ -149,7 +149,7 @@ def test_garp_pooled_and_cycles(seed, e):
         assert all(R0[a, b] for a, b in zip(cyc[:-1], cyc[1:]))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10**6), st.sampled_from([0.333, 0.7, 0.9, 1.0]), st.integers(0, 3))
 def test_procedure2_partitions_cover_every_model_once(seed, e, tie_seed):
     P, _ = simulated_pool(seed)
