@@ -136,6 +136,15 @@ else:
 # attempts; *refusals* / *invalid*: attempts that were refused or could not be parsed.
 
 # %%
+all_runs = summary.find_runs(DATA / "raw")
+if all_runs:
+    rt = summary.runs_table(all_runs)
+    rt.to_csv(TAB / "01_runs.csv", index=False)
+    display(rt.drop(columns="command"))
+    for _, row in rt.iterrows():
+        print(f"{row['run']}:\n  {row['command']}")
+
+# %%
 psm_runs = summary.find_runs(DATA / "raw", survey="psm")
 if psm_runs:
     qt = summary.psm_quality_table(psm_runs)

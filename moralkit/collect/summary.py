@@ -16,7 +16,8 @@ import pandas as pd
 from .. import paths
 from .store import read_records
 
-__all__ = ["find_runs", "psm_quality_table", "status_table", "moralchoice_quality_table", "plot_psm_quality"]
+__all__ = ["find_runs", "runs_table", "psm_quality_table", "status_table", "moralchoice_quality_table",
+           "plot_psm_quality"]
 
 
 def find_runs(root=None, survey=None) -> list[Path]:
@@ -115,3 +116,35 @@ def plot_psm_quality(runs, axes=None):
     ax.set_title("Parse status of every request")
     ax.figure.tight_layout()
     return axes
+
+
+def runs_table(runs) -> pd.DataFrame:
+    """One row per run (any survey): model, licence, sampling, seeds, dates, size, and the exact command
+    of its first session (``python -m moralkit ...``), read from the manifests and records."""
+    import json
+    import shlex
+
+    rows = []
+    for run in runs:
+        run = Path(run)
+        m = json.loads((run / "manifest.json").read_text())
+        att = _attempts(run)
+        sess = m.get("sessions", [])
+        argv = sess[-1]["argv"] if sess else []
+        if argv and argv[0].endswith("__main__.py"):
+            argv = ["python", "-m", "moralkit"] + argv[1:]
+        if m["survey"] == "psm":
+            done = psm_quality_table([run]).iloc[0]
+            what = f"{done['rounds']}/160 rounds ({done['answered']} answered)"
+        else:
+            what = (f"{len({a['scenario_id'] for a in att})} scenarios, "
+                    f"{len(att)} answers")
+        finished = max((a.get("finished") or "" for a in att), default="")
+        rows.append(dict(
+            run=run.name, survey=m["survey"], model=m["label"], licence=m.get("backend_info", {}).get("licence"),
+            temperature=m["sampling"]["temperature"], seed=m["seed"],
+            design_seed=m.get("design_seed", ""), ambiguity=m.get("ambiguity", ""), completed=what,
+            requests=len(att), collected=f"{m.get('created', '')[:16]} – {finished[:16]}",
+            command=" ".join(shlex.quote(x) for x in argv),
+        ))
+    return pd.DataFrame(rows)
