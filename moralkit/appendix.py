@@ -365,6 +365,29 @@ def _find_failure(executed, source_nb, py_text: str, exc: BaseException | None) 
     )
 
 
+class _ParameterInferenceNoise:
+    """Drop papermill's own parameter-inference warnings.
+
+    Papermill re-parses the ``parameters`` cell with a line regex that fails on
+    comments holding ``=`` or quotes, then warns "Passed unknown parameter" for
+    parameters that *are* declared. :func:`select_parameters` already passes only
+    the names the cell declares (parsed with :mod:`ast`), so these are noise.
+    """
+
+    def filter(self, record) -> bool:  # logging.Filter protocol
+        msg = record.getMessage()
+        return not (msg.startswith("Unable to parse line") or msg.startswith("Passed unknown parameter"))
+
+
+def _quiet_papermill_inference() -> None:
+    import logging
+
+    for name in ("papermill", "papermill.translators"):
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, _ParameterInferenceNoise) for f in lg.filters):
+            lg.addFilter(_ParameterInferenceNoise())
+
+
 def _kernel_manager_class():
     """A kernel manager that provisions CurveZMQ keys when the kernel supports them.
 
@@ -420,6 +443,7 @@ def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
     import nbformat
     import papermill as pm
 
+    _quiet_papermill_inference()
     source = Path(source)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)

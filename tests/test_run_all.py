@@ -245,3 +245,14 @@ def test_dead_kernel_names_the_cell(tmp_path):
     assert not res.ok
     msg = appendix.format_failure(res.runs[0])
     assert "01_die.py failed at cell 2" in msg and "line 8 of the .py" in msg and "DeadKernelError" in msg
+
+
+def test_no_papermill_inference_noise_for_declared_parameters(tmp_path, caplog):
+    nbdir = tmp_path / "nb"
+    nbdir.mkdir()
+    (nbdir / "01_c.py").write_text('# %% [markdown]\n# # Comments with = signs\n\n# %% tags=["parameters"]\n'
+                                   'quick = False  # with collect=True, only 2 rounds\nseed = 0\n\n'
+                                   '# %%\nprint("quick is", quick)\n')
+    res = run_all(nbdir, tmp_path / "build", quick=True, figures_dir=tmp_path / "figs", log=None)
+    assert res.ok and "quick is True" in _stdout(res.runs[0].ipynb)
+    assert "unknown parameter" not in caplog.text and "Unable to parse" not in caplog.text
