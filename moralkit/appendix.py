@@ -66,6 +66,7 @@ __all__ = [
     "write_index",
     "run_all",
     "find_remote_assets",
+    "math_html",
     "format_failure",
     "format_timing",
     "main",
