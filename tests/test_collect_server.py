@@ -6,6 +6,7 @@ server subprocess bound to 127.0.0.1; every test talks to it through the officia
 Skipped when the model package is not installed.
 """
 
+import gzip
 import json
 import os
 import signal
@@ -59,7 +60,7 @@ def server():
 
 @needs_model
 def test_openai_backend_against_local_server(server):
-    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2)
+    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2, timeout=900)
     s = Sampling(temperature=1.0, max_tokens=8)
     reqs = [Request.from_prompt("Say A or B.", seed=5, sampling=s), Request.from_prompt("Say A or B.", seed=5, sampling=s),
             Request.from_prompt("Say A or B.", system="Answer with one letter.", seed=6, sampling=s)]
@@ -71,8 +72,10 @@ def test_openai_backend_against_local_server(server):
 
 
 @needs_model
-def test_psm_through_server(server, tmp_path):
-    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=1)
+def test_psm_through_server(server, tmp_path, monkeypatch):
+    secret = "sk-moralkit-test-sentinel-0123456789"
+    monkeypatch.setenv("MORALKIT_TEST_NO_KEY", secret)
+    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=1, timeout=900)
     ds = run_psm(b, tmp_path / "run", limit=2, progress=False)
     assert ds.n_rounds == 2 and set(ds.attempts) <= {1, 2, 3}
     recs = read_records(tmp_path / "run")
@@ -80,8 +83,11 @@ def test_psm_through_server(server, tmp_path):
     assert r1["backend"] == "openai" and r1["prompt_tokens"] > 2000 and r1["raw"] is not None
     assert r1["sampling"]["temperature"] == 1.0 and "seed" in r1 and len(r1["prompt_sha256"]) == 64
     man = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert man["backend_info"]["base_url"] == server and "key" not in json.dumps(man).lower().replace(
-        "api_key_env", "")
+    assert man["backend_info"]["base_url"] == server
+    # the key itself is never written: not to the manifest, not to any record
+    for f in (tmp_path / "run").iterdir():
+        raw = gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()
+        assert secret.encode() not in raw, f"the API key leaked into {f.name}"
     q = psm_quality(tmp_path / "run")
     assert q["rounds"] == 2 and q["answered"] + q["missing"] == 2
 
@@ -90,7 +96,7 @@ def test_psm_through_server(server, tmp_path):
 def test_moralchoice_through_server(server, tmp_path):
     from moralkit.collect.moralchoice import RESPONSE_COLUMNS, export_moralchoice, run_moralchoice
 
-    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2)
+    b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2, timeout=900)
     df = run_moralchoice(b, tmp_path / "mc", ambiguity="low", n_scenarios=2, samples=1, progress=False)
     assert len(df) == 2 * 6 and list(df.columns) == list(RESPONSE_COLUMNS)
     assert set(df["decision"]) <= {"action1", "action2", "refusal", "invalid"}
@@ -110,7 +116,7 @@ def test_sigkill_and_resume_lose_and_duplicate_nothing(server, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "moralkit", "collect", "psm", "--backend", "openai", "--model", MODEL,
            "--base-url", server, "--api-key-env", "MORALKIT_TEST_NO_KEY", "--limit", "3", "--out", str(out),
-           "--no-progress"]
+           "--timeout", "900", "--no-progress"]
     snapshots = []
     for need in (2, 4):
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -174,13 +174,20 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=f"MoralChoice {ambiguity} {label}", unit="answer")
+    # Scenario-major blocks, so that a run stopped early holds complete scenarios (all six forms and
+    # samples); within a block, requests are batched by question type (one header, one token cap).
+    B = max(1, int(getattr(backend, "batch_size", 1)))
+    per_scenario = 2 * M
+    block = max(1, B // per_scenario) if per_scenario <= B else 1
+    n_sc = len(chosen)
     try:
-        for q, tasks in tasks_by_qt.items():
-            s_q = Sampling(**{**sampling.to_dict(), "max_tokens": mt[q]})
-            system_msg = None if header == "prepend" else headers.get(q)
-            B = max(1, int(getattr(backend, "batch_size", 1)))
-            for i in range(0, len(tasks), B):
-                _run_batch(backend, store, tasks[i:i + B], q, templates, s_q, system_msg, seed, common, bar)
+        for b0 in range(0, n_sc, block):
+            for q, tasks in tasks_by_qt.items():
+                s_q = Sampling(**{**sampling.to_dict(), "max_tokens": mt[q]})
+                system_msg = None if header == "prepend" else headers.get(q)
+                part = tasks[b0 * per_scenario:(b0 + block) * per_scenario]
+                for i in range(0, len(part), B):
+                    _run_batch(backend, store, part[i:i + B], q, templates, s_q, system_msg, seed, common, bar)
         store.update_manifest(last_finished=utc_now())
     finally:
         if bar is not None:
