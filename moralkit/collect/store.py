@@ -294,4 +294,14 @@ class RecordStore:
 def session_info(argv=None) -> dict:
     """Provenance of one collection session (time, host, command line, pid)."""
     return {"started": utc_now(), "host": socket.gethostname(), "pid": os.getpid(),
-            "argv": list(sys.argv if argv is None else argv), "platform": platform.platform()}
+            "argv": _portable_argv(sys.argv if argv is None else argv), "platform": platform.platform()}
+
+
+def _portable_argv(argv) -> list:
+    """The command line without machine paths: ``.../moralkit/__main__.py`` becomes ``python -m moralkit``."""
+    argv = list(argv)
+    if argv and str(argv[0]).endswith("__main__.py"):
+        return ["python", "-m", "moralkit"] + argv[1:]
+    if argv:
+        argv[0] = os.path.basename(str(argv[0]))
+    return argv
