@@ -34,6 +34,7 @@ import pandas as pd
 from . import conventions as cv
 from .design import Design, make_design
 from .simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
+from .figures import save_figure  # noqa: F401  (re-exported)
 
 __all__ = [
     "power_study",
@@ -579,15 +580,3 @@ def _cross_fit(agents, d, forms, n_starts, seed, rows, fit_answers, predict_answ
 # =========================================================================== output
 
 
-def save_figure(fig, stem: str, directory=None) -> list[Path]:
-    """Save ``fig`` as PNG and SVG under :func:`moralkit.paths.figures_dir` (or ``directory``)."""
-    from .paths import figures_dir
-
-    d = Path(directory) if directory is not None else figures_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in ("png", "svg"):
-        p = d / f"{stem}.{ext}"
-        fig.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight")
-        out.append(p)
-    return out

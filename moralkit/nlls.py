@@ -99,6 +99,7 @@ from scipy.optimize import least_squares
 
 from .dataset import PSMDataset
 from .design import BUDGET, DIMENSIONS
+from .figures import save_figure  # noqa: F401  (re-exported)
 
 __all__ = [
     "FORMS",
@@ -1042,17 +1043,3 @@ def plot_q0_minus_b(results, interval: str = "ci", figsize=None):
     return fig
 
 
-def save_figure(fig, stem: str, directory=None) -> list:
-    """Save ``fig`` as ``<stem>.png`` and ``<stem>.svg`` (default :func:`moralkit.paths.figures_dir`)."""
-    from pathlib import Path
-
-    from .paths import figures_dir
-
-    d = Path(directory) if directory is not None else figures_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in ("png", "svg"):
-        p = d / f"{stem}.{ext}"
-        fig.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight")
-        out.append(p)
-    return out

@@ -45,6 +45,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .figures import save_figure  # noqa: F401  (re-exported)
 from .partition import (
     _ExactLS,
     _as_dict,
@@ -627,15 +628,3 @@ def plot_networks(G, alphas: Sequence[float] = PAPER_ALPHAS, short_names: Mappin
     return fig
 
 
-def save_figure(fig, stem: str, directory=None) -> list:
-    """Save ``fig`` as ``<stem>.png`` and ``<stem>.svg`` (default :func:`moralkit.paths.figures_dir`)."""
-    from .paths import figures_dir
-
-    d = Path(directory) if directory is not None else figures_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in ("png", "svg"):
-        p = d / f"{stem}.{ext}"
-        fig.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight")
-        out.append(p)
-    return out

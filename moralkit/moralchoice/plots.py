@@ -18,6 +18,7 @@ from scipy.cluster import hierarchy
 
 from .. import paths
 from .analysis import CERTAINTY_THRESHOLD, CONSISTENCY_THRESHOLD
+from ..figures import save_figure  # noqa: F401  (re-exported)
 
 __all__ = [
     "short_model_name",
@@ -34,16 +35,6 @@ def short_model_name(model: str) -> str:
     return str(model).rstrip("/").split("/")[-1]
 
 
-def save_figure(fig, stem: str, directory=None) -> list[Path]:
-    """Save ``fig`` as ``<stem>.png`` and ``<stem>.svg`` in ``directory`` (default :func:`moralkit.paths.figures_dir`)."""
-    d = Path(directory) if directory is not None else paths.figures_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in ("png", "svg"):
-        p = d / f"{stem}.{ext}"
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-        out.append(p)
-    return out
 
 
 def plot_marginal_likelihoods(metrics_by_set: dict, action: str = "action1", models=None, bins: int = 10):
