@@ -32,10 +32,12 @@ needs_model = pytest.mark.skipif(not local_model_available(MODEL), reason="pip i
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(tmp_path_factory):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    err = tmp_path_factory.mktemp("server") / "stderr.txt"
+    errf = open(err, "w")
     p = subprocess.Popen([sys.executable, "-m", "moralkit", "serve", "--model", MODEL, "--port", "0"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                         stdout=subprocess.PIPE, stderr=errf, text=True, env=env)
     url = None
     t0 = time.time()
     try:
@@ -47,7 +49,11 @@ def server():
                 url = line.split(" on ")[1].split(" ")[0]
                 break
         if url is None:
-            pytest.fail("the model server did not start")
+            p.kill()
+            p.wait(30)
+            errf.flush()
+            tail = "\n".join(err.read_text(errors="replace").splitlines()[-15:])
+            pytest.fail(f"the model server did not start (exit code {p.returncode}); its stderr ends with:\n{tail}")
         assert url.startswith("http://127.0.0.1:")
         yield url
     finally:
@@ -56,6 +62,7 @@ def server():
             p.wait(30)
         except subprocess.TimeoutExpired:
             p.kill()
+        errf.close()
 
 
 @needs_model
