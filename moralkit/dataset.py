@@ -38,7 +38,7 @@ import pandas as pd
 
 from .design import BUDGET, CORNERS, PRICES, to_corner
 
-__all__ = ["PSMDataset", "read_psm", "write_psm", "validate_dataset"]
+__all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset"]
 
 
 @dataclass
@@ -278,3 +278,33 @@ def read_psm(path) -> dict[str, PSMDataset]:
             attempts=ints("attempts"),
         )
     return out
+
+
+def load_psm(data_path=None) -> tuple[Path, dict[str, PSMDataset]]:
+    """The PSM datasets a notebook analyses: ``data_path``, else the committed ``data/psm``.
+
+    Parameters
+    ----------
+    data_path : str or Path, optional
+        A tidy ``.csv.gz`` file or a directory of them (see :func:`read_psm`). Default:
+        ``moralkit.paths.data_dir() / "psm"``.
+
+    Returns
+    -------
+    path : Path
+        Where the data were looked for.
+    datasets : dict
+        ``{model: PSMDataset}``; empty, with a warning that names the path, when there is no data
+        there yet (a fresh project before its first collection run). A malformed file still raises.
+    """
+    import warnings
+
+    from .paths import data_dir
+
+    path = Path(data_path) if data_path is not None else data_dir() / "psm"
+    try:
+        return path, read_psm(path)
+    except FileNotFoundError as ex:
+        warnings.warn(f"No PSM data yet: {ex}. Collect some with `python -m moralkit collect psm ...` "
+                      "(see notebooks/01_collect.py).", stacklevel=2)
+        return path, {}

@@ -30,27 +30,20 @@ n_jobs = 1  # joblib workers
 
 # %%
 from fractions import Fraction
-from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from moralkit import rp
-from moralkit.dataset import read_psm
+from moralkit.dataset import load_psm
 from moralkit.design import BUDGET, CORNERS, PRICES, budget_set, make_design
-from moralkit.paths import data_dir, figures_dir, tables_dir
+from moralkit.paths import figures_dir, tables_dir
 from moralkit.rationality import plot_null_distributions, random_choice_tests, table1
 
 pd.set_option("display.width", 160)
 if quick:
     n_datasets = min(n_datasets, 100)
-path = Path(data_path) if data_path is not None else data_dir() / "psm"
-try:
-    datasets = read_psm(path)
-except FileNotFoundError as ex:
-    datasets = {}
-    print(f"No PSM data yet: {ex}")
+path, datasets = load_psm(data_path)
 print(f"data: {path}")
 summary = pd.DataFrame(
     [dict(provider=ds.provider, model=m, answered=ds.n_obs, missing=ds.n_rounds - ds.n_obs,

@@ -37,27 +37,21 @@ n_null = 1000  # random datasets per model for Table 1 (Procedure 1)
 n_jobs = 1
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from moralkit import nlls
-from moralkit.dataset import read_psm
+from moralkit.dataset import load_psm
 from moralkit.design import CORNERS, PRICES
-from moralkit.paths import data_dir, tables_dir
+from moralkit.paths import tables_dir
 
 pd.set_option("display.width", 160)
 if quick:
     n_boot, n_null, n_starts = min(n_boot, 20), min(n_null, 100), min(n_starts, 3)
 other_form = {"exact": "paper", "paper": "exact"}[form]
-path = Path(data_path) if data_path is not None else data_dir() / "psm"
-try:
-    datasets = read_psm(path)
-except FileNotFoundError as ex:
-    datasets = {}
-    print(f"No PSM data yet: {ex}")
+path, datasets = load_psm(data_path)
 print(f"data: {path}")
 for m, ds in datasets.items():
     sim = "  [SIMULATED]" if ds.provider == "simulated" or m.startswith("sim-") else ""

@@ -33,27 +33,20 @@ solver = "exact"  # LS(e) solver: "exact" or a MILP solver "highs", "glpk", "gur
 n_jobs = 1
 
 # %%
-import warnings
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from moralkit.dataset import read_psm
-from moralkit.paths import data_dir, tables_dir
+from moralkit.dataset import load_psm
+from moralkit.paths import tables_dir
 from moralkit import partition as mp
 from moralkit import permutation as perm
 
 pd.set_option("display.width", 160)
 if quick:
     T = min(T, 40)
-path = Path(data_path) if data_path is not None else data_dir() / "psm"
-try:
-    datasets = read_psm(path)
-except FileNotFoundError as ex:
-    datasets = {}
-    print(f"No PSM data yet: {ex}")
+path, datasets = load_psm(data_path)
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
 print(f"data: {path}")
 for m, ds in datasets.items():

@@ -33,7 +33,6 @@ own_data_path = None  # None: moralkit.paths.data_dir() / "moralchoice" when pre
 import warnings
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 import moralkit.paths

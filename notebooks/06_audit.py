@@ -37,7 +37,6 @@ n_jobs = 1
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 import moralkit.paths

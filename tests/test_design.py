@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from moralkit.dataset import PSMDataset, read_psm, validate_dataset, write_psm
+from moralkit.dataset import PSMDataset, load_psm, read_psm, validate_dataset, write_psm
 from moralkit.design import (BUDGET, CORNERS, N_OPTIONS, PRICES, STATEMENTS, budget_set, constrained_prompt,
                              effective_corner, flip_corner, from_corner, make_design, parse_option,
                              parse_unconstrained, to_corner, unconstrained_prompt)
@@ -301,6 +301,24 @@ def test_read_psm_errors(tmp_path):
     pd.DataFrame({"model": ["m"]}).to_csv(tmp_path / "bad.csv.gz", index=False, compression="gzip")
     with pytest.raises(ValueError, match="missing columns"):
         read_psm(tmp_path / "bad.csv.gz")
+
+
+def test_load_psm_for_notebooks(tmp_path, design, monkeypatch):
+    # no data yet: a warning naming the path and how to collect, and no datasets
+    with pytest.warns(UserWarning, match=r"No PSM data yet.*collect psm"):
+        path, got = load_psm(tmp_path / "empty")
+    assert path == tmp_path / "empty" and got == {}
+    # an explicit path, and the default data directory (MORALKIT_DATA_DIR)
+    write_psm([_dataset(design, model="sim-a")], tmp_path / "psm" / "a.csv.gz")
+    assert list(load_psm(tmp_path / "psm")[1]) == ["sim-a"]
+    monkeypatch.setenv("MORALKIT_DATA_DIR", str(tmp_path))
+    path, got = load_psm()
+    assert path == tmp_path / "psm" and list(got) == ["sim-a"]
+    # a malformed file is not mistaken for missing data
+    (tmp_path / "psm" / "bad.csv.gz").write_bytes(b"not gzip")
+    with pytest.raises(Exception) as ei:
+        load_psm()
+    assert not isinstance(ei.value, FileNotFoundError)
 
 
 def test_validation_errors(design):
