@@ -120,7 +120,7 @@ def plot_psm_quality(runs, axes=None):
 
 def runs_table(runs) -> pd.DataFrame:
     """One row per run (any survey): model, licence, sampling, seeds, dates, size, and the exact command
-    of its first session (``python -m moralkit ...``), read from the manifests and records."""
+    of its latest session (``python -m moralkit ...``; re-running it resumes the run), read from the manifests and records."""
     import json
     import shlex
 
