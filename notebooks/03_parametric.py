@@ -37,7 +37,6 @@ n_null = 1000  # random datasets per model for Table 1 (Procedure 1)
 n_jobs = 1
 
 # %%
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

@@ -33,7 +33,6 @@ solver = "exact"  # LS(e) solver: "exact" or a MILP solver "highs", "glpk", "gur
 n_jobs = 1
 
 # %%
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
