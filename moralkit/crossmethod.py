@@ -433,23 +433,16 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
     Returns
     -------
     psm : dict {model: PSMDataset}
-        Empty when there is no PSM data.
+        Empty, with a warning, when there is no PSM data (:func:`moralkit.dataset.load_psm`).
     metrics : DataFrame
         :func:`moralkit.moralchoice.scenario_metrics` of the own runs (empty when none).
     messages : list of str
         What was found or missing.
     """
-    from .dataset import read_psm
-    from .paths import data_dir
+    from .dataset import load_psm
 
-    msgs = []
-    p = Path(psm_path) if psm_path is not None else data_dir() / "psm"
-    psm = {}
-    if p.exists() and (p.is_file() or any(p.glob("*.csv.gz"))):
-        psm = read_psm(p)
-        msgs.append(f"PSM: {len(psm)} model(s) in {p}: {sorted(psm)}")
-    else:
-        msgs.append(f"PSM: no data in {p}")
+    p, psm = load_psm(psm_path)
+    msgs = [f"PSM: {len(psm)} model(s) in {p}: {sorted(psm)}" if psm else f"PSM: no data in {p}"]
     from . import moralchoice as mc
 
     mpath = Path(moralchoice_path) if moralchoice_path is not None else mc.own_data_dir()

@@ -49,7 +49,7 @@ import moralkit.paths
 from moralkit import design
 from moralkit.collect import localmodels, summary
 from moralkit.collect.psm import psm_quality, run_psm
-from moralkit.dataset import read_psm
+from moralkit.dataset import load_psm
 
 pd.set_option("display.max_colwidth", 100)
 DATA = Path(data_path) if data_path is not None else moralkit.paths.data_dir()
@@ -168,14 +168,12 @@ if psm_runs:
 # `chosen = 0` marks a missing round.
 
 # %%
-if (DATA / "psm").is_dir() and any((DATA / "psm").glob("*.csv.gz")):
-    psm = read_psm(DATA / "psm")
+_, psm = load_psm(DATA / "psm")
+if psm:
     display(pd.DataFrame([dict(model=k, rounds=v.n_rounds, answered=v.n_obs,
                                q0="" if v.q0 is None else "".join(map(str, v.q0)),
                                distinct_options_chosen=len(set(v.chosen[v.chosen > 0])))
                           for k, v in psm.items()]))
-else:
-    print("no tidy PSM data in", DATA / "psm")
 
 # %% [markdown]
 # ## §3.3 and Appendix B — MoralChoice

@@ -157,7 +157,8 @@ def test_psm_similarity_on_simulated_agents():
 def test_load_own_runs_without_data(tmp_path):
     from moralkit.crossmethod import cross_method_from_data, load_own_runs
 
-    psm, metrics, msgs = load_own_runs(tmp_path / "psm", tmp_path / "mc")
+    with pytest.warns(UserWarning, match="No PSM data yet"):
+        psm, metrics, msgs = load_own_runs(tmp_path / "psm", tmp_path / "mc")
     assert psm == {} and len(metrics) == 0 and len(msgs) == 2 and "no data" in msgs[0]
     assert cross_method_from_data(psm, metrics) is None
 
