@@ -44,6 +44,9 @@ def _add_backend_args(p):
     s.add_argument("--max-tokens", type=int, default=None)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--system", default=None, help="system message (default: none)")
+    s.add_argument("--persona", default=None,
+                   help="a named system-prompt persona (moralkit.collect.personas: none, utilitarian, "
+                        "deontological, care, virtue); the label gains '+persona-<name>'")
     p.add_argument("--label", default=None, help="respondent label in the exported data (default: model name)")
     p.add_argument("--out", required=True, help="run directory (records.jsonl, manifest.json); re-run to resume")
     p.add_argument("--export", default=None, help="tidy .csv.gz to write at the end")
@@ -70,7 +73,22 @@ def _sampling(a, default_max):
     return Sampling(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, max_tokens=a.max_tokens or default_max)
 
 
+def _apply_persona(a):
+    """Turn ``--persona`` into the system message and the respondent label."""
+    if a.persona is None:
+        return
+    from moralkit.collect.localmodels import DEFAULT_MODEL
+    from moralkit.collect.personas import get_persona, persona_label
+
+    p = get_persona(a.persona)
+    if a.system is not None:
+        raise ValueError("give either --persona or --system, not both")
+    a.system = p.system
+    a.label = persona_label(a.label or a.model or DEFAULT_MODEL, p.name)
+
+
 def cmd_collect_psm(a):
+    _apply_persona(a)
     from moralkit.collect.psm import psm_quality, run_psm
 
     b = _backend(a, 1)
@@ -85,6 +103,7 @@ def cmd_collect_psm(a):
 
 
 def cmd_collect_moralchoice(a):
+    _apply_persona(a)
     from moralkit.collect.moralchoice import moralchoice_quality, run_moralchoice
 
     b = _backend(a, 8)
