@@ -1,35 +1,205 @@
-"""Saving figures: one function shared by every analysis module and notebook."""
+"""Saving and showing results: one helper for figures and tables.
+
+Every notebook writes its outputs the same way:
+
+=======================  =====================================================================
+call                     what it does
+=======================  =====================================================================
+``save(fig, stem)``      a matplotlib figure -> ``<figures>/<stem>.png`` (150 dpi) and ``.svg``
+``save(df, stem)``       a pandas table -> ``<tables>/<stem>.csv``
+``show(df, stem)``       ``save(df, stem)`` and display ``df`` as an HTML table on the page,
+                         every row and column, in a scrollable box when it is long or wide
+=======================  =====================================================================
+
+``<figures>`` and ``<tables>`` are :func:`moralkit.paths.figures_dir` and
+:func:`moralkit.paths.tables_dir`; notebooks prefix ``stem`` with their number
+(``"04_fig3_similarity"``), which is how ``run_all.py`` knows which files a notebook wrote.
+What :func:`save` returns prints as paths relative to the project (``figures/02_x.png``),
+never as a machine path.
+
+Examples
+--------
+>>> import tempfile, pandas as pd
+>>> d = tempfile.mkdtemp()
+>>> saved = save(pd.DataFrame({"model": ["a", "b"], "alpha": [0.5, 0.01]}), "02_demo", directory=d)
+>>> [p.name for p in saved]
+['02_demo.csv']
+>>> html = table_html(pd.DataFrame({"x": range(100)}))
+>>> 'class="mk-table-scroll mk-table-long"' in html and html.count("</tr>") == 101
+True
+"""
 
 from __future__ import annotations
 
+import html as _html
+import os
 from pathlib import Path
 
-from .paths import figures_dir
+from .paths import figures_dir, project_root, tables_dir
 
-__all__ = ["save_figure"]
+__all__ = ["LONG_TABLE_ROWS", "Saved", "relative_path", "save", "save_figure", "show", "table_html"]
+
+#: tables with more rows than this are shown in a box of fixed height that scrolls
+LONG_TABLE_ROWS = 15
 
 
-def save_figure(fig, stem: str, directory=None) -> list[Path]:
-    """Save ``fig`` as ``<stem>.png`` (150 dpi) and ``<stem>.svg``.
+def relative_path(path) -> str:
+    """``path`` relative to the project root (or its home-relative form), for printing on a page.
+
+    A path outside the project is shown by its name only, so no page shows where the project sits on
+    the machine.
+
+    Examples
+    --------
+    >>> from moralkit.paths import project_root
+    >>> relative_path(project_root() / "figures" / "02_x.png")
+    'figures/02_x.png'
+    >>> relative_path("/somewhere/else/file.csv")
+    'file.csv'
+    """
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.resolve().relative_to(project_root().resolve()).as_posix()
+    except ValueError:
+        return p.name
+
+
+class Saved(list):
+    """The paths a :func:`save` call wrote (a list of ``Path``), shown relative to the project."""
+
+    def __repr__(self) -> str:
+        return "saved: " + ", ".join(relative_path(p) for p in self)
+
+    def _repr_html_(self) -> str:
+        return "<p class=\"mk-saved\">" + _html.escape(repr(self)) + "</p>"
+
+
+def _is_figure(obj) -> bool:
+    return hasattr(obj, "savefig") and hasattr(obj, "axes")
+
+
+def _is_table(obj) -> bool:
+    import pandas as pd
+
+    return isinstance(obj, (pd.DataFrame, pd.Series))
+
+
+def _check_stem(stem: str) -> str:
+    if not isinstance(stem, str) or not stem or os.sep in stem or "/" in stem or stem.startswith("."):
+        raise ValueError(f"stem must be a file name without folder or extension, like '04_fig3_similarity'; "
+                         f"got {stem!r}")
+    return stem
+
+
+def _write_index(df) -> bool:
+    """Write the index unless it is pandas' default 0..n-1 range (which adds only a nameless column)."""
+    import pandas as pd
+
+    idx = df.index
+    return not (isinstance(idx, pd.RangeIndex) and idx.name is None and idx.start == 0 and idx.step == 1)
+
+
+def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
+    """Save a figure (PNG at 150 dpi and SVG) or a table (CSV) under ``stem``.
 
     Parameters
     ----------
-    fig : matplotlib.figure.Figure
+    obj : matplotlib.figure.Figure or pandas.DataFrame or pandas.Series
+        What to save. A figure goes to :func:`moralkit.paths.figures_dir`, a table to
+        :func:`moralkit.paths.tables_dir`.
     stem : str
-        File name without extension; notebooks prefix it with their number (``"04_fig3_similarity"``).
+        File name without extension; notebooks prefix it with their number (``"02_table1"``).
     directory : path-like, optional
-        Default :func:`moralkit.paths.figures_dir` (``figures/`` or ``MORALKIT_FIGURES_DIR``).
+        Save there instead of the default folder.
+    index : bool, optional
+        Tables only: write the index column. Default: yes, unless it is the default range index.
 
     Returns
     -------
-    list of Path
-        The PNG and SVG paths.
+    Saved
+        The paths written (a list of ``Path`` that prints relative to the project).
+
+    Raises
+    ------
+    TypeError
+        When ``obj`` is neither a matplotlib figure nor a pandas table.
     """
-    d = Path(directory) if directory is not None else figures_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in ("png", "svg"):
-        p = d / f"{stem}.{ext}"
-        fig.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight")
-        out.append(p)
-    return out
+    stem = _check_stem(stem)
+    if _is_figure(obj):
+        d = Path(directory) if directory is not None else figures_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        out = Saved()
+        for ext in ("png", "svg"):
+            p = d / f"{stem}.{ext}"
+            # a fixed date keeps the SVG byte-identical between runs
+            meta = {"Date": None} if ext == "svg" else {}
+            obj.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight", metadata=meta)
+            out.append(p)
+        return out
+    if _is_table(obj):
+        d = Path(directory) if directory is not None else tables_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / f"{stem}.csv"
+        obj.to_csv(p, index=_write_index(obj) if index is None else index)
+        return Saved([p])
+    raise TypeError(f"save() takes a matplotlib Figure or a pandas DataFrame/Series, got {type(obj).__name__}; "
+                    "for a list of axes pass axes[0].figure")
+
+
+def save_figure(fig, stem: str, directory=None) -> Saved:
+    """:func:`save` for a figure (the name the analysis modules re-export)."""
+    if not _is_figure(fig):
+        raise TypeError(f"save_figure() takes a matplotlib Figure, got {type(fig).__name__}")
+    return save(fig, stem, directory)
+
+
+def table_html(df, *, caption: str | None = None, max_height: str = "28em", float_format=None) -> str:
+    """``df`` as an HTML ``<table>``, every row and column, inside a box that scrolls when needed.
+
+    The box scrolls sideways for wide tables and, above :data:`LONG_TABLE_ROWS` rows, has a fixed
+    height and scrolls down. The style is inline, so the table looks the same in JupyterLab and in
+    the published book.
+    """
+    import pandas as pd
+
+    if isinstance(df, pd.Series):
+        df = df.to_frame()
+    body = df.to_html(max_rows=None, max_cols=None, border=0, classes=["mk-table"],
+                      float_format=float_format, na_rep="", escape=True)
+    long = len(df) > LONG_TABLE_ROWS
+    style = "overflow:auto;max-width:100%;" + (f"max-height:{max_height};" if long else "")
+    cls = "mk-table-scroll" + (" mk-table-long" if long else "")
+    cap = (f'<p class="mk-table-caption">{_html.escape(caption)}</p>') if caption else ""
+    return f'{cap}<div class="{cls}" style="{style}">{body}</div>'
+
+
+def show(df, stem: str | None = None, *, caption: str | None = None, directory=None,
+         index: bool | None = None, float_format=None) -> None:
+    """Display a table as HTML on the page (every row, scrollable when long) and save it as CSV.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame or pandas.Series
+    stem : str, optional
+        Save the table as ``<tables>/<stem>.csv`` first (see :func:`save`); ``None``: only display.
+    caption : str, optional
+        A line of text shown above the table.
+    directory, index
+        As for :func:`save`.
+    float_format : callable, optional
+        Formats floats on the page only (e.g. ``"{:.3f}".format``); the CSV keeps full precision.
+
+    Returns
+    -------
+    None
+        So that a ``show(...)`` at the end of a cell prints nothing more.
+    """
+    from IPython.display import HTML, display
+
+    if not _is_table(df):
+        raise TypeError(f"show() takes a pandas DataFrame or Series, got {type(df).__name__}")
+    if stem is not None:
+        save(df, stem, directory, index=index)
+    display(HTML(table_html(df, caption=caption, float_format=float_format)))

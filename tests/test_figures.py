@@ -1,0 +1,77 @@
+"""moralkit.figures: the one saving helper for figures and tables, and HTML tables on the page."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from moralkit import figures
+from moralkit.paths import project_root
+
+
+def test_save_figure_writes_png_and_svg_and_prints_relative_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("MORALKIT_FIGURES_DIR", str(project_root() / "figures" / "_test_tmp"))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    try:
+        saved = figures.save(fig, "09_line")
+        assert [p.name for p in saved] == ["09_line.png", "09_line.svg"]
+        assert all(p.stat().st_size > 500 for p in saved)
+        assert repr(saved) == "saved: figures/_test_tmp/09_line.png, figures/_test_tmp/09_line.svg"
+        assert str(project_root()) not in repr(saved) and str(project_root()) not in saved._repr_html_()
+    finally:
+        for p in (project_root() / "figures" / "_test_tmp").glob("*"):
+            p.unlink()
+        (project_root() / "figures" / "_test_tmp").rmdir()
+        plt.close(fig)
+
+
+def test_save_table_index_only_when_meaningful(tmp_path):
+    df = pd.DataFrame({"model": ["a", "b"], "alpha": [0.5, 0.01]})
+    (p,) = figures.save(df, "02_t", tmp_path)
+    assert p.read_text().splitlines()[0] == "model,alpha"
+    (p,) = figures.save(df.set_index("model"), "02_t", tmp_path)
+    assert p.read_text().splitlines()[1] == "a,0.5"
+    (p,) = figures.save(df, "02_t", tmp_path, index=True)
+    assert p.read_text().splitlines()[1] == "0,a,0.5"
+
+
+def test_save_rejects_other_objects_and_bad_stems(tmp_path):
+    with pytest.raises(TypeError, match="matplotlib Figure or a pandas"):
+        figures.save([1, 2], "02_x", tmp_path)
+    with pytest.raises(ValueError, match="stem must be a file name"):
+        figures.save(pd.DataFrame({"a": [1]}), "sub/02_x", tmp_path)
+    with pytest.raises(TypeError, match="Figure"):
+        figures.save_figure(pd.DataFrame({"a": [1]}), "02_x", tmp_path)
+
+
+def test_relative_path_hides_machine_paths():
+    assert figures.relative_path(project_root() / "data" / "psm") == "data/psm"
+    assert figures.relative_path("/opt/elsewhere/x.csv") == "x.csv"
+    assert figures.relative_path("data/psm") == "data/psm"
+
+
+def test_table_html_shows_every_row_and_scrolls_when_long():
+    short = figures.table_html(pd.DataFrame({"model": ["m<1>", "b"], "alpha": [0.5, 0.25]}), caption="Table 1")
+    assert "<table" in short and "m&lt;1&gt;" in short and "Table 1" in short
+    assert "max-height" not in short and "overflow:auto" in short  # wide tables scroll sideways
+    long = figures.table_html(pd.DataFrame({"x": range(62)}))
+    assert "max-height" in long and "mk-table-long" in long
+    assert long.count("</tr>") == 63 and "..." not in long  # header + 62 rows, nothing elided
+    wide = figures.table_html(pd.DataFrame([list(range(40))]))
+    assert wide.count("<th>") == 42  # the index header, 40 columns, one row label
+
+
+def test_show_displays_html_and_saves(tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    out = figures.show(pd.Series([1, 2], name="n"), "05_s", directory=tmp_path, caption="c")
+    assert out is None and (tmp_path / "05_s.csv").exists()
+    assert "<table" in shown[0].data and "c</p>" in shown[0].data
+    with pytest.raises(TypeError):
+        figures.show("not a table")
