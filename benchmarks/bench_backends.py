@@ -32,7 +32,7 @@ import time
 
 def _psm_requests(n, seed=0):
     from moralkit.collect.backends import Request, Sampling
-    from moralkit.design import constrained_prompt, make_design
+    from moralkit.psm.design import constrained_prompt, make_design
 
     d = make_design(0)
     s = Sampling(temperature=1.0, max_tokens=16)

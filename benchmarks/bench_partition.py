@@ -1,7 +1,7 @@
 """Benchmark: LS(e) / Procedure 2 with the exact cut solver vs the Proposition-1 MILP, and the
 paper-scale permutation study (7 models, T = 500, rho = 20).
 
-All agents are SIMULATED (moralkit.simulate): four near-rational quadratic agents with different
+All agents are SIMULATED (moralkit.psm.simulate): four near-rational quadratic agents with different
 ideal points (logit noise 0.05) and three noisier ones (0.3, 0.5, 1.0). The rationality level
 follows the paper's rule (Section 3.3): the smallest CCEI among the models. A second permutation
 study at a stricter e (``--stress-e``, more types per draw) is timed too.
@@ -25,12 +25,12 @@ import time
 
 import numpy as np
 
-from moralkit.design import make_design
-from moralkit.milp import find_glpsol, solve_ls_milp
-from moralkit.partition import largest_subsets, partition_types, pool
-from moralkit.permutation import E_BELOW_CCEI, draw_rounds, permutation_study
-from moralkit.rp import ccei
-from moralkit.simulate import QuadraticAgent, simulate_quadratic
+from moralkit.psm.design import make_design
+from moralkit.psm.milp import find_glpsol, solve_ls_milp
+from moralkit.psm.partition import largest_subsets, partition_types, pool
+from moralkit.psm.permutation import E_BELOW_CCEI, draw_rounds, permutation_study
+from moralkit.psm.rp import ccei
+from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
 
 #: SIMULATED agents: four near-rational quadratic agents with different ideal points, three noisier ones
 IDEALS = [(1, 1, 1, 1, 1), (4, 4, 4, 4, 4), (1, 4, 1, 4, 1), (4, 1, 4, 1, 4), (2.5, 2.5, 2.5, 2.5, 2.5),

@@ -1,7 +1,7 @@
 """Benchmark: exact CCEI on PSM data (T = 160) and the Table-1-scale random-choice workload.
 
 Measured in one run on the same SIMULATED data (uniformly random respondents and
-quadratic-utility agents from :mod:`moralkit.simulate`, never LLM answers):
+quadratic-utility agents from :mod:`moralkit.psm.simulate`, never LLM answers):
 
 1. CCEI time per dataset at T = 160, moralkit vs revpref ('warshall', exact) vs
    prefgraph (Rust engine, if installed), printed as ratios. moralkit is timed
@@ -12,7 +12,7 @@ quadratic-utility agents from :mod:`moralkit.simulate`, never LLM answers):
    ``Engine`` refuses zero prices, so its Rust batch function is called directly
    (one batch call for all datasets: its best case, parallel over the cores).
 2. The wall time of the Table-1 workload: 39 models x 1,000 random datasets x
-   160 rounds through :func:`moralkit.rationality.table1`, with the number of
+   160 rounds through :func:`moralkit.psm.rationality.table1`, with the number of
    joblib workers (including worker start-up).
 
 The last line printed is one JSON object with keys ``speedup_vs_revpref``,
@@ -57,10 +57,10 @@ def main(argv=None):
 
     from joblib import effective_n_jobs
 
-    from moralkit import rp
-    from moralkit.design import make_design
-    from moralkit.rationality import table1
-    from moralkit.simulate import simulate_agents
+    from moralkit.psm import rp
+    from moralkit.psm.design import make_design
+    from moralkit.psm.rationality import table1
+    from moralkit.psm.simulate import simulate_agents
 
     design = make_design(0)
     n_data = 20 if args.quick else 100

@@ -46,10 +46,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import moralkit.paths
-from moralkit import design
+from moralkit.psm import design
 from moralkit.collect import localmodels, summary
 from moralkit.collect.psm import psm_quality, run_psm
-from moralkit.dataset import load_psm
+from moralkit.psm.dataset import load_psm
 
 pd.set_option("display.max_colwidth", 100)
 DATA = Path(data_path) if data_path is not None else moralkit.paths.data_dir()

@@ -17,8 +17,8 @@
 # eqs. (1)–(2), Definitions 1–3), Section 2.3 (the statistical rationality test: H0/H1,
 # Definition 4, eq. (4), Procedure 1) and Section 3.1 (results, Table 1).
 #
-# Every number below is computed by `moralkit` (`moralkit.rp` for GARP$_e$ and the CCEI,
-# `moralkit.rationality` for the test); the notebook only calls it. Table 1 is written to
+# Every number below is computed by `moralkit` (`moralkit.psm.rp` for GARP$_e$ and the CCEI,
+# `moralkit.psm.rationality` for the test); the notebook only calls it. Table 1 is written to
 # `02_table1.csv` and the null distributions to `02_null_distributions.png/.svg`.
 
 # %% tags=["parameters"]
@@ -34,11 +34,11 @@ from fractions import Fraction
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from moralkit import rp
-from moralkit.dataset import load_psm
-from moralkit.design import BUDGET, CORNERS, PRICES, budget_set, make_design
+from moralkit.psm import rp
+from moralkit.psm.dataset import load_psm
+from moralkit.psm.design import BUDGET, CORNERS, PRICES, budget_set, make_design
 from moralkit.paths import figures_dir, tables_dir
-from moralkit.rationality import plot_null_distributions, random_choice_tests, table1
+from moralkit.psm.rationality import plot_null_distributions, random_choice_tests, table1
 
 pd.set_option("display.width", 160)
 if quick:
@@ -74,7 +74,7 @@ summary
 # strictly preferred to itself). GARP$_e$ (Definition 2): $r\,R^*_e\,k \Rightarrow$ not
 # $k\,P^0_e\,r$. The CCEI (Definition 3) is $\sup\{e\in(0,1]:\ \text{GARP}_e\}$ — the standard
 # Afriat index (the paper prints $\inf 1-e$). It is one of the ratios $E_{rk}/E_{rr}$ or 1; here
-# every ratio is a multiple of $1/12$, so `moralkit.rp` computes it **exactly**: the smallest
+# every ratio is a multiple of $1/12$, so `moralkit.psm.rp` computes it **exactly**: the smallest
 # level $m$ at which the graph $\{E_{rk}\le m\}$ has a cycle gives CCEI $=m/12$.
 
 # %%
@@ -151,7 +151,7 @@ if ready:
 # ```python
 # import joblib
 # from dask.distributed import Client
-# from moralkit.rationality import table1
+# from moralkit.psm.rationality import table1
 #
 # client = Client("scheduler-address:8786")   # or Client() for a local cluster
 # with joblib.parallel_backend("dask"):

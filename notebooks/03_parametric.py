@@ -23,7 +23,7 @@
 # where $b^m_s\in\mathbb R$ is the **ideal answer** to question $s$ and $a^m_s>0$ its **weight**
 # (normalised, $\sum_s a^m_s = 1$). The paper fits it to the models passing the rationality test at
 # 5 % (Table 1) and stresses that the exercise is *secondary*: the models are not GARP$_1$-rational,
-# which a utility representation would require. All computations are in `moralkit.nlls`.
+# which a utility representation would require. All computations are in `moralkit.psm.nlls`.
 
 # %% tags=["parameters"]
 quick = False
@@ -41,9 +41,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from moralkit import nlls
-from moralkit.dataset import load_psm
-from moralkit.design import CORNERS, PRICES
+from moralkit.psm import nlls
+from moralkit.psm.dataset import load_psm
+from moralkit.psm.design import CORNERS, PRICES
 from moralkit.paths import tables_dir
 
 pd.set_option("display.width", 160)
@@ -97,15 +97,15 @@ print(f"p . q_o: exact {np.unique((prices160 * y_exact).sum(1).round(9))}, "
 #
 # The paper fits the 7 models that pass the random-choice rationality test at 5 %. With few local
 # models the default here fits **all** models and marks those passing (`only_passing = True` restricts
-# the fit to them, as in the paper). Table 1 is recomputed with `moralkit.rationality.table1`.
+# the fit to them, as in the paper). Table 1 is recomputed with `moralkit.psm.rationality.table1`.
 
 # %%
 table1 = None
 if ready:
     try:
-        from moralkit.rationality import table1 as make_table1
+        from moralkit.psm.rationality import table1 as make_table1
     except ImportError:
-        print("moralkit.rationality.table1 is not available: models are not marked (all are fitted)")
+        print("moralkit.psm.rationality.table1 is not available: models are not marked (all are fitted)")
     else:
         table1 = make_table1(datasets, n_datasets=n_null, seed=seed, n_jobs=n_jobs)
         display(table1[["provider", "model", "label", "alpha", "n_obs"]])

@@ -37,10 +37,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from moralkit.dataset import load_psm
+from moralkit.psm.dataset import load_psm
 from moralkit.paths import tables_dir
-from moralkit import partition as mp
-from moralkit import permutation as perm
+from moralkit.psm import partition as mp
+from moralkit.psm import permutation as perm
 
 pd.set_option("display.width", 160)
 if quick:
@@ -61,16 +61,16 @@ if not ready:
 # The paper keeps the 7 models passing the rationality test at 5 % (Table 1, Procedure 1) and sets
 # $e = 0.333$, *the minimum CCEI among the models that passed the 5 % rationality test*, so the
 # cross-model constraint is at least as restrictive as the weakest within-model one. The same rule
-# is applied to the data here (Table 1 recomputed with `moralkit.rationality.table1`); when fewer
+# is applied to the data here (Table 1 recomputed with `moralkit.psm.rationality.table1`); when fewer
 # than two models pass, all models are used, and when none passes, the paper's $e = 0.333$.
 
 # %%
 table1 = None
 if ready:
     try:
-        from moralkit.rationality import table1 as make_table1
+        from moralkit.psm.rationality import table1 as make_table1
     except ImportError:
-        print("moralkit.rationality.table1 is not available: Table 1 cannot be recomputed")
+        print("moralkit.psm.rationality.table1 is not available: Table 1 cannot be recomputed")
     else:
         table1 = make_table1(datasets, n_datasets=100 if quick else 1000, seed=seed, n_jobs=n_jobs)
         display(table1[["provider", "model", "label", "alpha", "n_obs"]])
@@ -85,7 +85,7 @@ if ready:
 #
 # LS$(e)$ is the largest subset of models whose pooled data satisfy GARP$_e$, optimisation (5).
 # Procedure 2 removes LS$_1(e)$, then finds LS$_2(e)$ among the models left, and so on until no
-# model is left. `moralkit.partition` solves (5) **exactly without a MILP**: GARP$_e$ consistency is
+# model is left. `moralkit.psm.partition` solves (5) **exactly without a MILP**: GARP$_e$ consistency is
 # monotone (a subset of a consistent set is consistent), so it maximises $|B|$ subject to cuts
 # "not all of $S$", each $S$ the models on a GARP$_e$-violating cycle of the pooled graph, and
 # checks the largest candidates until one passes. Ties between maximum subsets are broken at
@@ -109,13 +109,13 @@ if ready:
 #
 # Proposition 1 computes LS$(e)$ with binaries $x^m$ (model $m$ kept) and $\psi^{i,j}$ and utilities
 # $U^i\in[0,1)$ under (IP1)–(IP4); the strict inequalities are written with explicit epsilons that
-# are exact for integer expenditures (`moralkit.milp` docstring). A MILP over 140 pooled rounds
+# are exact for integer expenditures (`moralkit.psm.milp` docstring). A MILP over 140 pooled rounds
 # takes HiGHS tens of seconds (`benchmarks/bench_partition.py`), so the demonstration uses a small
 # synthetic dataset drawn from the data: 3 models, 4 rounds each.
 
 # %%
 if ready:
-    from moralkit.milp import solve_ls_milp
+    from moralkit.psm.milp import solve_ls_milp
 
     demo_models = models[:3]
     draw = perm.draw_rounds({m: datasets[m] for m in demo_models}, 4, seed)

@@ -18,9 +18,9 @@
 # (`../shared/papers/000_b866239868df8916.txt`), §2.2–2.4, §3.1–3.3, Tables 1–3.
 #
 # **Every agent in this notebook is simulated** (model labels `sim-…`): quadratic single-peaked
-# utility agents (eq. 7) answering a `moralkit.design.make_design` design, with or without logit
+# utility agents (eq. 7) answering a `moralkit.psm.design.make_design` design, with or without logit
 # noise, and uniformly random respondents (the null hypothesis H0 of §2.3). The published figures
-# (Tables 1–3) enter as reference data from `moralkit.reference`, cited to the paper. Nothing here
+# (Tables 1–3) enter as reference data from `moralkit.psm.reference`, cited to the paper. Nothing here
 # is LLM output. Figures go to `moralkit.paths.figures_dir()` and tables to
 # `moralkit.paths.tables_dir()`, prefixed `06_`.
 
@@ -40,7 +40,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import moralkit.paths
-from moralkit import audit, conventions as cv, reference
+from moralkit.psm import reference
+from moralkit.studies import audit, conventions as cv
 
 if quick:
     n_agents, n_random, n_null = 6, 12, 100
@@ -82,7 +83,7 @@ audit.save_figure(fig, "06_power_curve")
 # In corner coordinates every chosen answer costs exactly 12 (eq. 1), so the standard CCEI — the
 # supremum of e with GARP_e (Definitions 1–3) — is a multiple of 1/12. Table 1 prints 0.385, 0.400,
 # 0.353, … which are not. Below: which fractions k/m (m ≤ 30) print as each published value, and
-# which conventions of `moralkit.conventions` can produce them at all:
+# which conventions of `moralkit.studies.conventions` can produce them at all:
 #
 # * `corner/e` — the standard CCEI (the package default);
 # * `origin/…` — expenditures in unshifted (raw, "consumer") coordinates; own expenditure 1–30;
@@ -178,7 +179,7 @@ print("\nmean index, rational (best of 100) vs random agents:\n", r.round(3).to_
 # The predicted answer printed in eqs. (9)–(10) coincides with the true maximiser of (7) under (8)
 # only when all a_s are equal (as printed it is not even on the budget line otherwise). First, the
 # misspecification bias in its purest form: simulated agents answer every round with the real-valued
-# predicted answer of one form ("generated"), and NLLS (eq. 11, `moralkit.nlls.fit_answers`) fits
+# predicted answer of one form ("generated"), and NLLS (eq. 11, `moralkit.psm.nlls.fit_answers`) fits
 # them with each form ("fitted"). The diagonal recovers (a, b) exactly; the off-diagonal cells are the
 # bias of using the wrong form.
 
@@ -190,7 +191,7 @@ cross.pivot_table(index="param", columns=["generated", "fitted"], values=["bias"
 # %% [markdown]
 # Second, recovery from the PSM's discrete choices: simulated agents with known (a, b) pick from the
 # design's 100 options (noiseless, and with logit noise 0.3); each dataset is fitted under both forms
-# (`moralkit.nlls.fit_utility`). Bias and RMSE per parameter:
+# (`moralkit.psm.nlls.fit_utility`). Bias and RMSE per parameter:
 
 # %%
 nlls_tab = save_table(audit.nlls_recovery(n_agents=2 if quick else 40, noise_levels=(0.0, 0.3), seed=seed),

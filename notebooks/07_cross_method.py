@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import moralkit.paths
-from moralkit import audit, crossmethod as xm
+from moralkit.studies import audit, crossmethod as xm
 
 if quick:
     T = 50

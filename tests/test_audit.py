@@ -1,4 +1,4 @@
-"""Reference figures (moralkit.reference), CCEI conventions (moralkit.conventions), audit (moralkit.audit)."""
+"""Reference figures (moralkit.psm.reference), CCEI conventions (moralkit.studies.conventions), audit (moralkit.studies.audit)."""
 
 import re
 from fractions import Fraction
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from moralkit import conventions as cv
-from moralkit import reference, rp
-from moralkit.design import make_design
-from moralkit.simulate import simulate_agents, simulate_quadratic, simulate_random
+from moralkit.studies import conventions as cv
+from moralkit.psm import reference, rp
+from moralkit.psm.design import make_design
+from moralkit.psm.simulate import simulate_agents, simulate_quadratic, simulate_random
 
 PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "000_b866239868df8916.txt"
 
@@ -112,7 +112,7 @@ def test_origin_and_nominal_matrices(sims):
 def test_hand_built_two_round_example():
     # two rounds at the origin corner: answers cost 12 at their own prices; each is
     # cheaper at the other's prices -> a strict 2-cycle; the critical ratio is the max of the two.
-    from moralkit.dataset import PSMDataset
+    from moralkit.psm.dataset import PSMDataset
 
     p = np.array([[2, 1, 1, 1, 1], [1, 2, 1, 1, 1]])
     q = np.array([[[1, 0, 5, 5, 0]], [[0, 1, 5, 5, 0]]])  # p1.q1 = 12, p2.q2 = 12
@@ -182,7 +182,7 @@ def test_null_distribution_and_predicted_alpha():
 
 
 def test_power_study_small():
-    from moralkit import audit
+    from moralkit.studies import audit
 
     st_ = audit.power_study((0.0, 50.0), n_agents=6, n_random=12, n_datasets=200, seed=1)
     assert set(st_["kind"]) == {"quadratic", "random"} and len(st_) == 2 * 6 + 12
@@ -198,7 +198,7 @@ def test_power_study_small():
 
 
 def test_convention_summary_on_small_null():
-    from moralkit import audit
+    from moralkit.studies import audit
 
     null, pa = audit.convention_audit(n_datasets=15, conventions=("corner/e", "origin/1-e"), designs=[0], seed=2)
     assert len(pa) == 2 * 37
@@ -209,7 +209,7 @@ def test_convention_summary_on_small_null():
 
 
 def test_rational_agents_under_conventions():
-    from moralkit import audit
+    from moralkit.studies import audit
 
     r = audit.rational_agent_indices(4, conventions=("corner/e", "corner/1-e"), n_options=(100,), seed=0)
     m = r.groupby(["agent_kind", "convention"])["index"].mean()
@@ -218,7 +218,7 @@ def test_rational_agents_under_conventions():
 
 
 def test_partition_recovery_separates_distinct_utilities():
-    from moralkit import audit
+    from moralkit.studies import audit
 
     df = audit.partition_recovery(rhos=(20,), es=(0.2, 0.9), T=25, seed=0)
     low, high = df.set_index("e").loc[0.2], df.set_index("e").loc[0.9]
@@ -240,7 +240,7 @@ def test_origin_budget_convention(sims):
 
 
 def test_nlls_forms_cross_study():
-    from moralkit import audit
+    from moralkit.studies import audit
 
     x = audit.nlls_cross_forms(2, seed=0).set_index(["generated", "fitted", "param"])
     # the matching form recovers (a, b) from its own continuous predictions

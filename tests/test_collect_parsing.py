@@ -13,8 +13,8 @@ import pytest
 
 from moralkit.collect.backends import Backend, Completion
 from moralkit.collect.psm import psm_dataset, psm_quality, run_psm
-from moralkit.dataset import read_psm, write_psm
-from moralkit.design import make_design, parse_option, parse_unconstrained
+from moralkit.psm.dataset import read_psm, write_psm
+from moralkit.psm.design import make_design, parse_option, parse_unconstrained
 
 
 class ScriptedBackend(Backend):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.stats import spearmanr, pearsonr
 
-from moralkit.crossmethod import (cross_method, mantel_test, match_models, min_pvalue, plot_cross_method,
+from moralkit.studies.crossmethod import (cross_method, mantel_test, match_models, min_pvalue, plot_cross_method,
                                   psm_similarity)
 
 
@@ -143,8 +143,8 @@ def test_cross_method_few_and_enough_models():
 
 
 def test_psm_similarity_on_simulated_agents():
-    from moralkit.design import make_design
-    from moralkit.simulate import QuadraticAgent, simulate_quadratic
+    from moralkit.psm.design import make_design
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
 
     ags = [QuadraticAgent(np.full(5, 0.2), b) for b in ([1.0] * 5, [1.1] * 5, [4.0] * 5)]
     data = {f"sim-{i}": simulate_quadratic(a, make_design(10 + i), model=f"sim-{i}") for i, a in enumerate(ags)}
@@ -155,7 +155,7 @@ def test_psm_similarity_on_simulated_agents():
 
 
 def test_load_own_runs_without_data(tmp_path):
-    from moralkit.crossmethod import cross_method_from_data, load_own_runs
+    from moralkit.studies.crossmethod import cross_method_from_data, load_own_runs
 
     with pytest.warns(UserWarning, match="No PSM data yet"):
         psm, metrics, msgs = load_own_runs(tmp_path / "psm", tmp_path / "mc")
@@ -165,10 +165,10 @@ def test_load_own_runs_without_data(tmp_path):
 
 def test_cross_method_from_data_on_simulated_inputs(tmp_path):
     """Simulated PSM agents (written to a temporary file) and constructed MoralChoice metrics."""
-    from moralkit.crossmethod import cross_method_from_data, load_own_runs
-    from moralkit.dataset import write_psm
-    from moralkit.design import make_design
-    from moralkit.simulate import QuadraticAgent, simulate_quadratic
+    from moralkit.studies.crossmethod import cross_method_from_data, load_own_runs
+    from moralkit.psm.dataset import write_psm
+    from moralkit.psm.design import make_design
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
 
     bs = {"sim-a": [1.0] * 5, "sim-b": [1.2] * 5, "sim-c": [4.0] * 5, "sim-d": [3.8] * 5}
     data = {m: simulate_quadratic(QuadraticAgent(np.full(5, 0.2), b), make_design(20 + i), model=m)

@@ -1,4 +1,4 @@
-"""The PSM design (moralkit.design) and PSM datasets (moralkit.dataset): Section 2.1-2.2 of Seror (2025)."""
+"""The PSM design (moralkit.psm.design) and PSM datasets (moralkit.psm.dataset): Section 2.1-2.2 of Seror (2025)."""
 
 import hashlib
 import itertools
@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from moralkit.dataset import PSMDataset, load_psm, read_psm, validate_dataset, write_psm
-from moralkit.design import (BUDGET, CORNERS, N_OPTIONS, PRICES, STATEMENTS, budget_set, constrained_prompt,
+from moralkit.psm.dataset import PSMDataset, load_psm, read_psm, validate_dataset, write_psm
+from moralkit.psm.design import (BUDGET, CORNERS, N_OPTIONS, PRICES, STATEMENTS, budget_set, constrained_prompt,
                              effective_corner, flip_corner, from_corner, make_design, parse_option,
                              parse_unconstrained, to_corner, unconstrained_prompt)
 

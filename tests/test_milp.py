@@ -1,6 +1,6 @@
-"""The MILP of Proposition 1 (moralkit.milp) against the exact solver (moralkit.partition).
+"""The MILP of Proposition 1 (moralkit.psm.milp) against the exact solver (moralkit.psm.partition).
 
-Agents are SIMULATED (moralkit.simulate): quadratic single-peaked utilities choosing their best
+Agents are SIMULATED (moralkit.psm.simulate): quadratic single-peaked utilities choosing their best
 (or a noisy) option among the 100 shown, and uniformly random choosers.
 """
 
@@ -9,11 +9,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from moralkit.design import make_design
-from moralkit.milp import build_ls_model, find_glpsol, milp_epsilons, solve_ls_milp
-from moralkit.partition import largest_subsets, partition_types, pool
-from moralkit.permutation import draw_rounds
-from moralkit.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
+from moralkit.psm.design import make_design
+from moralkit.psm.milp import build_ls_model, find_glpsol, milp_epsilons, solve_ls_milp
+from moralkit.psm.partition import largest_subsets, partition_types, pool
+from moralkit.psm.permutation import draw_rounds
+from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
 
 from test_partition import X, Y, Z, one_round
 
@@ -131,7 +131,7 @@ def test_solver_errors(agents):
         solve_ls_milp(two, 1.0, solver="cplex")
     with pytest.raises(ValueError, match="time_limit"):
         solve_ls_milp(two, 1.0, time_limit=0)
-    from moralkit.milp import _solver
+    from moralkit.psm.milp import _solver
 
     try:
         _solver("cbc")

@@ -1,6 +1,6 @@
-"""Tests of moralkit.nlls: the quadratic utility (7), predicted answers (8)-(10), NLLS (11), Table 2, Figs 1-2.
+"""Tests of moralkit.psm.nlls: the quadratic utility (7), predicted answers (8)-(10), NLLS (11), Table 2, Figs 1-2.
 
-All agents here are SIMULATED (moralkit.simulate, labels "sim-..."), never LLM answers.
+All agents here are SIMULATED (moralkit.psm.simulate, labels "sim-..."), never LLM answers.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moralkit import nlls
-from moralkit.design import BUDGET, CORNERS, PRICES, make_design
-from moralkit.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic
+from moralkit.psm import nlls
+from moralkit.psm.design import BUDGET, CORNERS, PRICES, make_design
+from moralkit.psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic
 
 ALL_CORNERS = np.repeat(CORNERS, 5, axis=0)  # the 160 (corner, price) pairs of the design
 ALL_PRICES = np.tile(PRICES, (32, 1))
@@ -389,7 +389,7 @@ def test_too_few_or_unidentifying_rounds_raise(sim):
 
 def test_boundary_solution_is_flagged_not_hidden(design):
     """A random chooser on 30 rounds: the exact-form optimum pushes weights to 0 (logits at ETA_BOUND)."""
-    from moralkit.simulate import simulate_random
+    from moralkit.psm.simulate import simulate_random
 
     ds = simulate_random(design, seed=1, model="sim-random").subset(np.arange(0, 150, 5))
     with pytest.warns(RuntimeWarning, match="boundary solution"):

@@ -1,6 +1,6 @@
-"""Pooled GARP_e, the exact LS(e) solver and Procedure 2 (moralkit.partition).
+"""Pooled GARP_e, the exact LS(e) solver and Procedure 2 (moralkit.psm.partition).
 
-All agents are SIMULATED (moralkit.simulate) or hand-built; no LLM data.
+All agents are SIMULATED (moralkit.psm.simulate) or hand-built; no LLM data.
 """
 
 from itertools import combinations
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from moralkit.dataset import PSMDataset
-from moralkit.design import CORNERS, PRICES, make_design
-from moralkit.partition import (MAX_EXACT_MODELS, PooledData, garp_pooled, largest_subset, largest_subsets,
+from moralkit.psm.dataset import PSMDataset
+from moralkit.psm.design import CORNERS, PRICES, make_design
+from moralkit.psm.partition import (MAX_EXACT_MODELS, PooledData, garp_pooled, largest_subset, largest_subsets,
                                 partition_types, pool, revealed_relations, violating_cycle)
-from moralkit.permutation import draw_rounds
-from moralkit.rp import ccei, garp
-from moralkit.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
+from moralkit.psm.permutation import draw_rounds
+from moralkit.psm.rp import ccei, garp
+from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
 
 
 # --------------------------------------------------------------------------- hand-built instances
@@ -111,7 +111,7 @@ def simulated_pool(seed, n_models=None, rho=None):
 
 
 def brute_force_ls(P: PooledData, e):
-    """Every subset checked with moralkit.rp.garp (scipy SCC) on the pooled expenditure matrix."""
+    """Every subset checked with moralkit.psm.rp.garp (scipy SCC) on the pooled expenditure matrix."""
     best, size = [()], 0
     for k in range(1, P.n_models + 1):
         for B in combinations(range(P.n_models), k):

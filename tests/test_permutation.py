@@ -1,6 +1,6 @@
-"""The permutation approach (moralkit.permutation): draws, G, H^alpha, Table 3, Figures 3-4.
+"""The permutation approach (moralkit.psm.permutation): draws, G, H^alpha, Table 3, Figures 3-4.
 
-Agents are SIMULATED (moralkit.simulate); Table-1/Table-3 numbers typed from the paper are used
+Agents are SIMULATED (moralkit.psm.simulate); Table-1/Table-3 numbers typed from the paper are used
 only to check the bookkeeping (thresholds, default e), never as results.
 """
 
@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from moralkit.design import make_design
-from moralkit.permutation import (PAPER_ALPHAS, default_e, draw_rounds, passing_models, permutation_study, study_setup,
+from moralkit.psm.design import make_design
+from moralkit.psm.permutation import (PAPER_ALPHAS, default_e, draw_rounds, passing_models, permutation_study, study_setup,
                                   plot_networks, plot_similarity, save_figure, similarity_graph,
                                   similarity_summary, table3, threshold_graph)
-from moralkit.rp import ccei
-from moralkit.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
+from moralkit.psm.rp import ccei
+from moralkit.psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def test_default_e_is_smallest_ccei_among_models_passing_at_5_percent():
 
 
 def test_default_e_keeps_every_passing_model_consistent(clusters):
-    from moralkit.partition import garp_pooled, pool
+    from moralkit.psm.partition import garp_pooled, pool
 
     t1 = pd.DataFrame({"model": list(clusters), "ccei": [ccei(d) for d in clusters.values()], "alpha": 0.0})
     models, e, notes = study_setup(clusters, t1)

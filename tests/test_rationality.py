@@ -1,6 +1,6 @@
-"""The random-choice rationality test (moralkit.rationality): Section 2.3, eq. (4), Procedure 1, Table 1.
+"""The random-choice rationality test (moralkit.psm.rationality): Section 2.3, eq. (4), Procedure 1, Table 1.
 
-The simulation checks use SIMULATED respondents (moralkit.simulate), never LLM answers.
+The simulation checks use SIMULATED respondents (moralkit.psm.simulate), never LLM answers.
 """
 
 from fractions import Fraction
@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from moralkit import rp
-from moralkit.design import make_design
-from moralkit.rationality import (CHUNK_SIZE, RandomChoiceResult, _chunk_rng, plot_null_distributions,
+from moralkit.psm import rp
+from moralkit.psm.design import make_design
+from moralkit.psm.rationality import (CHUNK_SIZE, RandomChoiceResult, _chunk_rng, plot_null_distributions,
                                   random_choice_test, random_choice_tests, stars, table1)
-from moralkit.simulate import simulate_agents, simulate_quadratic, simulate_random
+from moralkit.psm.simulate import simulate_agents, simulate_quadratic, simulate_random
 
 
 @pytest.fixture(scope="module")

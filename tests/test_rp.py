@@ -1,4 +1,4 @@
-"""Exact GARP_e and CCEI (moralkit.rp): Definitions 1-3 of Seror (2025), cross-checked with revpref and prefgraph."""
+"""Exact GARP_e and CCEI (moralkit.psm.rp): Definitions 1-3 of Seror (2025), cross-checked with revpref and prefgraph."""
 
 from fractions import Fraction
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from moralkit import rp
-from moralkit.design import BUDGET, make_design, to_corner
-from moralkit.simulate import simulate_random
+from moralkit.psm import rp
+from moralkit.psm.design import BUDGET, make_design, to_corner
+from moralkit.psm.simulate import simulate_random
 
 # --------------------------------------------------------------------------- an independent reference
 

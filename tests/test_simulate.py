@@ -1,11 +1,11 @@
-"""Simulated PSM respondents (moralkit.simulate)."""
+"""Simulated PSM respondents (moralkit.psm.simulate)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from moralkit.design import BUDGET, make_design, to_corner
-from moralkit.simulate import (QuadraticAgent, random_quadratic_agent, simulate_agents, simulate_quadratic,
+from moralkit.psm.design import BUDGET, make_design, to_corner
+from moralkit.psm.simulate import (QuadraticAgent, random_quadratic_agent, simulate_agents, simulate_quadratic,
                                simulate_random)
 
 
@@ -64,7 +64,7 @@ def test_logit_noise_scale(design):
 
 def test_logit_probabilities_match_softmax():
     # one round repeated: empirical choice frequencies follow exp(u / scale)
-    from moralkit.design import Design
+    from moralkit.psm.design import Design
 
     d = Design(seed=0, rounds=(make_design(0)[0],))  # a one-round design
     ag = QuadraticAgent(a=np.full(5, 0.2), b=[2.5] * 5)
@@ -105,7 +105,7 @@ def test_simulate_agents_seeded_and_labelled(design):
 
 
 def test_rational_agents_beat_random_agents_on_ccei(design):
-    from moralkit.rp import ccei, psm_expenditure_matrix
+    from moralkit.psm.rp import ccei, psm_expenditure_matrix
 
     q = [ccei(psm_expenditure_matrix(d)) for d in simulate_agents(15, design=design, seed=2).values()]
     r = [ccei(psm_expenditure_matrix(d)) for d in simulate_agents(15, "random", design=design, seed=2).values()]

@@ -2,13 +2,13 @@
 
 Protocol (Seror 2025, Section 2.1-2.2), as implemented by :func:`run_psm`:
 
-1. Round 0: :func:`moralkit.design.unconstrained_prompt`, parsed with
-   :func:`moralkit.design.parse_unconstrained`. Its answer ``q0`` fixes the
-   corner flips of the constrained rounds (:meth:`moralkit.design.Round.options`);
+1. Round 0: :func:`moralkit.psm.design.unconstrained_prompt`, parsed with
+   :func:`moralkit.psm.design.parse_unconstrained`. Its answer ``q0`` fixes the
+   corner flips of the constrained rounds (:meth:`moralkit.psm.design.Round.options`);
    no valid answer leaves the nominal corners.
-2. The 160 constrained rounds of :func:`moralkit.design.make_design`, prompt
-   :func:`moralkit.design.constrained_prompt` verbatim, parsed with
-   :func:`moralkit.design.parse_option`; in the paper's order or shuffled (seeded).
+2. The 160 constrained rounds of :func:`moralkit.psm.design.make_design`, prompt
+   :func:`moralkit.psm.design.constrained_prompt` verbatim, parsed with
+   :func:`moralkit.psm.design.parse_option`; in the paper's order or shuffled (seeded).
 3. Every prompt is a fresh single-turn chat (conversation state reset per round);
    the prompt is the user message, with no system prompt unless one is given.
 4. A round without a valid answer is sent again, up to 3 attempts; a round with
@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dataset import PSMDataset, write_psm
-from ..design import (N_OPTIONS, constrained_prompt, make_design, parse_option, parse_unconstrained,
+from ..psm.dataset import PSMDataset, write_psm
+from ..psm.design import (N_OPTIONS, constrained_prompt, make_design, parse_option, parse_unconstrained,
                       unconstrained_prompt)
 from .backends import Backend, Request, Sampling
 from .store import RecordStore, derive_seed, package_versions, git_commit, prompt_sha256, read_records, \
@@ -155,7 +155,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     label : str, optional
         Model label in the exported data (default ``backend.model``); one label per respondent.
     design_seed : int, default 0
-        Seed of :func:`moralkit.design.make_design` (same options for every model with the same seed).
+        Seed of :func:`moralkit.psm.design.make_design` (same options for every model with the same seed).
     seed : int, default 0
         Sampling seed (each attempt's seed is derived from it) and seed of the shuffled order.
     order : {"paper", "shuffled"}
@@ -250,7 +250,7 @@ def _q0(store):
 
 
 def psm_dataset(run_dir, label=None) -> PSMDataset:
-    """Build the :class:`~moralkit.dataset.PSMDataset` of a run from its raw records.
+    """Build the :class:`~moralkit.psm.dataset.PSMDataset` of a run from its raw records.
 
     Only completed rounds are included (a valid answer, or ``max_attempts``
     attempts without one: ``chosen = 0``), in round order. The options are
@@ -298,7 +298,7 @@ def psm_dataset(run_dir, label=None) -> PSMDataset:
 
 
 def export_psm(run_dirs, path) -> Path:
-    """Write the tidy PSM file (:func:`moralkit.dataset.write_psm`) of one or more runs."""
+    """Write the tidy PSM file (:func:`moralkit.psm.dataset.write_psm`) of one or more runs."""
     if isinstance(run_dirs, (str, Path)):
         run_dirs = [run_dirs]
     return write_psm([psm_dataset(d) for d in run_dirs], path)

@@ -1,6 +1,6 @@
 """Alternative CCEI conventions a reader of the paper might suspect (for the convention audit).
 
-The package's CCEI is the standard one (:func:`moralkit.rp.ccei`): the
+The package's CCEI is the standard one (:func:`moralkit.psm.rp.ccei`): the
 supremum of ``e`` for which GARP_e holds, with the relations of Definition 1
 in each round's (effective) corner coordinates. There every chosen answer
 costs exactly 12 (eq. (1)), so the CCEI is a multiple of 1/12. The published
@@ -55,8 +55,8 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from . import rp
-from .design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
+from ..psm import rp
+from ..psm.design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
 
 __all__ = [
     "COORDINATES",
@@ -137,7 +137,7 @@ def expenditure_matrix(dataset, coordinates: str = "corner") -> np.ndarray:
     ----------
     dataset : PSMDataset
     coordinates : {"corner", "origin", "origin_budget", "nominal"}, default "corner"
-        See the module docstring. ``"corner"`` is :func:`moralkit.rp.psm_expenditure_matrix`.
+        See the module docstring. ``"corner"`` is :func:`moralkit.psm.rp.psm_expenditure_matrix`.
 
     Returns
     -------
@@ -165,7 +165,7 @@ def critical_efficiency(dataset, coordinates: str = "corner") -> Fraction:
 
     References
     ----------
-    Seror (2025), Definitions 1-3; computed by :func:`moralkit.rp.ccei_exact`.
+    Seror (2025), Definitions 1-3; computed by :func:`moralkit.psm.rp.ccei_exact`.
     """
     return rp.ccei_exact(expenditure_matrix(dataset, coordinates))
 
@@ -177,7 +177,7 @@ def ccei(dataset, convention_="corner/e") -> float:
     ----------
     dataset : PSMDataset
     convention_ : str, tuple or Convention, default "corner/e"
-        ``"corner/e"`` is the standard CCEI, equal to :func:`moralkit.rp.ccei`.
+        ``"corner/e"`` is the standard CCEI, equal to :func:`moralkit.psm.rp.ccei`.
 
     Returns
     -------
@@ -280,10 +280,10 @@ def null_distribution(n_datasets: int = 1000, conventions=CONVENTIONS, n_obs=(16
                       q0=None, seed=0, progress: bool = False) -> pd.DataFrame:
     """Index of uniformly random (simulated) respondents in the paper's design, under each convention.
 
-    Each replicate is a simulated random respondent (:func:`moralkit.simulate.simulate_random`):
+    Each replicate is a simulated random respondent (:func:`moralkit.psm.simulate.simulate_random`):
     a uniformly random round-0 answer (which fixes the corner flips) and a
     uniformly random option in each of the 160 rounds of a design drawn by
-    :func:`moralkit.design.make_design`; for each ``n`` in ``n_obs`` the index is
+    :func:`moralkit.psm.design.make_design`; for each ``n`` in ``n_obs`` the index is
     computed on a random subset of ``n`` rounds (nested subsets), emulating the
     missing rounds of Table 1.
 
@@ -312,8 +312,8 @@ def null_distribution(n_datasets: int = 1000, conventions=CONVENTIONS, n_obs=(16
     ----------
     Seror (2025), Section 2.3 (random datasets ``D^m_n``, Procedure 1).
     """
-    from .design import make_design
-    from .simulate import simulate_random
+    from ..psm.design import make_design
+    from ..psm.simulate import simulate_random
 
     convs = [convention(c) for c in conventions]
     n_obs = sorted({int(n) for n in n_obs}, reverse=True)
@@ -364,7 +364,7 @@ def predicted_alpha(null: pd.DataFrame, published: pd.DataFrame, *, decimals: in
     """
     need = {"model", "ccei", "alpha", "n_obs"}
     if not need <= set(published.columns):
-        raise ValueError(f"published must have columns {sorted(need)} (see moralkit.reference.table1())")
+        raise ValueError(f"published must have columns {sorted(need)} (see moralkit.psm.reference.table1())")
     sims = np.array(sorted(null["n_obs"].unique()))
     rows = []
     for conv, g in null.groupby("convention", sort=False):

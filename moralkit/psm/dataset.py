@@ -14,8 +14,8 @@ model           model label (unique within a file)
 provider        provider or backend label
 run             run identifier (links to the raw records and manifest)
 round           0 (unconstrained) or 1..160
-corner_index    nominal corner, index into :data:`moralkit.design.CORNERS`
-price_index     index into :data:`moralkit.design.PRICES`
+corner_index    nominal corner, index into :data:`moralkit.psm.design.CORNERS`
+price_index     index into :data:`moralkit.psm.design.PRICES`
 corner          effective corner after the flip rule, e.g. ``"05005"``
 options         the 100 alternatives as raw answers: 500 digits, 5 per option
 option          chosen option number 1..100, empty when missing
@@ -299,7 +299,7 @@ def load_psm(data_path=None) -> tuple[Path, dict[str, PSMDataset]]:
     """
     import warnings
 
-    from .paths import data_dir
+    from ..paths import data_dir
 
     path = Path(data_path) if data_path is not None else data_dir() / "psm"
     try:

@@ -13,7 +13,7 @@ Agents
   ``u(q) = -1/2 sum_s a_s (q_s - b_s)^2`` with ``a_s > 0``, ``sum_s a_s = 1``.
   In round 0 the agent gives its best answer in ``X = {0..5}^5``; in each
   constrained round it sees the 100 alternatives of a
-  :func:`moralkit.design.make_design` design, with the corner flip decided by
+  :func:`moralkit.psm.design.make_design` design, with the corner flip decided by
   its own round-0 answer (Section 2.2), and picks the option of highest
   utility, or, with logit noise of scale ``noise > 0``, option ``j`` with
   probability proportional to ``exp(u(q_j) / noise)``.
@@ -123,7 +123,7 @@ def _as_design(design) -> Design:
         return design
     if isinstance(design, (int, np.integer)):
         return make_design(int(design))
-    raise ValueError(f"design must be a moralkit.design.Design, an integer seed or None, got {type(design).__name__}")
+    raise ValueError(f"design must be a moralkit.psm.design.Design, an integer seed or None, got {type(design).__name__}")
 
 
 def _design_arrays(design: Design, q0):

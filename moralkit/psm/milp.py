@@ -1,6 +1,6 @@
 """The MILP of Proposition 1 (Appendix A.1) for LS(e), in Pyomo.
 
-For the pooled rounds ``i, j`` of the models in W (:class:`moralkit.partition.PooledData`),
+For the pooled rounds ``i, j`` of the models in W (:class:`moralkit.psm.partition.PooledData`),
 with ``E[i, j] = p^i . q^j_{o(i)}``, binaries ``x^m`` (model m in LS(e)) and
 ``psi^{i,j}``, utilities ``U^i in [0, 1)`` and a big-M ``A > max_i E[i, i]``::
 
@@ -204,7 +204,7 @@ def _solver(name: str):
 
     if name not in SOLVERS:
         raise ValueError(f"unknown solver {name!r}; choose one of {SOLVERS} (or 'exact' for the cut solver "
-                         "of moralkit.partition)")
+                         "of moralkit.psm.partition)")
     if name == "highs":
         opt = pyo.SolverFactory("appsi_highs")
     elif name == "glpk":
@@ -237,7 +237,7 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     Parameters
     ----------
     pooled : PooledData
-        Pooled observations (:func:`moralkit.partition.pool`).
+        Pooled observations (:func:`moralkit.psm.partition.pool`).
     e : float in [0, 1]
         Rationality level.
     within : iterable of str, optional

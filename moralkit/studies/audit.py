@@ -6,16 +6,16 @@
   on uniformly random agents.
 * :func:`convention_audit` / :func:`convention_summary` /
   :func:`plot_convention_nulls` / :func:`plot_alpha_fit` -- which CCEI
-  convention (:mod:`moralkit.conventions`) makes the random-choice null
+  convention (:mod:`moralkit.studies.conventions`) makes the random-choice null
   distribution in the paper's design reproduce the published Table 1
   (CCEI, alpha) pairs; :func:`rational_agent_indices` -- how each convention
   scores simulated utility maximisers.
 * :func:`partition_recovery` / :func:`plot_partition_recovery` -- groups of
   simulated agents with distinct known utilities: how often the permutation
-  approach (:func:`moralkit.permutation.permutation_study`) classifies two
+  approach (:func:`moralkit.psm.permutation.permutation_study`) classifies two
   agents together exactly when they share a utility, as a function of rho and e.
 * :func:`nlls_recovery` -- recovery of (a, b) by NLLS under both forms of the
-  predicted answer (:mod:`moralkit.nlls`), with and without noise; :func:`nlls_cross_forms` -- the
+  predicted answer (:mod:`moralkit.psm.nlls`), with and without noise; :func:`nlls_cross_forms` -- the
   bias of each form when the answers come from the other.
 
 References
@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from . import conventions as cv
-from .design import Design, make_design
-from .simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
-from .figures import save_figure  # noqa: F401  (re-exported)
+from ..psm.design import Design, make_design
+from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
+from ..figures import save_figure  # noqa: F401  (re-exported)
 
 __all__ = [
     "power_study",
@@ -76,10 +76,10 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
     """Run the random-choice test (Procedure 1) on simulated agents.
 
     For each logit noise scale, ``n_agents`` quadratic agents (random ``a``,
-    ``b``; :func:`moralkit.simulate.random_quadratic_agent`) answer a design
+    ``b``; :func:`moralkit.psm.simulate.random_quadratic_agent`) answer a design
     (choice probabilities proportional to ``exp(u / noise)``; 0 = best option);
     ``n_random`` uniformly random agents give the size. Each agent's dataset
-    is tested with :func:`moralkit.rationality.random_choice_tests`
+    is tested with :func:`moralkit.psm.rationality.random_choice_tests`
     (``n_datasets`` synthetic datasets on the option sets it saw).
 
     Parameters
@@ -104,7 +104,7 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
     ----------
     Seror (2025), Section 2.3 (Procedure 1, eq. (4)); Section 3.2 (eq. (7)).
     """
-    from .rationality import random_choice_tests
+    from ..psm.rationality import random_choice_tests
 
     if n_agents < 0 or n_random < 0:
         raise ValueError("n_agents and n_random must be non-negative")
@@ -197,25 +197,25 @@ def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 10
     Parameters
     ----------
     published : DataFrame, optional
-        Default :func:`moralkit.reference.table1`.
+        Default :func:`moralkit.psm.reference.table1`.
     n_datasets : int
         Simulated uniformly random respondents (each with its own random round-0 answer).
     conventions, designs, seed, progress
-        See :func:`moralkit.conventions.null_distribution` (one null per distinct
+        See :func:`moralkit.studies.conventions.null_distribution` (one null per distinct
         published ``n_obs``).
 
     Returns
     -------
     null : DataFrame
-        :func:`moralkit.conventions.null_distribution` output.
+        :func:`moralkit.studies.conventions.null_distribution` output.
     predicted : DataFrame
-        :func:`moralkit.conventions.predicted_alpha` output.
+        :func:`moralkit.studies.conventions.predicted_alpha` output.
 
     References
     ----------
     Seror (2025), Section 2.3 and Table 1.
     """
-    from .reference import table1
+    from ..psm.reference import table1
 
     pub = table1() if published is None else published
     null = cv.null_distribution(n_datasets, conventions, n_obs=sorted(set(pub["n_obs"])), designs=designs,
@@ -270,7 +270,7 @@ def alpha_envelope(published: pd.DataFrame | None = None, q0s=None, n_datasets: 
     DataFrame
         ``model``, ``convention``, ``ccei``, ``n_obs``, ``alpha``, ``alpha_min``, ``alpha_max``.
     """
-    from .reference import table1
+    from ..psm.reference import table1
 
     pub = table1() if published is None else published
     if q0s is None:
@@ -328,7 +328,7 @@ def plot_convention_nulls(null: pd.DataFrame, published: pd.DataFrame | None = N
     (ticks, red = passing at 5 %), and, if given, the index of simulated rational agents (green)."""
     import matplotlib.pyplot as plt
 
-    from .reference import table1
+    from ..psm.reference import table1
 
     pub = table1() if published is None else published
     convs = list(dict.fromkeys(null["convention"]))
@@ -414,7 +414,7 @@ def partition_recovery(rhos: Sequence[int] = (5, 10, 20), es: Sequence[float] = 
     group share one utility (ideal point ``b`` from ``group_ideals`` plus
     optional N(0, ``jitter``) noise, weights ``a`` drawn once per group), and each
     agent answers its own design (its own 100-option sets). For each (rho, e),
-    :func:`moralkit.permutation.permutation_study` (exact LS(e) solver, T draws)
+    :func:`moralkit.psm.permutation.permutation_study` (exact LS(e) solver, T draws)
     gives a type label per agent and draw; a pair of agents is *correctly
     co-classified* in a draw when "same type" equals "same group".
 
@@ -430,7 +430,7 @@ def partition_recovery(rhos: Sequence[int] = (5, 10, 20), es: Sequence[float] = 
     ----------
     Seror (2025), Section 2.4 (eq. (6)), Procedure 2.
     """
-    from .permutation import permutation_study
+    from ..psm.permutation import permutation_study
 
     data, groups = _group_agents(group_ideals, int(per_group), float(noise), seed, float(jitter))
     M = len(groups)
@@ -495,7 +495,7 @@ def nlls_recovery(n_agents: int = 20, noise_levels: Sequence[float] = (0.0, 0.3)
 
     Simulated quadratic agents with known (a, b) (``b`` uniform on [1.5, 3.5],
     ``a`` Dirichlet) pick from the design's 100 options (noiseless or with
-    logit noise); each dataset is fitted with :func:`moralkit.nlls.fit_utility`
+    logit noise); each dataset is fitted with :func:`moralkit.psm.nlls.fit_utility`
     under each form.
 
     Returns
@@ -507,7 +507,7 @@ def nlls_recovery(n_agents: int = 20, noise_levels: Sequence[float] = (0.0, 0.3)
     ----------
     Seror (2025), Section 3.2, eqs. (7)-(11).
     """
-    from .nlls import fit_utility
+    from ..psm.nlls import fit_utility
 
     d = make_design(0) if design is None else design
     agents = _nlls_agents(n_agents, seed)
@@ -527,9 +527,9 @@ def nlls_cross_forms(n_agents: int = 20, *, forms=("paper", "exact"), seed: int 
     """Bias of each NLLS form when the answers come from the other (continuous budget line).
 
     Simulated agents answer every round with the real-valued predicted answer
-    of form ``generated`` (:func:`moralkit.nlls.predict_answers`; corners after
+    of form ``generated`` (:func:`moralkit.psm.nlls.predict_answers`; corners after
     the flip rule for the agent's round-0 answer); the answers are then fitted
-    by NLLS (:func:`moralkit.nlls.fit_answers`) under form ``fitted``. On the
+    by NLLS (:func:`moralkit.psm.nlls.fit_answers`) under form ``fitted``. On the
     diagonal (same form) recovery is exact up to the optimiser; off the
     diagonal the error is the misspecification bias of using the wrong form.
 
@@ -546,7 +546,7 @@ def nlls_cross_forms(n_agents: int = 20, *, forms=("paper", "exact"), seed: int 
     """
     import warnings
 
-    from .nlls import fit_answers, predict_answers
+    from ..psm.nlls import fit_answers, predict_answers
 
     d = make_design(0) if design is None else design
     agents = _nlls_agents(n_agents, seed)

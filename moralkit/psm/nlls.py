@@ -99,7 +99,7 @@ from scipy.optimize import least_squares
 
 from .dataset import PSMDataset
 from .design import BUDGET, DIMENSIONS
-from .figures import save_figure  # noqa: F401  (re-exported)
+from ..figures import save_figure  # noqa: F401  (re-exported)
 
 __all__ = [
     "FORMS",
@@ -715,7 +715,7 @@ def fit_utility(dataset: PSMDataset, form: str = "exact", n_starts: int = 5, see
 
     Examples
     --------
-    >>> from moralkit.simulate import QuadraticAgent, simulate_quadratic
+    >>> from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
     >>> ds = simulate_quadratic(QuadraticAgent(a=[.2, .2, .2, .2, .2], b=[2.5, 3, 2, 2.5, 3]))
     >>> fit = fit_utility(ds)                                   # doctest: +SKIP
     >>> fit.b.round(2), fit.converged                           # doctest: +SKIP
@@ -725,7 +725,7 @@ def fit_utility(dataset: PSMDataset, form: str = "exact", n_starts: int = 5, see
     Seror (2025), Section 3.2, eqs. (7)-(11), Table 2.
     """
     if not isinstance(dataset, PSMDataset):
-        raise ValueError(f"expected a moralkit.dataset.PSMDataset, got {type(dataset).__name__}")
+        raise ValueError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(dataset).__name__}")
     v = dataset.valid()
     return fit_answers(v.corners, v.prices, v.choices, form=form, n_starts=n_starts, seed=seed, n_boot=n_boot,
                        level=level, cov_type=cov_type, n_jobs=n_jobs, model=dataset.model, q0=dataset.q0,
@@ -733,7 +733,7 @@ def fit_utility(dataset: PSMDataset, form: str = "exact", n_starts: int = 5, see
                        n_excluded=dataset.n_rounds - dataset.n_obs)
 
 
-#: Alias of :func:`fit_utility` (the name :mod:`moralkit.audit` looks for).
+#: Alias of :func:`fit_utility` (the name :mod:`moralkit.studies.audit` looks for).
 fit_nlls = fit_utility
 
 
@@ -817,7 +817,7 @@ def table2(results, uncertainty: str | None = None, table1: pd.DataFrame | None 
         Add delta-method standard errors (``"s.e. b_1"``...) or bootstrap
         interval bounds (``"b_1 low"``, ``"b_1 high"``...) after the estimates.
     table1 : DataFrame, optional
-        Table 1 from :func:`moralkit.rationality.table1`: adds the columns
+        Table 1 from :func:`moralkit.psm.rationality.table1`: adds the columns
         ``CCEI`` (label with stars) and ``passes`` (H0 rejected at ``level``).
     level : float, default 0.05
 

@@ -4,7 +4,7 @@ T synthetic datasets are drawn; each takes rho answered rounds from every
 model, *without replacement across models* (a round -- a nominal (corner,
 price) pair -- drawn for one model is not drawn for another in the same
 dataset). Procedure 2 partitions the models of each synthetic dataset into
-types (:func:`moralkit.partition.partition_types`), and::
+types (:func:`moralkit.psm.partition.partition_types`), and::
 
     G[m, w] = (1/T) sum_t delta^t_{m,w}                                   (6)
 
@@ -45,7 +45,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .figures import save_figure  # noqa: F401  (re-exported)
+from ..figures import save_figure  # noqa: F401  (re-exported)
 from .partition import (
     _ExactLS,
     _as_dict,
@@ -203,7 +203,7 @@ def _round_index(dd: dict) -> _RoundIndex:
         if ds.corner_index is None or ds.price_index is None:
             raise ValueError(f"{name}: corner_index and price_index are needed to identify a round across "
                              "models (draws are without replacement across models); read the data with "
-                             "moralkit.dataset.read_psm or set them on the PSMDataset")
+                             "moralkit.psm.dataset.read_psm or set them on the PSMDataset")
         p = np.nonzero(ds.answered)[0]
         r = ds.corner_index[p] * 5 + ds.price_index[p]
         if len(np.unique(r)) != len(r):

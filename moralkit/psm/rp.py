@@ -67,7 +67,7 @@ Everything here is exact, with no tolerance:
 
 Alternative conventions (expenditures in unshifted coordinates, the index
 reported as ``1 - e``) only change the matrix fed to these functions or the
-final transform; see :mod:`moralkit.conventions`.
+final transform; see :mod:`moralkit.studies.conventions`.
 
 References
 ----------
@@ -197,7 +197,7 @@ def expenditure_matrix(corners, prices, choices, *, budget: int | None = BUDGET)
 
 
 def psm_expenditure_matrix(dataset) -> np.ndarray:
-    """Expenditure matrix of a :class:`~moralkit.dataset.PSMDataset`, missing rounds excluded.
+    """Expenditure matrix of a :class:`~moralkit.psm.dataset.PSMDataset`, missing rounds excluded.
 
     References
     ----------

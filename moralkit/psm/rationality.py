@@ -24,7 +24,7 @@ Parallelism goes through :mod:`joblib`: threads by default (the compiled
 kernels release the GIL, so there is no process start-up), or any backend set
 by the caller, e.g. a Dask cluster with
 ``with joblib.parallel_backend("dask"): table1(datasets, n_jobs=-1)``. Each CCEI is exact (a multiple
-of 1/12, see :mod:`moralkit.rp`), so comparisons with the model's CCEI are
+of 1/12, see :mod:`moralkit.psm.rp`), so comparisons with the model's CCEI are
 exact integer comparisons.
 
 References
@@ -164,7 +164,7 @@ def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
 
 def _prepare(ds: PSMDataset):
     if not isinstance(ds, PSMDataset):
-        raise ValueError(f"expected a moralkit.dataset.PSMDataset, got {type(ds).__name__}")
+        raise ValueError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(ds).__name__}")
     v = ds.valid()
     if v.n_obs == 0:
         raise ValueError(f"{ds.model}: no answered constrained round; the test needs at least one "
@@ -205,7 +205,7 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     for ds in items:
         if not isinstance(ds, PSMDataset):
-            raise ValueError(f"expected moralkit.dataset.PSMDataset objects, got {type(ds).__name__}")
+            raise ValueError(f"expected moralkit.psm.dataset.PSMDataset objects, got {type(ds).__name__}")
     names = [ds.model for ds in items]
     if len(set(names)) != len(names):
         raise ValueError("model labels must be unique (they key the random draws)")

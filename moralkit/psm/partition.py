@@ -10,7 +10,7 @@ A *type* is a set of models whose pooled answers jointly satisfy GARP_e
   pooled observations of a subset of models;
 * :func:`largest_subsets` / :func:`largest_subset` -- LS(e), optimisation (5),
   solved **exactly** without a MILP (see below), or with the MILP of
-  Proposition 1 (:mod:`moralkit.milp`);
+  Proposition 1 (:mod:`moralkit.psm.milp`);
 * :func:`partition_types` -- Procedure 2: remove LS(e) until no model is left.
 
 The exact solver
@@ -36,10 +36,10 @@ Ties
 LS(e) need not be unique. :func:`largest_subsets` returns all maximum subsets;
 :func:`partition_types` picks one of them uniformly at random with the run's
 random generator (``seed``), at each step of Procedure 2. The permutation
-approach (:mod:`moralkit.permutation`) averages over these choices. With a MILP
+approach (:mod:`moralkit.psm.permutation`) averages over these choices. With a MILP
 solver the solver's own choice among maxima is used (not random).
 
-Conventions (as :mod:`moralkit.rp`)
+Conventions (as :mod:`moralkit.psm.rp`)
 -----------------------------------
 ``E[r, k] = p^r . q^k_{o^r}``; ``r R0_e k`` iff ``e E[r, r] >= E[r, k]`` or the
 two answers are the same bundle; ``r P0_e k`` iff ``e E[r, r] > E[r, k]``
@@ -101,7 +101,7 @@ class PooledData:
     obs_round : ndarray (n,) of int
         Position of the observation in its model's :class:`PSMDataset`.
     E : ndarray (n, n) of int
-        ``E[r, k] = p^r . q^k_{o^r}`` (:func:`moralkit.rp.expenditure_matrix`).
+        ``E[r, k] = p^r . q^k_{o^r}`` (:func:`moralkit.psm.rp.expenditure_matrix`).
     """
 
     models: tuple
@@ -174,7 +174,7 @@ def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledD
     Parameters
     ----------
     datasets : dict {model: PSMDataset} or iterable of PSMDataset
-        One dataset per model (e.g. :func:`moralkit.dataset.read_psm`).
+        One dataset per model (e.g. :func:`moralkit.psm.dataset.read_psm`).
     rounds : dict {model: indices}, optional
         Positions (into each model's dataset) of the rounds to pool; default all
         answered rounds. Unanswered rounds are rejected.
@@ -227,7 +227,7 @@ def _check_e(e) -> float:
 def revealed_relations(pooled: PooledData, e: float = 1.0):
     """Direct revealed preference relations R0_e and P0_e on pooled observations.
 
-    Computed exactly by :func:`moralkit.rp.relations` (no floating-point rounding in
+    Computed exactly by :func:`moralkit.psm.rp.relations` (no floating-point rounding in
     ``e E[r, r]`` versus ``E[r, k]``), with the same-bundle clause of Definition 1.
 
     Returns
@@ -237,7 +237,7 @@ def revealed_relations(pooled: PooledData, e: float = 1.0):
         ``e E[r, r] > E[r, k]`` (Definition 1 with e^r = e for every round).
     """
     e = _check_e(e)
-    try:  # exact comparisons of moralkit.rp (issue 2) when available
+    try:  # exact comparisons of moralkit.psm.rp (issue 2) when available
         from .rp import relations
     except ImportError:  # pragma: no cover - older rp without `relations`
         E = np.asarray(pooled.E, dtype=float)
@@ -587,7 +587,7 @@ def largest_subset(pooled: PooledData, e: float = 1.0, within=None, *, solver: s
     solver : {"exact", "highs", "glpk", "gurobi", "cbc"}
         ``"exact"`` (default) uses the cut solver of this module and breaks
         ties uniformly at random with ``seed``; the others solve the MILP of
-        Proposition 1 (:func:`moralkit.milp.solve_ls_milp`).
+        Proposition 1 (:func:`moralkit.psm.milp.solve_ls_milp`).
     seed : int, numpy Generator or None
         Randomness for ties (exact solver only).
     time_limit : float, optional
@@ -641,7 +641,7 @@ class Partition:
 
 def _check_pooled(pooled):
     if not isinstance(pooled, PooledData):
-        raise ValueError(f"expected PooledData (see moralkit.partition.pool), got {type(pooled).__name__}")
+        raise ValueError(f"expected PooledData (see moralkit.psm.partition.pool), got {type(pooled).__name__}")
 
 
 def _rng(seed):

@@ -3,7 +3,7 @@
 The same models answer both surveys. Two pairwise similarity structures are compared:
 
 * **PSM**: the permutation similarity matrix ``G`` (Seror 2025, eq. (6);
-  :func:`moralkit.permutation.permutation_study`) -- how often two models fall
+  :func:`moralkit.psm.permutation.permutation_study`) -- how often two models fall
   in the same GARP_e-consistent type;
 * **MoralChoice**: the Pearson correlation of the models' marginal action
   likelihoods over the high-ambiguity scenarios (Scherrer et al. 2023,
@@ -265,8 +265,8 @@ def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int =
     ----------
     Seror (2025), Section 2.4, eq. (6); Section 3.3.
     """
-    from . import rp
-    from .permutation import permutation_study
+    from ..psm import rp
+    from ..psm.permutation import permutation_study
 
     dd = dict(datasets) if isinstance(datasets, dict) else {d.model: d for d in datasets}
     if len(dd) < 2:
@@ -287,7 +287,7 @@ def moralchoice_agreement(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
     input is :func:`moralkit.moralchoice.scenario_metrics` output, normally on
     the high-ambiguity scenarios).
     """
-    from .moralchoice import agreement_correlations
+    from ..moralchoice import agreement_correlations
 
     return agreement_correlations(metrics, models)
 
@@ -433,17 +433,17 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
     Returns
     -------
     psm : dict {model: PSMDataset}
-        Empty, with a warning, when there is no PSM data (:func:`moralkit.dataset.load_psm`).
+        Empty, with a warning, when there is no PSM data (:func:`moralkit.psm.dataset.load_psm`).
     metrics : DataFrame
         :func:`moralkit.moralchoice.scenario_metrics` of the own runs (empty when none).
     messages : list of str
         What was found or missing.
     """
-    from .dataset import load_psm
+    from ..psm.dataset import load_psm
 
     p, psm = load_psm(psm_path)
     msgs = [f"PSM: {len(psm)} model(s) in {p}: {sorted(psm)}" if psm else f"PSM: no data in {p}"]
-    from . import moralchoice as mc
+    from .. import moralchoice as mc
 
     mpath = Path(moralchoice_path) if moralchoice_path is not None else mc.own_data_dir()
     metrics = pd.DataFrame()

@@ -1,0 +1,55 @@
+"""The Priced Survey Methodology (Seror 2025, "The Moral Mind(s) of Large Language Models").
+
+Entry points, by section of the paper
+-------------------------------------
+- §2.1-2.2, the survey: :func:`make_design` (the 160 constrained rounds),
+  :func:`constrained_prompt`, :func:`parse_option` (:mod:`moralkit.psm.design`); a model's
+  answers in a :class:`PSMDataset`, read and written by :func:`read_psm`, :func:`load_psm`,
+  :func:`write_psm` (:mod:`moralkit.psm.dataset`).
+- §2.2-2.3 and Table 1, rationality: GARP and the exact CCEI in :mod:`moralkit.psm.rp`
+  (:func:`~moralkit.psm.rp.ccei`, :func:`~moralkit.psm.rp.garp`,
+  :func:`~moralkit.psm.rp.psm_expenditure_matrix`); the random-choice test and Table 1 in
+  :mod:`moralkit.psm.rationality` (:func:`random_choice_tests`, :func:`table1`).
+- §3.2, Table 2, Figures 1-2, the parametric utility: :mod:`moralkit.psm.nlls`
+  (:func:`fit_models`, :func:`table2`).
+- §2.4 and Proposition 1, types of models: :mod:`moralkit.psm.partition`
+  (:func:`pool`, :func:`largest_subset`, :func:`partition_types`) and its MILP
+  :mod:`moralkit.psm.milp` (:func:`solve_ls_milp`).
+- §3.3, Table 3, Figures 3-4, similarity networks: :mod:`moralkit.psm.permutation`
+  (:func:`study_setup`, :func:`permutation_study`, :func:`table3`).
+- Simulated respondents (labelled ``sim-...``): :mod:`moralkit.psm.simulate`.
+- The published tables, as printed: :mod:`moralkit.psm.reference`.
+
+References
+----------
+Seror, A. (2025), "The Moral Mind(s) of Large Language Models".
+"""
+
+from . import dataset, design, milp, nlls, partition, permutation, rationality, reference, rp, simulate
+from .dataset import PSMDataset, load_psm, read_psm, write_psm
+from .design import Design, constrained_prompt, make_design, parse_option, unconstrained_prompt
+from .milp import solve_ls_milp
+from .nlls import fit_models, table2
+from .partition import largest_subset, partition_types, pool
+from .permutation import permutation_study, study_setup, table3
+from .rationality import random_choice_tests, table1
+from .simulate import simulate_agents, simulate_quadratic, simulate_random
+
+__all__ = [
+    # modules
+    "design", "dataset", "rp", "rationality", "nlls", "partition", "milp", "permutation", "simulate",
+    "reference",
+    # §2.1-2.2
+    "make_design", "Design", "constrained_prompt", "unconstrained_prompt", "parse_option",
+    "PSMDataset", "read_psm", "load_psm", "write_psm",
+    # §2.2-2.3, Table 1
+    "random_choice_tests", "table1",
+    # §3.2, Table 2
+    "fit_models", "table2",
+    # §2.4, Proposition 1
+    "pool", "largest_subset", "partition_types", "solve_ls_milp",
+    # §3.3, Table 3
+    "study_setup", "permutation_study", "table3",
+    # simulated respondents
+    "simulate_quadratic", "simulate_random", "simulate_agents",
+]
