@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from moralkit.psm import rp
+from moralkit.psm._rp_kernels import cmp_prod
 from moralkit.psm.design import BUDGET, make_design, to_corner
 from moralkit.psm.simulate import simulate_random
 
@@ -456,4 +457,4 @@ def test_two_product_comparisons_are_exact():
     d = a * b / c  # c * d is within rounding of a * b
     for x, y, z, w in zip(a, b, c, d):
         exact = Fraction(x) * Fraction(y) - Fraction(z) * Fraction(w)
-        assert rp._cmp_prod(x, y, z, w) == (exact > 0) - (exact < 0)
+        assert cmp_prod(x, y, z, w) == (exact > 0) - (exact < 0)

@@ -1,6 +1,6 @@
 """The MILP of Proposition 1 (Appendix A.1) for LS(e), in Pyomo.
 
-For the pooled rounds ``i, j`` of the models in W (:class:`moralkit.psm.partition.PooledData`),
+For the pooled rounds ``i, j`` of the models in W (:class:`moralkit.psm.pooled.PooledData`),
 with ``E[i, j] = p^i . q^j_{o(i)}``, binaries ``x^m`` (model m in LS(e)) and
 ``psi^{i,j}``, utilities ``U^i in [0, 1)`` and a big-M ``A > max_i E[i, i]``::
 
@@ -61,9 +61,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .partition import PooledData, _check_e, _check_pooled
+from .pooled import PooledData, check_e, check_pooled
 
-__all__ = ["build_ls_model", "solve_ls_milp", "MILPResult", "SOLVERS", "find_glpsol", "milp_epsilons"]
+__all__ = ["build_ls_model", "solve_ls_milp", "MILPResult", "SOLVERS", "find_glpsol", "get_solver", "milp_epsilons"]
 
 #: Solver names accepted by :func:`solve_ls_milp`.
 SOLVERS = ("highs", "glpk", "gurobi", "cbc")
@@ -143,8 +143,8 @@ def build_ls_model(pooled: PooledData, e: float = 1.0, within=None):
     """
     import pyomo.environ as pyo
 
-    _check_pooled(pooled)
-    e = _check_e(e)
+    check_pooled(pooled)
+    e = check_e(e)
     names = list(pooled.models) if within is None else list(within)
     for m in names:
         if m not in pooled.models:
@@ -199,7 +199,14 @@ def find_glpsol() -> str | None:
     return None
 
 
-def _solver(name: str):
+def get_solver(name: str):
+    """The Pyomo solver object for ``name`` (one of :data:`SOLVERS`), checked to be available.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, or a solver that is not installed (the message says how to install it).
+    """
     import pyomo.environ as pyo
 
     if name not in SOLVERS:
@@ -237,7 +244,7 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     Parameters
     ----------
     pooled : PooledData
-        Pooled observations (:func:`moralkit.psm.partition.pool`).
+        Pooled observations (:func:`moralkit.psm.pooled.pool`).
     e : float in [0, 1]
         Rationality level.
     within : iterable of str, optional
@@ -268,7 +275,7 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
 
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit}")
-    opt = _solver(solver)
+    opt = get_solver(solver)
     t0 = time.perf_counter()
     mdl = build_ls_model(pooled, e, within)
     build_s = time.perf_counter() - t0

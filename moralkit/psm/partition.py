@@ -3,9 +3,9 @@
 A *type* is a set of models whose pooled answers jointly satisfy GARP_e
 (Seror 2025, Section 2.4). This module holds
 
-* :func:`pool` -- the pooled observations of several models (every round keeps
-  its own effective corner and prices, so each observation is priced in each
-  round's own coordinates, eq. (1) and Definition 1);
+* :func:`pool` -- the pooled observations of several models, defined in
+  :mod:`moralkit.psm.pooled` and re-exported here (every round keeps its own
+  effective corner and prices, eq. (1) and Definition 1);
 * :func:`garp_pooled` / :func:`violating_cycle` -- GARP_e (Definition 2) on the
   pooled observations of a subset of models;
 * :func:`largest_subsets` / :func:`largest_subset` -- LS(e), optimisation (5),
@@ -56,18 +56,19 @@ Appendix A.1 (Proposition 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numba
 import numpy as np
 
-from .dataset import PSMDataset
-from .rp import expenditure_matrix
+from .milp import solve_ls_milp
+from .pooled import PooledData, check_e, check_pooled, pool, revealed_relations
 
 __all__ = [
     "PooledData",
     "pool",
     "revealed_relations",
+    "ExactLS",
+    "procedure2_masks",
     "garp_pooled",
     "violating_cycle",
     "largest_subsets",
@@ -79,172 +80,6 @@ __all__ = [
 
 #: The exact solver holds subsets of models as bit masks over ``2**M`` entries.
 MAX_EXACT_MODELS = 20
-
-
-# --------------------------------------------------------------------------- pooled data
-
-
-@dataclass
-class PooledData:
-    """Pooled observations of several models (Section 2.4, data D^B).
-
-    Attributes
-    ----------
-    models : tuple of str
-        Model labels; ``obs_model`` indexes into it.
-    obs_model : ndarray (n,) of int
-        Model owning each observation.
-    corners, prices, choices : ndarray (n, 5) of int
-        Effective corner, prices and chosen answer (raw 0..5) of each observation.
-    round_id : ndarray (n,) of int
-        Nominal round ``corner_index * 5 + price_index`` (-1 when unknown).
-    obs_round : ndarray (n,) of int
-        Position of the observation in its model's :class:`PSMDataset`.
-    E : ndarray (n, n) of int
-        ``E[r, k] = p^r . q^k_{o^r}`` (:func:`moralkit.psm.rp.expenditure_matrix`).
-    """
-
-    models: tuple
-    obs_model: np.ndarray
-    corners: np.ndarray
-    prices: np.ndarray
-    choices: np.ndarray
-    round_id: np.ndarray
-    obs_round: np.ndarray
-    E: np.ndarray
-
-    @property
-    def n_obs(self) -> int:
-        return len(self.obs_model)
-
-    @property
-    def n_models(self) -> int:
-        return len(self.models)
-
-    def same_bundle(self) -> np.ndarray:
-        """Boolean (n, n): observations ``r`` and ``k`` chose the same raw answer."""
-        code = self.choices @ (6 ** np.arange(5))
-        return code[:, None] == code[None, :]
-
-    def subset(self, obs) -> "PooledData":
-        """The pooled data restricted to observations ``obs`` (mask or indices).
-
-        Model labels are kept (models without observations left stay listed).
-        """
-        obs = np.asarray(obs)
-        if obs.dtype == bool:
-            obs = np.nonzero(obs)[0]
-        return PooledData(self.models, self.obs_model[obs], self.corners[obs], self.prices[obs],
-                          self.choices[obs], self.round_id[obs], self.obs_round[obs],
-                          self.E[np.ix_(obs, obs)])
-
-    def restrict_models(self, models) -> "PooledData":
-        """The pooled data of the given models only (labels re-indexed)."""
-        idx = [self.models.index(m) for m in models]
-        keep = np.isin(self.obs_model, idx)
-        sub = self.subset(keep)
-        remap = {old: new for new, old in enumerate(idx)}
-        sub.obs_model = np.array([remap[int(i)] for i in sub.obs_model], dtype=np.int64)
-        sub.models = tuple(models)
-        return sub
-
-
-def _as_dict(datasets) -> dict:
-    if isinstance(datasets, PooledData):
-        raise ValueError("expected PSM datasets, got PooledData; pass the PooledData to the solver directly")
-    if isinstance(datasets, Mapping):
-        out = dict(datasets)
-    else:
-        out = {}
-        for ds in datasets:
-            if not isinstance(ds, PSMDataset):
-                raise ValueError(f"expected PSMDataset objects, got {type(ds).__name__}")
-            if ds.model in out:
-                raise ValueError(f"model {ds.model!r} appears twice; give every dataset a distinct model label")
-            out[ds.model] = ds
-    for k, ds in out.items():
-        if not isinstance(ds, PSMDataset):
-            raise ValueError(f"{k!r}: expected a PSMDataset, got {type(ds).__name__}")
-    return out
-
-
-def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledData:
-    """Pool the answered constrained rounds of several models.
-
-    Parameters
-    ----------
-    datasets : dict {model: PSMDataset} or iterable of PSMDataset
-        One dataset per model (e.g. :func:`moralkit.psm.dataset.read_psm`).
-    rounds : dict {model: indices}, optional
-        Positions (into each model's dataset) of the rounds to pool; default all
-        answered rounds. Unanswered rounds are rejected.
-
-    Returns
-    -------
-    PooledData
-
-    References
-    ----------
-    Seror (2025), Section 2.4 (D^B combines the constrained rounds of all models in B).
-    """
-    dd = _as_dict(datasets)
-    if not dd:
-        raise ValueError("no datasets to pool; pass at least one PSMDataset")
-    parts = []
-    for mi, (name, ds) in enumerate(dd.items()):
-        if rounds is None:
-            idx = np.nonzero(ds.answered)[0]
-        else:
-            idx = np.asarray(rounds.get(name, []), dtype=np.int64)
-            if idx.size and (idx.min() < 0 or idx.max() >= ds.n_rounds):
-                raise ValueError(f"{name}: round positions must be in 0..{ds.n_rounds - 1}")
-            if idx.size and not ds.answered[idx].all():
-                raise ValueError(f"{name}: some requested rounds are unanswered (chosen = 0); "
-                                 "draw only from answered rounds")
-        if ds.corner_index is not None and ds.price_index is not None:
-            rid = ds.corner_index[idx] * 5 + ds.price_index[idx]
-        else:
-            rid = np.full(len(idx), -1, dtype=np.int64)
-        ch = ds.options[idx, ds.chosen[idx] - 1] if len(idx) else np.zeros((0, 5), np.int64)
-        parts.append((np.full(len(idx), mi), ds.corners[idx], ds.prices[idx], ch, rid, idx))
-    cat = [np.concatenate([p[j] for p in parts]).astype(np.int64) for j in range(6)]
-    cat[1:4] = [a.reshape(-1, 5) for a in cat[1:4]]
-    E = expenditure_matrix(cat[1], cat[2], cat[3]) if len(cat[0]) else np.zeros((0, 0), np.int64)
-    return PooledData(tuple(dd), cat[0], cat[1], cat[2], cat[3], cat[4], cat[5], np.asarray(E))
-
-
-def _check_e(e) -> float:
-    try:
-        e = float(e)
-    except (TypeError, ValueError):
-        raise ValueError(f"e must be a number in [0, 1], got {e!r}") from None
-    if not 0.0 <= e <= 1.0 or np.isnan(e):
-        raise ValueError(f"e (rationality level) must be in [0, 1], got {e}; "
-                         "the paper uses e = 0.333, the smallest CCEI among models passing at 5 %")
-    return e
-
-
-def revealed_relations(pooled: PooledData, e: float = 1.0):
-    """Direct revealed preference relations R0_e and P0_e on pooled observations.
-
-    Computed exactly by :func:`moralkit.psm.rp.relations` (no floating-point rounding in
-    ``e E[r, r]`` versus ``E[r, k]``), with the same-bundle clause of Definition 1.
-
-    Returns
-    -------
-    R0, P0 : ndarray (n, n) of bool
-        ``R0[r, k]``: ``e E[r, r] >= E[r, k]`` or same bundle; ``P0[r, k]``:
-        ``e E[r, r] > E[r, k]`` (Definition 1 with e^r = e for every round).
-    """
-    e = _check_e(e)
-    try:  # exact comparisons of moralkit.psm.rp (issue 2) when available
-        from .rp import relations
-    except ImportError:  # pragma: no cover - older rp without `relations`
-        E = np.asarray(pooled.E, dtype=float)
-        own = e * np.diag(E)[:, None]
-        return (own >= E) | pooled.same_bundle(), own > E
-    R0, P0 = relations(pooled.E, e, same_bundle=pooled.same_bundle())
-    return np.ascontiguousarray(R0), np.ascontiguousarray(P0)
 
 
 # --------------------------------------------------------------------------- numba kernels
@@ -486,9 +321,24 @@ def _popcount(a: np.ndarray) -> np.ndarray:
     return c
 
 
-class _ExactLS:
-    """Exact LS(e) by cuts over subsets of models; state is reused across calls
-    (Procedure 2 and tie enumeration need the same pooled graph)."""
+class ExactLS:
+    """Exact LS(e) by cuts over subsets of models (the solver of this module's docstring).
+
+    Its state (the cuts found) is reused across calls, because Procedure 2 and
+    the tie enumeration ask it about the same pooled graph many times; the
+    permutation approach builds one per synthetic dataset.
+
+    Parameters
+    ----------
+    R0, P0 : ndarray (n, n) of bool
+        Relations of the pooled observations (:func:`revealed_relations`).
+    owner : ndarray (n,) of int
+        Model index of each observation (:attr:`PooledData.obs_model`).
+    n_models : int
+        At most :data:`MAX_EXACT_MODELS` (subsets are bit masks over the models).
+    max_tries : int
+        Strict edges tried per violating component when looking for a cut with few models.
+    """
 
     def __init__(self, R0, P0, owner, n_models, max_tries=4):
         if n_models > MAX_EXACT_MODELS:
@@ -568,9 +418,9 @@ def largest_subsets(pooled: PooledData, e: float = 1.0, within=None) -> list[tup
     ----------
     Seror (2025), Section 2.4, optimisation (5); Appendix A.1 (the MILP it matches).
     """
-    _check_pooled(pooled)
+    check_pooled(pooled)
     R0, P0 = revealed_relations(pooled, e)
-    solver = _ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
+    solver = ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
     return [_mask_to_models(pooled.models, c) for c in solver.max_subsets(_resolve_within(pooled, within))]
 
 
@@ -639,19 +489,34 @@ class Partition:
         return {m: k for k, t in enumerate(self.types) for m in t}
 
 
-def _check_pooled(pooled):
-    if not isinstance(pooled, PooledData):
-        raise ValueError(f"expected PooledData (see moralkit.psm.partition.pool), got {type(pooled).__name__}")
-
-
 def _rng(seed):
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(seed)
 
 
-def _procedure2_exact(ex: _ExactLS, W: int, rng, max_types=None):
-    """Procedure 2 on bit masks: returns (type masks, ties per step, models left)."""
+def procedure2_masks(ex: ExactLS, W: int, rng, max_types=None):
+    """Procedure 2 on bit masks with the exact solver.
+
+    Parameters
+    ----------
+    ex : ExactLS
+    W : int
+        Bit mask of the models to partition.
+    rng : numpy.random.Generator
+        Breaks ties between maximum subsets uniformly at random.
+    max_types : int, optional
+        Stop after this many types.
+
+    Returns
+    -------
+    picks : list of int
+        The type masks LS_1(e), LS_2(e), ... in the order found.
+    n_ties : list of int
+        Number of maximum subsets at each step.
+    W : int
+        Mask of the models left (those violating GARP_e on their own).
+    """
     picks, n_ties = [], []
     while W and (max_types is None or len(picks) < max_types):
         best = ex.max_subsets(W)
@@ -700,8 +565,8 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
     ----------
     Seror (2025), Section 2.4, Procedure 2 and optimisation (5); Appendix A.1.
     """
-    _check_pooled(pooled)
-    e = _check_e(e)
+    check_pooled(pooled)
+    e = check_e(e)
     if pooled.n_models < 1:
         raise ValueError("no models to partition")
     rng = _rng(seed)
@@ -709,12 +574,10 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
     types, n_ties = [], []
     if solver == "exact":
         R0, P0 = revealed_relations(pooled, e)
-        ex = _ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
-        picks, n_ties, W = _procedure2_exact(ex, W, rng, max_types)
+        ex = ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
+        picks, n_ties, W = procedure2_masks(ex, W, rng, max_types)
         types = [_mask_to_models(pooled.models, c) for c in picks]
     else:
-        from .milp import solve_ls_milp
-
         while W and (max_types is None or len(types) < max_types):
             within_models = _mask_to_models(pooled.models, W)
             res = solve_ls_milp(pooled, e, within=within_models, solver=solver, time_limit=time_limit)

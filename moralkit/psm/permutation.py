@@ -46,15 +46,9 @@ import numpy as np
 import pandas as pd
 
 from ..figures import save_figure  # noqa: F401  (re-exported)
-from .partition import (
-    _ExactLS,
-    _as_dict,
-    _check_e,
-    _procedure2_exact,
-    partition_types,
-    pool,
-    revealed_relations,
-)
+from .milp import SOLVERS, get_solver
+from .partition import ExactLS, partition_types, procedure2_masks
+from .pooled import as_datasets, check_e, pool, revealed_relations
 
 __all__ = [
     "PAPER_T",
@@ -161,7 +155,7 @@ def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = 
     notes : list of str
         Human-readable explanations of every fallback taken (print them).
     """
-    dd = _as_dict(datasets)
+    dd = as_datasets(datasets)
     notes = []
     passing = passing_models(table1, level) if table1 is not None else []
     passing = [m for m in passing if m in dd]
@@ -173,7 +167,7 @@ def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = 
         why = "no Table 1 was given" if table1 is None else f"only {len(passing)} model(s) pass at {level:.0%}"
         notes.append(f"{why}; the study uses all {len(models)} models in the data")
     if e is not None:
-        e = _check_e(e)
+        e = check_e(e)
         notes.append(f"e = {e:g} (given)")
     elif passing:
         e = default_e(table1[table1[_col(table1, ("model", "Model"), "model")].astype(str).isin(passing)], level)
@@ -257,7 +251,7 @@ def draw_rounds(datasets, rho: int = PAPER_RHO, seed=None) -> dict:
     ----------
     Seror (2025), Section 3.3 ("draw rho rounds per model without replacement").
     """
-    dd = _as_dict(datasets)
+    dd = as_datasets(datasets)
     ri = _round_index(dd)
     _check_draw_params(ri, rho)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
@@ -333,8 +327,8 @@ def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, 
         obs = np.concatenate([obs_of[m][p] for m, p in enumerate(picks)])
         if solver == "exact":
             ix = np.ix_(obs, obs)
-            ex = _ExactLS(R0[ix], P0[ix], owner_full[obs], M)
-            masks, _, left = _procedure2_exact(ex, (1 << M) - 1, rng)
+            ex = ExactLS(R0[ix], P0[ix], owner_full[obs], M)
+            masks, _, left = procedure2_masks(ex, (1 << M) - 1, rng)
             out[j] = _types_to_labels(masks, left, M)
         else:
             part = partition_types(full.subset(obs), e, solver=solver, seed=rng, time_limit=time_limit)
@@ -390,7 +384,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     from tqdm import tqdm
 
     t0 = time.perf_counter()
-    dd = _as_dict(datasets)
+    dd = as_datasets(datasets)
     if models is not None:
         missing = [m for m in models if m not in dd]
         if missing:
@@ -399,17 +393,15 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     if len(dd) < 2:
         raise ValueError(f"the permutation approach needs at least 2 models, got {len(dd)}; "
                          "collect or add more models")
-    e = _check_e(e)
+    e = check_e(e)
     if not isinstance(T, (int, np.integer)) or T < 1:
         raise ValueError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if solver != "exact":
-        from .milp import SOLVERS, _solver
-
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; choose 'exact' or one of {SOLVERS}")
-        _solver(solver)  # fail early when missing
+        get_solver(solver)  # fail early when missing
     ri = _round_index(dd)
     _check_draw_params(ri, rho)
     full = pool(dd)

@@ -151,14 +151,14 @@ def _chunk_sizes(n_datasets: int) -> list[int]:
 def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
     """CCEI numerators of the synthetic datasets of the given chunks of one model."""
     T, n_opt = options.shape[0], options.shape[1]
-    start, rows = rp._choice_lists(corners, prices, options, budget)
+    start, rows = rp.choice_level_lists(corners, prices, options, budget)
     out = []
     for c, m in zip(chunks, sizes):
         C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))
         if T < 2:
             out.append(np.full(m, budget, dtype=np.int64))
         else:
-            out.append(np.minimum(rp._psm_levels_choices(start, rows, C, budget), budget))
+            out.append(np.minimum(rp.psm_levels_choices(start, rows, C, budget), budget))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 

@@ -84,8 +84,9 @@ from fractions import Fraction
 from numbers import Rational
 
 import numpy as np
-from numba import njit
 
+from ._rp_kernels import (candidates, has_cycle_dense, level_lists, level_lists_direct, min_cycle_threshold,
+                          psm_levels_batch, psm_levels_choices, relation_signs)
 from .design import BUDGET, to_corner
 
 __all__ = [
@@ -100,6 +101,8 @@ __all__ = [
     "ccei_exact",
     "ccei_batch",
     "ccei_choices",
+    "choice_level_lists",
+    "psm_levels_choices",
 ]
 
 #: Integer matrices whose diagonal is one constant B <= this use the level path.
@@ -353,266 +356,36 @@ def _validate_e(e, T):
     return num_a, den_a
 
 
-# =========================================================================== exact arithmetic kernels
+def choice_level_lists(corners, prices, options, budget):
+    """Sparse CCEI level lists of a model's rounds, for :func:`psm_levels_choices`.
 
-_SPLITTER = 134217729.0  # 2**27 + 1 (Veltkamp split)
+    Parameters
+    ----------
+    corners, prices : array (T, 5) of int
+        Effective corner and prices of each round.
+    options : array (T, n_options, 5) of int
+        The alternatives shown (raw answers 0..5), each on the round's budget.
+    budget : int
+        The budget B (12 in the PSM); levels run over 0..B.
 
+    Returns
+    -------
+    start, rows : ndarray of int
+        ``rows[start[k, j, L]:start[k, j, L + 1]]`` are the rounds r whose chosen answer
+        option j of round k reveals at level L; the input of :func:`psm_levels_choices`.
 
-@njit(cache=True, inline="always")
-def _two_prod(a, b):
-    """p, err with p + err == a * b exactly (no overflow/underflow)."""
-    p = a * b
-    c = _SPLITTER * a
-    ah = c - (c - a)
-    al = a - ah
-    c = _SPLITTER * b
-    bh = c - (c - b)
-    bl = b - bh
-    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, err
-
-
-@njit(cache=True)
-def _cmp_prod(a, b, c, d):
-    """Exact sign of a*b - c*d."""
-    p1, e1 = _two_prod(a, b)
-    p2, e2 = _two_prod(c, d)
-    if p1 < p2:
-        return -1
-    if p1 > p2:
-        return 1
-    if e1 < e2:
-        return -1
-    if e1 > e2:
-        return 1
-    return 0
-
-
-@njit(cache=True)
-def _relation_signs(E, num, den):
-    """S[r, k] = sign(num_r / den_r * E[r, r] - E[r, k]) exactly."""
-    T = E.shape[0]
-    S = np.empty((T, T), dtype=np.int8)
-    for r in range(T):
-        for k in range(T):
-            S[r, k] = _cmp_prod(num[r], E[r, r], den[r], E[r, k])
-    return S
-
-
-# =========================================================================== cycle kernels (bitsets)
-
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_DEBRUIJN_TABLE = np.array(
-    [0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24,
-     18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25,
-     14, 19, 9, 13, 8, 7, 6], dtype=np.int64)
-
-
-@njit(cache=True, inline="always")
-def _ctz(x):
-    lsb = x & (~x + np.uint64(1))
-    return _DEBRUIJN_TABLE[np.int64((lsb * _DEBRUIJN) >> np.uint64(58))]
-
-
-@njit(cache=True)
-def _has_cycle(adj, T, white, onstack, stack):
-    """True iff the digraph with bitset rows ``adj`` (T, W) has a directed cycle (iterative DFS)."""
-    W = adj.shape[1]
-    one = np.uint64(1)
-    for w in range(W):
-        white[w] = 0
-        onstack[w] = 0
-    for i in range(T):
-        white[i >> 6] |= one << np.uint64(i & 63)
-    for s in range(T):
-        if (white[s >> 6] >> np.uint64(s & 63)) & one == 0:
-            continue
-        white[s >> 6] &= ~(one << np.uint64(s & 63))
-        onstack[s >> 6] |= one << np.uint64(s & 63)
-        top = 0
-        stack[0] = s
-        while top >= 0:
-            i = stack[top]
-            nxt = -1
-            for w in range(W):
-                a = adj[i, w]
-                if a & onstack[w]:
-                    return True
-                if nxt < 0:
-                    m = a & white[w]
-                    if m:
-                        nxt = w * 64 + _ctz(m)
-            if nxt >= 0:
-                white[nxt >> 6] &= ~(one << np.uint64(nxt & 63))
-                onstack[nxt >> 6] |= one << np.uint64(nxt & 63)
-                top += 1
-                stack[top] = nxt
-            else:
-                onstack[i >> 6] &= ~(one << np.uint64(i & 63))
-                top -= 1
-    return False
-
-
-@njit(cache=True)
-def _min_cycle_level_bits(bits, T, white, onstack, stack):
-    """Smallest level L with a cycle among nested bitset graphs bits[0] <= ... <= bits[n-1]; n if none."""
-    n = bits.shape[0]
-    if n == 0 or not _has_cycle(bits[n - 1], T, white, onstack, stack):
-        return n
-    lo, hi = 0, n - 1  # cycle at hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _has_cycle(bits[mid], T, white, onstack, stack):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@njit(cache=True)
-def _psm_level(E, n_levels, bits, white, onstack, stack):
-    """Smallest integer level L < n_levels such that {E[r, k] <= L, r != k} has a cycle; n_levels if none."""
-    T = E.shape[0]
-    one = np.uint64(1)
-    bits[:] = 0
-    for r in range(T):
-        for k in range(T):
-            # branch-free: levels >= n_levels land in the spare slot bits[n_levels]
-            v = min(max(np.int64(E[r, k]), 0), n_levels)
-            bits[v, r, k >> 6] |= one << np.uint64(k & 63)
-    return _finish_levels(bits, T, n_levels, white, onstack, stack)
-
-
-@njit(cache=True)
-def _finish_levels(bits, T, n_levels, white, onstack, stack):
-    one = np.uint64(1)
-    for r in range(T):  # no self-loops
-        for L in range(n_levels):
-            bits[L, r, r >> 6] &= ~(one << np.uint64(r & 63))
-    for L in range(1, n_levels):
-        bits[L] |= bits[L - 1]
-    return _min_cycle_level_bits(bits[:n_levels], T, white, onstack, stack)
-
-
-@njit(cache=True, nogil=True)
-def _psm_levels_batch(Es, n_levels):
-    N, T = Es.shape[0], Es.shape[1]
-    W = max(1, (T + 63) // 64)
-    bits = np.zeros((n_levels + 1, T, W), dtype=np.uint64)
-    white = np.zeros(W, dtype=np.uint64)
-    onstack = np.zeros(W, dtype=np.uint64)
-    stack = np.zeros(T + 1, dtype=np.int64)
-    out = np.empty(N, dtype=np.int64)
-    for b in range(N):
-        out[b] = _psm_level(Es[b], n_levels, bits, white, onstack, stack)
-    return out
-
-
-@njit(cache=True)
-def _level_lists(V, n_levels):
-    """Sparse, level-sorted transposed option expenditures.
-
-    For round ``k`` and option ``j``, ``rows[start[k, j, L]:start[k, j, L + 1]]``
-    lists the rounds ``r != k`` with ``V[r, k, j] == L`` (levels ``< n_levels``;
-    negative values count as level 0). Only about a quarter of all entries are
-    below the PSM budget, and far fewer below typical CCEI levels.
+    Raises
+    ------
+    ValueError
+        Bad shapes, or an option off its round's budget.
     """
-    T, n = V.shape[1], V.shape[2]
-    counts = np.zeros((T, n, n_levels), dtype=np.int64)
-    for r in range(T):
-        for k in range(T):
-            if k == r:
-                continue
-            for j in range(n):
-                v = V[r, k, j]
-                if v < n_levels:
-                    counts[k, j, max(v, 0)] += 1
-    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
-    pos = 0
-    for k in range(T):
-        for j in range(n):
-            for L in range(n_levels):
-                start[k, j, L] = pos
-                pos += counts[k, j, L]
-            start[k, j, n_levels] = pos
-    rows = np.empty(pos, dtype=np.int32)
-    fill = start[:, :, :n_levels].copy()
-    for r in range(T):
-        for k in range(T):
-            if k == r:
-                continue
-            for j in range(n):
-                v = V[r, k, j]
-                if v < n_levels:
-                    L = max(v, 0)
-                    rows[fill[k, j, L]] = r
-                    fill[k, j, L] += 1
-    return start, rows
-
-
-@njit(cache=True, nogil=True)
-def _level_lists_direct(A, b, options, n_levels, budget):
-    """Like :func:`_level_lists`, computed straight from the affine form of the expenditures.
-
-    ``p^r . |q - o^r| = A[r] . q + b[r]`` with ``A[r] = p^r * (+1 where o^r = 0, -1
-    where o^r = 5)`` and ``b[r] = 5 * sum of p^r over the statements where o^r = 5``.
-    Returns ``(start, rows, bad)`` where ``bad = (k, j, cost)`` locates the first
-    alternative off the budget (``k = -1`` if none).
-    """
-    T, n = options.shape[0], options.shape[1]
-    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
-    rows = np.empty(T * max(T - 1, 0) * n, dtype=np.int32)
-    vbuf = np.empty(T, dtype=np.int64)
-    cnt = np.zeros(n_levels + 1, dtype=np.int64)
-    bad = np.full(3, -1, dtype=np.int64)
-    pos = 0
-    for k in range(T):
-        for j in range(n):
-            q0 = options[k, j, 0]
-            q1 = options[k, j, 1]
-            q2 = options[k, j, 2]
-            q3 = options[k, j, 3]
-            q4 = options[k, j, 4]
-            cnt[:] = 0
-            for r in range(T):
-                v = b[r] + A[r, 0] * q0 + A[r, 1] * q1 + A[r, 2] * q2 + A[r, 3] * q3 + A[r, 4] * q4
-                if r == k:
-                    if v != budget and bad[0] < 0:
-                        bad[0] = k
-                        bad[1] = j
-                        bad[2] = v
-                    v = n_levels
-                elif v < 0:
-                    v = 0
-                elif v > n_levels:
-                    v = n_levels
-                vbuf[r] = v
-                cnt[v] += 1
-            acc = pos
-            for L in range(n_levels):
-                start[k, j, L] = acc
-                c = cnt[L]
-                cnt[L] = acc
-                acc += c
-            start[k, j, n_levels] = acc
-            for r in range(T):
-                v = vbuf[r]
-                if v < n_levels:
-                    rows[cnt[v]] = r
-                    cnt[v] += 1
-            pos = acc
-    return start, rows[:pos], bad
-
-
-def _choice_lists(corners, prices, options, budget):
-    """Validated sparse level lists for :func:`_psm_levels_choices` from a model's rounds."""
     options = np.asarray(options)
     if options.ndim != 3 or options.shape[2] != 5:
         raise ValueError(f"options must have shape (T, n_options, 5), got {options.shape}")
     corners, prices, options = _check_psm_inputs(corners, prices, options, "options")
     A = prices * np.where(corners == 0, 1, -1)
     b = (prices * (corners == 5)).sum(1) * 5
-    start, rows, bad = _level_lists_direct(A, b, np.ascontiguousarray(options), int(budget), int(budget))
+    start, rows, bad = level_lists_direct(A, b, np.ascontiguousarray(options), int(budget), int(budget))
     if bad[0] >= 0:
         raise ValueError(
             f"option {bad[1] + 1} of round {bad[0]} is off the budget: p . q_o = {bad[2]}, expected {budget} "
@@ -620,126 +393,6 @@ def _choice_lists(corners, prices, options, budget):
             "(pass the effective corners)"
         )
     return start, rows
-
-
-@njit(cache=True, nogil=True)
-def _psm_levels_choices(start, rows, C, n_levels):
-    """CCEI levels of many choice vectors (``C[b, k]``: 0-based option of round k).
-
-    Adds the edges of level 0, 1, 2, ... to one graph (transposed: reversing every
-    edge keeps the cycles) and stops at the first level with a cycle, so a dataset
-    costs about (its level + 1) sparse cycle tests instead of reading all T^2 entries.
-    """
-    N, T = C.shape
-    W = max(1, (T + 63) // 64)
-    adj = np.zeros((T, W), dtype=np.uint64)
-    white = np.zeros(W, dtype=np.uint64)
-    onstack = np.zeros(W, dtype=np.uint64)
-    stack = np.zeros(T + 1, dtype=np.int64)
-    out = np.empty(N, dtype=np.int64)
-    one = np.uint64(1)
-    for b in range(N):
-        adj[:] = 0
-        res = n_levels
-        for L in range(n_levels):
-            added = False
-            for k in range(T):
-                j = C[b, k]
-                for e in range(start[k, j, L], start[k, j, L + 1]):
-                    r = rows[e]
-                    adj[k, r >> 6] |= one << np.uint64(r & 63)
-                    added = True
-            if added and _has_cycle(adj, T, white, onstack, stack):
-                res = L
-                break
-        out[b] = res
-    return out
-
-
-@njit(cache=True)
-def _build_threshold(R, t, adj):
-    """adj <- bitset graph of the edges r -> k (r != k) with R[r, k] <= t."""
-    T = R.shape[0]
-    one = np.uint64(1)
-    adj[:] = 0
-    for r in range(T):
-        for k in range(T):
-            if k != r and R[r, k] <= t:
-                adj[r, k >> 6] |= one << np.uint64(k & 63)
-
-
-@njit(cache=True)
-def _min_cycle_threshold(R, cand):
-    """Index of the smallest threshold cand[i] such that {R[r, k] <= cand[i]} has a cycle; len(cand) if none.
-
-    ``cand`` must be sorted ascending.
-    """
-    T = R.shape[0]
-    n = cand.shape[0]
-    Wd = max(1, (T + 63) // 64)
-    adj = np.zeros((T, Wd), dtype=np.uint64)
-    white = np.zeros(Wd, dtype=np.uint64)
-    onstack = np.zeros(Wd, dtype=np.uint64)
-    stack = np.zeros(T + 1, dtype=np.int64)
-    if n == 0:
-        return 0
-    _build_threshold(R, cand[n - 1], adj)
-    if not _has_cycle(adj, T, white, onstack, stack):
-        return n
-    lo, hi = 0, n - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        _build_threshold(R, cand[mid], adj)
-        if _has_cycle(adj, T, white, onstack, stack):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@njit(cache=True)
-def _candidates(R):
-    """Sorted distinct off-diagonal float ratios that can matter: <= 1 and <= the best 2-cycle bound.
-
-    (Ratios whose float is exactly 1.0 are kept: the exact ratio may lie just below 1.)
-    """
-    T = R.shape[0]
-    U = 1.0
-    for r in range(T):
-        for k in range(r + 1, T):
-            m = max(R[r, k], R[k, r])
-            if m < U:
-                U = m
-    buf = np.empty(T * T, dtype=np.float64)
-    n = 0
-    for r in range(T):
-        for k in range(T):
-            v = R[r, k]
-            if k != r and v <= U:  # U <= 1
-                buf[n] = v
-                n += 1
-    out = np.sort(buf[:n])
-    m = 0
-    for i in range(n):
-        if m == 0 or out[i] != out[m - 1]:
-            out[m] = out[i]
-            m += 1
-    return out[:m]
-
-
-@njit(cache=True)
-def _has_cycle_dense(A):
-    """Cycle test for a dense boolean adjacency matrix (diagonal ignored)."""
-    T = A.shape[0]
-    Wd = max(1, (T + 63) // 64)
-    adj = np.zeros((T, Wd), dtype=np.uint64)
-    one = np.uint64(1)
-    for r in range(T):
-        for k in range(T):
-            if k != r and A[r, k]:
-                adj[r, k >> 6] |= one << np.uint64(k & 63)
-    return _has_cycle(adj, T, np.zeros(Wd, dtype=np.uint64), np.zeros(Wd, dtype=np.uint64),
-                      np.zeros(T + 1, dtype=np.int64))
 
 
 # =========================================================================== relations and GARP
@@ -795,7 +448,7 @@ def relations(E, e=1.0, *, same_bundle=None):
             raise ValueError("integer expenditures must be below 2**53 in absolute value")
         # rows rescaled by powers of two (exact; signs unchanged) keep the error-free products in range
         Ef = np.ldexp(E.astype(np.float64), -np.frexp(np.diag(E).astype(np.float64))[1][:, None]) if T else E
-        S = _relation_signs(Ef, num, den) if T else np.zeros((0, 0), np.int8)
+        S = relation_signs(Ef, num, den) if T else np.zeros((0, 0), np.int8)
     R0 = S >= 0
     P0 = S > 0
     np.fill_diagonal(R0, True)
@@ -881,11 +534,11 @@ def _ccei_level(E):
         return "one", None
     B = _psm_budget(E)
     if B is not None:
-        L = int(_psm_levels_batch(E[None], B)[0])
+        L = int(psm_levels_batch(E[None], B)[0])
         return ("one", None) if L >= B else ("psm", (L, B))
     R = _ratio_matrix(E)
-    cand = _candidates(R)
-    i = int(_min_cycle_threshold(R, cand))
+    cand = candidates(R)
+    i = int(min_cycle_threshold(R, cand))
     if i >= len(cand):
         return "one", None
     return "float", (R, float(cand[i]))
@@ -926,7 +579,7 @@ def _ccei_fraction(E) -> Fraction:
             for (r, k), x in zip(zip(rs, ks), vals):
                 if x <= distinct[mid]:
                     A[r, k] = True
-            if _has_cycle_dense(A):
+            if has_cycle_dense(A):
                 hi = mid
             else:
                 lo = mid + 1
@@ -1019,7 +672,7 @@ def ccei_batch(Es) -> np.ndarray:
         d = np.diagonal(Es, axis1=1, axis2=2)
         B = int(d.flat[0])
         if (d == B).all() and 0 < B <= _MAX_LEVELS:
-            L = _psm_levels_batch(np.ascontiguousarray(Es, dtype=np.int64), B)
+            L = psm_levels_batch(np.ascontiguousarray(Es, dtype=np.int64), B)
             return np.minimum(L, B) / B
     return np.array([ccei(E) for E in Es], dtype=float)
 
@@ -1068,8 +721,8 @@ def ccei_choices(V, choices, *, budget: int = BUDGET, numerators: bool = False) 
     if T < 2:
         L = np.full(len(C), int(budget), dtype=np.int64)
     else:
-        start, rows = _level_lists(np.ascontiguousarray(V, dtype=np.int16), int(budget))
-        L = _psm_levels_choices(start, rows, np.ascontiguousarray(C, dtype=np.int64), int(budget))
+        start, rows = level_lists(np.ascontiguousarray(V, dtype=np.int16), int(budget))
+        L = psm_levels_choices(start, rows, np.ascontiguousarray(C, dtype=np.int64), int(budget))
     L = np.minimum(L, int(budget))
     out = L if numerators else L / int(budget)
     return out[0] if squeeze else out
