@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
 def _add_backend_args(p):
@@ -186,14 +185,32 @@ def build_parser():
     return p
 
 
+def one_line(error: BaseException) -> str:
+    """``error: <message>`` on one line (a multi-line message is joined with "; ").
+
+    Examples
+    --------
+    >>> from moralkit.errors import DataError
+    >>> one_line(DataError("no survey files found:\n  1. set MORALKIT_MORALCHOICE_DIR"))
+    'error: no survey files found:; 1. set MORALKIT_MORALCHOICE_DIR'
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "error: " + ("; ".join(lines) or type(error).__name__)
+
+
 def main(argv=None):
+    """Run the command line; returns the exit status.
+
+    A :class:`moralkit.errors.MoralkitError` (any ``ValueError``), a missing file, or a backend's
+    ``RuntimeError`` is printed as one line on stderr, without a traceback, and gives status 2.
+    """
     a = build_parser().parse_args(argv)
     if getattr(a, "scenarios", None):
         a.scenarios = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     try:
         a.func(a)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ValueError, RuntimeError, FileNotFoundError) as e:
+        print(one_line(e), file=sys.stderr)
         return 2
     return 0
 

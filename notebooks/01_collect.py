@@ -44,11 +44,12 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 import moralkit.paths
-from moralkit.psm import design
 from moralkit.collect import localmodels, summary
 from moralkit.collect.psm import psm_quality, run_psm
+from moralkit.psm import design
 from moralkit.psm.dataset import load_psm
 
 pd.set_option("display.max_colwidth", 100)

@@ -34,10 +34,10 @@ from fractions import Fraction
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from moralkit.paths import figures_dir, tables_dir
 from moralkit.psm import rp
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, budget_set, make_design
-from moralkit.paths import figures_dir, tables_dir
 from moralkit.psm.rationality import plot_null_distributions, random_choice_tests, table1
 
 pd.set_option("display.width", 160)

@@ -40,11 +40,12 @@ n_jobs = 1
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import display
 
+from moralkit.paths import tables_dir
 from moralkit.psm import nlls
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import CORNERS, PRICES
-from moralkit.paths import tables_dir
 
 pd.set_option("display.width", 160)
 if quick:

@@ -36,11 +36,12 @@ n_jobs = 1
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import display
 
-from moralkit.psm.dataset import load_psm
 from moralkit.paths import tables_dir
 from moralkit.psm import partition as mp
 from moralkit.psm import permutation as perm
+from moralkit.psm.dataset import load_psm
 
 pd.set_option("display.width", 160)
 if quick:

@@ -34,6 +34,7 @@ import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 import moralkit.paths
 from moralkit import moralchoice as mc

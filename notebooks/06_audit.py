@@ -41,7 +41,8 @@ import pandas as pd
 
 import moralkit.paths
 from moralkit.psm import reference
-from moralkit.studies import audit, conventions as cv
+from moralkit.studies import audit
+from moralkit.studies import conventions as cv
 
 if quick:
     n_agents, n_random, n_null = 6, 12, 100

@@ -41,9 +41,11 @@ import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 import moralkit.paths
-from moralkit.studies import audit, crossmethod as xm
+from moralkit.studies import audit
+from moralkit.studies import crossmethod as xm
 
 if quick:
     T = 50

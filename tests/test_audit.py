@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from moralkit.studies import conventions as cv
 from moralkit.psm import reference, rp
 from moralkit.psm.design import make_design
-from moralkit.psm.simulate import simulate_agents, simulate_quadratic, simulate_random
+from moralkit.psm.simulate import simulate_agents
+from moralkit.studies import conventions as cv
 
 PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "000_b866239868df8916.txt"
 

@@ -12,8 +12,13 @@ import pytest
 
 import moralkit.moralchoice as mc
 from moralkit.collect.backends import Backend, Completion
-from moralkit.collect.moralchoice import (RESPONSE_COLUMNS, export_moralchoice, moralchoice_quality,
-                                         run_moralchoice, select_scenarios)
+from moralkit.collect.moralchoice import (
+    RESPONSE_COLUMNS,
+    export_moralchoice,
+    moralchoice_quality,
+    run_moralchoice,
+    select_scenarios,
+)
 from moralkit.collect.store import read_records
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "moralchoice"

@@ -13,7 +13,7 @@ import pytest
 
 from moralkit.collect.backends import Backend, Completion
 from moralkit.collect.psm import psm_dataset, psm_quality, run_psm
-from moralkit.psm.dataset import read_psm, write_psm
+from moralkit.psm.dataset import read_psm
 from moralkit.psm.design import make_design, parse_option, parse_unconstrained
 
 
@@ -117,7 +117,7 @@ def test_runner_retries_then_marks_missing(tmp_path, text, status):
     assert list(ds.attempts) == [3, 3]
     q = psm_quality(tmp_path / "run")
     assert q["missing"] == 2 and q["attempts"] == 1 + 6 and q["status"][status] == 6
-    recs = [json.loads(l) for l in gzip.open(tmp_path / "run" / "records.jsonl.gz", "rt")]
+    recs = [json.loads(line) for line in gzip.open(tmp_path / "run" / "records.jsonl.gz", "rt")]
     assert [r["raw"] for r in recs[1:]] == [text] * 6
 
 

@@ -81,7 +81,7 @@ def test_resume_from_committed_gzip(tmp_path):
         assert s.has("r001", 1)
         s.append(_rec("r002", 1))
     assert len(read_records(tmp_path / "records.jsonl")) == 2
-    assert [json.loads(l)["task"] for l in gzip.open(gz, "rt")] == ["r001"]
+    assert [json.loads(line)["task"] for line in gzip.open(gz, "rt")] == ["r001"]
 
 
 def test_readonly_does_not_touch_files(tmp_path):

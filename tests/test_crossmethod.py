@@ -6,11 +6,18 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
-from scipy.stats import spearmanr, pearsonr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import pearsonr, spearmanr
 
-from moralkit.studies.crossmethod import (cross_method, mantel_test, match_models, min_pvalue, plot_cross_method,
-                                  psm_similarity)
+from moralkit.studies.crossmethod import (
+    cross_method,
+    mantel_test,
+    match_models,
+    min_pvalue,
+    plot_cross_method,
+    psm_similarity,
+)
 
 
 def _sym(rng, n):
@@ -165,10 +172,10 @@ def test_load_own_runs_without_data(tmp_path):
 
 def test_cross_method_from_data_on_simulated_inputs(tmp_path):
     """Simulated PSM agents (written to a temporary file) and constructed MoralChoice metrics."""
-    from moralkit.studies.crossmethod import cross_method_from_data, load_own_runs
     from moralkit.psm.dataset import write_psm
     from moralkit.psm.design import make_design
     from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
+    from moralkit.studies.crossmethod import cross_method_from_data, load_own_runs
 
     bs = {"sim-a": [1.0] * 5, "sim-b": [1.2] * 5, "sim-c": [4.0] * 5, "sim-d": [3.8] * 5}
     data = {m: simulate_quadratic(QuadraticAgent(np.full(5, 0.2), b), make_design(20 + i), model=m)

@@ -7,9 +7,23 @@ import numpy as np
 import pytest
 
 from moralkit.psm.dataset import PSMDataset, load_psm, read_psm, validate_dataset, write_psm
-from moralkit.psm.design import (BUDGET, CORNERS, N_OPTIONS, PRICES, STATEMENTS, budget_set, constrained_prompt,
-                             effective_corner, flip_corner, from_corner, make_design, parse_option,
-                             parse_unconstrained, to_corner, unconstrained_prompt)
+from moralkit.psm.design import (
+    BUDGET,
+    CORNERS,
+    N_OPTIONS,
+    PRICES,
+    STATEMENTS,
+    budget_set,
+    constrained_prompt,
+    effective_corner,
+    flip_corner,
+    from_corner,
+    make_design,
+    parse_option,
+    parse_unconstrained,
+    to_corner,
+    unconstrained_prompt,
+)
 
 # Section 2.1, verbatim (the questions and the constrained prompt as the paper prints them)
 PAPER_STATEMENTS = [

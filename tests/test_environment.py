@@ -4,9 +4,9 @@ Conda cannot run on the CI machine, so this is the check that keeps the two in s
 """
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

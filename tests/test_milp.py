@@ -8,14 +8,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from test_partition import X, Y, Z, one_round
 
 from moralkit.psm.design import make_design
 from moralkit.psm.milp import build_ls_model, find_glpsol, milp_epsilons, solve_ls_milp
 from moralkit.psm.partition import largest_subsets, partition_types, pool
 from moralkit.psm.permutation import draw_rounds
 from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
-
-from test_partition import X, Y, Z, one_round
 
 N_INSTANCES = 100
 

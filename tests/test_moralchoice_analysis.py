@@ -18,11 +18,11 @@ from moralkit.moralchoice import (
     consistent_and_certain,
     model_summary,
     pairwise_strong_agreement,
+    plots,
     strong_agreement,
     strong_disagreement,
     strong_rule_violations,
 )
-from moralkit.moralchoice import plots
 
 
 def metrics_from(p: dict) -> pd.DataFrame:

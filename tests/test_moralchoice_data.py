@@ -8,7 +8,6 @@ import shutil
 import warnings
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import moralkit.paths

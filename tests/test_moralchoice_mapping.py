@@ -127,7 +127,7 @@ def test_ordering_is_undone(tpl, a1, a2, o, qt):
 @needs_data
 def test_agreement_with_shared_decisions(tmp_path):
     """map_answer agrees with the `decision` column of every shared response file (>= 99 % per model and form)."""
-    from moralkit.moralchoice import read_responses, map_responses
+    from moralkit.moralchoice import map_responses, read_responses
 
     scen = pd.concat([load_scenarios(a, exclude_degenerate=False) for a in ("high", "controversial")])
     scen = scen.drop_duplicates("scenario_id")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import ROOT
 
 from moralkit.appendix import (
     declared_parameters,
@@ -20,8 +21,6 @@ from moralkit.appendix import (
     format_failure,
     read_notebook,
 )
-
-from conftest import ROOT
 
 NOTEBOOKS = discover_notebooks(ROOT / "notebooks")
 IDS = [p.stem for p in NOTEBOOKS]

@@ -7,16 +7,25 @@ from itertools import combinations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moralkit.psm.dataset import PSMDataset
 from moralkit.psm.design import CORNERS, PRICES, make_design
-from moralkit.psm.partition import (MAX_EXACT_MODELS, PooledData, garp_pooled, largest_subset, largest_subsets,
-                                partition_types, pool, revealed_relations, violating_cycle)
+from moralkit.psm.partition import (
+    MAX_EXACT_MODELS,
+    PooledData,
+    garp_pooled,
+    largest_subset,
+    largest_subsets,
+    partition_types,
+    pool,
+    revealed_relations,
+    violating_cycle,
+)
 from moralkit.psm.permutation import draw_rounds
 from moralkit.psm.rp import ccei, garp
 from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
-
 
 # --------------------------------------------------------------------------- hand-built instances
 

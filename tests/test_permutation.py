@@ -12,12 +12,25 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moralkit.psm.design import make_design
-from moralkit.psm.permutation import (PAPER_ALPHAS, default_e, draw_rounds, passing_models, permutation_study, study_setup,
-                                  plot_networks, plot_similarity, save_figure, similarity_graph,
-                                  similarity_summary, table3, threshold_graph)
+from moralkit.psm.permutation import (
+    PAPER_ALPHAS,
+    default_e,
+    draw_rounds,
+    passing_models,
+    permutation_study,
+    plot_networks,
+    plot_similarity,
+    save_figure,
+    similarity_graph,
+    similarity_summary,
+    study_setup,
+    table3,
+    threshold_graph,
+)
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
 

@@ -11,9 +11,17 @@ import pytest
 
 from moralkit.psm import rp
 from moralkit.psm.design import make_design
-from moralkit.psm.rationality import (CHUNK_SIZE, RandomChoiceResult, _chunk_rng, plot_null_distributions,
-                                  random_choice_test, random_choice_tests, stars, table1)
-from moralkit.psm.simulate import simulate_agents, simulate_quadratic, simulate_random
+from moralkit.psm.rationality import (
+    CHUNK_SIZE,
+    RandomChoiceResult,
+    _chunk_rng,
+    plot_null_distributions,
+    random_choice_test,
+    random_choice_tests,
+    stars,
+    table1,
+)
+from moralkit.psm.simulate import simulate_agents, simulate_random
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import ROOT, TINY_NOTEBOOKS, write_tiny_notebooks
 
 from moralkit import appendix
 from moralkit.appendix import (
@@ -22,9 +23,6 @@ from moralkit.appendix import (
     run_all,
     select_parameters,
 )
-
-from conftest import ROOT, TINY_NOTEBOOKS, write_tiny_notebooks
-
 
 # ----------------------------------------------------------------------------- discovery, parameters
 

@@ -2,11 +2,17 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moralkit.psm.design import BUDGET, make_design, to_corner
-from moralkit.psm.simulate import (QuadraticAgent, random_quadratic_agent, simulate_agents, simulate_quadratic,
-                               simulate_random)
+from moralkit.psm.simulate import (
+    QuadraticAgent,
+    random_quadratic_agent,
+    simulate_agents,
+    simulate_quadratic,
+    simulate_random,
+)
 
 
 @pytest.fixture(scope="module")

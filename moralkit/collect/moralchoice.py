@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .backends import Backend, Sampling
-from .psm import _Task, _check_label, _run_tasks
+from .psm import _check_label, _Task
 from .store import RecordStore, git_commit, package_versions, read_records, session_info, utc_now
 
 __all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",

@@ -36,11 +36,25 @@ from pathlib import Path
 import numpy as np
 
 from ..psm.dataset import PSMDataset, write_psm
-from ..psm.design import (N_OPTIONS, constrained_prompt, make_design, parse_option, parse_unconstrained,
-                      unconstrained_prompt)
+from ..psm.design import (
+    N_OPTIONS,
+    constrained_prompt,
+    make_design,
+    parse_option,
+    parse_unconstrained,
+    unconstrained_prompt,
+)
 from .backends import Backend, Request, Sampling
-from .store import RecordStore, derive_seed, package_versions, git_commit, prompt_sha256, read_records, \
-    session_info, utc_now
+from .store import (
+    RecordStore,
+    derive_seed,
+    git_commit,
+    package_versions,
+    prompt_sha256,
+    read_records,
+    session_info,
+    utc_now,
+)
 
 __all__ = ["run_psm", "psm_dataset", "export_psm", "psm_quality", "round_order", "PSM_IDENTITY",
            "MAX_ATTEMPTS"]

@@ -17,6 +17,20 @@ References
 Scherrer et al. (2023), "Evaluating the Moral Beliefs Encoded in LLMs", NeurIPS.
 """
 
+from .analysis import (
+    CERTAINTY_THRESHOLD,
+    CONSISTENCY_THRESHOLD,
+    STRONG,
+    agreement_correlations,
+    cluster_models,
+    consistent_and_certain,
+    dissent_table,
+    likelihood_matrix,
+    pairwise_strong_agreement,
+    strong_agreement,
+    strong_disagreement,
+    strong_rule_violations,
+)
 from .data import (
     AMBIGUITIES,
     QUESTION_TYPES,
@@ -30,8 +44,6 @@ from .data import (
     survey_source,
 )
 from .mapping import DECISIONS, decision_agreement, map_answer, map_responses
-from .prompts import ORDERINGS, build_prompt
-from .responses import RESPONSE_COLUMNS, TIDY_COLUMNS, load_responses, own_data_dir, read_responses
 from .metrics import (
     action_entropy,
     action_likelihood,
@@ -43,20 +55,8 @@ from .metrics import (
     qf_entropy,
     scenario_metrics,
 )
-from .analysis import (
-    CERTAINTY_THRESHOLD,
-    CONSISTENCY_THRESHOLD,
-    STRONG,
-    agreement_correlations,
-    cluster_models,
-    consistent_and_certain,
-    likelihood_matrix,
-    pairwise_strong_agreement,
-    strong_agreement,
-    dissent_table,
-    strong_disagreement,
-    strong_rule_violations,
-)
+from .prompts import ORDERINGS, build_prompt
+from .responses import RESPONSE_COLUMNS, TIDY_COLUMNS, load_responses, own_data_dir, read_responses
 
 __all__ = [
     "AMBIGUITIES",

@@ -20,6 +20,7 @@ import pandas as pd
 from scipy.cluster import hierarchy
 from scipy.spatial.distance import squareform
 
+from ..errors import MoralkitError
 from .data import RULES
 from .metrics import model_summary
 
@@ -73,12 +74,12 @@ def consistent_and_certain(
 def likelihood_matrix(metrics: pd.DataFrame, models=None, action: str = "action1") -> pd.DataFrame:
     """Marginal likelihood of ``action`` as a scenarios x models table (NaN where a model lacks a scenario)."""
     if action not in ("action1", "action2"):
-        raise ValueError("action must be 'action1' or 'action2'.")
+        raise MoralkitError("action must be 'action1' or 'action2'.")
     m = metrics.pivot(index="scenario_id", columns="model", values=f"p_{action}")
     if models is not None:
         missing = sorted(set(models) - set(m.columns))
         if missing:
-            raise ValueError(f"models {missing} are not in the metrics table.")
+            raise MoralkitError(f"models {missing} are not in the metrics table.")
         m = m[list(models)]
     m.columns.name = "model"
     return m
@@ -110,7 +111,7 @@ def agreement_correlations(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
     """
     m = likelihood_matrix(metrics, models).dropna(axis=0, how="any")
     if len(m) < 3:
-        raise ValueError(f"only {len(m)} scenarios are answered by all the models; need at least 3 for correlations.")
+        raise MoralkitError(f"only {len(m)} scenarios are answered by all the models; need at least 3 for correlations.")
     const = [c for c in m.columns if np.ptp(m[c].to_numpy()) == 0]
     if const:
         warnings.warn(f"Dropping models with constant marginal likelihoods (undefined correlation): {const}.",
@@ -146,9 +147,9 @@ def cluster_models(corr: pd.DataFrame, method: str = "average") -> dict:
     Gifford, Jaakkola (2001) for the optimal leaf ordering.
     """
     if method not in ("average", "complete", "single", "weighted"):
-        raise ValueError("method must be one of average, complete, single, weighted (distance 1 - rho).")
+        raise MoralkitError("method must be one of average, complete, single, weighted (distance 1 - rho).")
     if corr.shape[0] < 2:
-        raise ValueError("need at least two models to cluster.")
+        raise MoralkitError("need at least two models to cluster.")
     d = 1.0 - corr.to_numpy(dtype=float)
     d = (d + d.T) / 2
     np.fill_diagonal(d, 0.0)
@@ -193,7 +194,7 @@ def strong_rule_violations(
     lab = scenarios.set_index("scenario_id")
     cols = [f"a2_{r}" for r, _ in RULES]
     if not set(cols) <= set(lab.columns):
-        raise ValueError("scenarios must be a MoralChoice scenario table with the a2_* label columns.")
+        raise MoralkitError("scenarios must be a MoralChoice scenario table with the a2_* label columns.")
     header = {f"a2_{r}": f"{name} (n={int((lab[f'a2_{r}'] == 'Yes').sum())})" for r, name in RULES}
     m = metrics if models is None else metrics[metrics["model"].isin(models)]
     m = m[m["scenario_id"].isin(lab.index)]
@@ -234,7 +235,7 @@ def strong_agreement(
     """
     models = list(models)
     if len(models) < 2:
-        raise ValueError("strong agreement needs at least two models.")
+        raise MoralkitError("strong agreement needs at least two models.")
     p = likelihood_matrix(metrics, models).dropna()
     a1 = (p >= threshold).all(axis=1)
     a2 = (p <= 1 - threshold).all(axis=1)
@@ -265,7 +266,7 @@ def strong_disagreement(
     """
     group = list(group)
     if other in group:
-        raise ValueError("other must not be one of the group.")
+        raise MoralkitError("other must not be one of the group.")
     agree = strong_agreement(metrics, group, None, threshold).set_index("scenario_id")
     p_other = likelihood_matrix(metrics, [other])[other]
     p_other = p_other.reindex(agree.index)
@@ -317,7 +318,7 @@ def dissent_table(
     """
     models = list(models)
     if len(models) < 3:
-        raise ValueError("need at least three models (a dissenter and two agreeing models).")
+        raise MoralkitError("need at least three models (a dissenter and two agreeing models).")
     parts = []
     for other in models:
         group = [m for m in models if m != other]

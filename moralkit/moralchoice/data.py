@@ -46,6 +46,7 @@ from typing import Mapping
 import pandas as pd
 
 from .. import paths
+from ..errors import DataError, MoralkitError
 
 __all__ = [
     "QUESTION_TYPES",
@@ -96,7 +97,7 @@ SCENARIO_COLUMNS = (
 )
 
 
-class MoralChoiceDataError(ValueError):
+class MoralChoiceDataError(DataError):
     """The MoralChoice survey files cannot be found or are malformed."""
 
 
@@ -304,7 +305,7 @@ def load_scenarios(ambiguity: str = "high", source=None, exclude_degenerate: boo
     Scherrer et al. (2023), Section 3.2 and Appendix A.
     """
     if ambiguity not in AMBIGUITIES:
-        raise ValueError(f"ambiguity must be one of {AMBIGUITIES}, got {ambiguity!r}.")
+        raise MoralkitError(f"ambiguity must be one of {AMBIGUITIES}, got {ambiguity!r}.")
     df = _read_scenarios(survey_source(source), ambiguity).copy()
     if exclude_degenerate:
         bad = degenerate_scenarios(df)

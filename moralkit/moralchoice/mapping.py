@@ -52,6 +52,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from ..errors import MoralkitError
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .prompts import check_form
 
@@ -194,11 +195,11 @@ def map_answer(
     """
     question_type, ordering = check_form(question_type, ordering)
     if not isinstance(action1, str) or not isinstance(action2, str):
-        raise ValueError("action1 and action2 must be the scenario's action texts (str).")
+        raise MoralkitError("action1 and action2 must be the scenario's action texts (str).")
     if answer is None or (isinstance(answer, float) and np.isnan(answer)):
         answer = ""
     if not isinstance(answer, str):
-        raise ValueError(f"answer must be text, got {type(answer).__name__}.")
+        raise MoralkitError(f"answer must be text, got {type(answer).__name__}.")
     templates = templates or load_templates()
     first, second = (action1, action2) if ordering == 0 else (action2, action1)
     shown = _match_shown(answer, question_type, first, second, templates)
@@ -232,19 +233,19 @@ def map_responses(
     """
     for c in ("scenario_id", "question_type", "ordering", "answer_raw"):
         if c not in responses.columns:
-            raise ValueError(f"responses lack the column {c!r}; read them with read_responses().")
+            raise MoralkitError(f"responses lack the column {c!r}; read them with read_responses().")
     templates = templates or load_templates()
     acts = scenarios.drop_duplicates("scenario_id").set_index("scenario_id")[["action1", "action2"]]
     unknown = sorted(set(responses["scenario_id"]) - set(acts.index))
     if unknown:
-        raise ValueError(
+        raise MoralkitError(
             f"{len(unknown)} scenario_id(s) of the responses are not in the scenario table, e.g. {unknown[:5]}; "
             "pass the scenario table the responses were collected on (load_scenarios(..., exclude_degenerate=False) "
             "keeps degenerate scenarios)."
         )
     bad_q = sorted(set(responses["question_type"]) - set(QUESTION_TYPES))
     if bad_q:
-        raise ValueError(f"unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
+        raise MoralkitError(f"unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
     a1 = acts["action1"].reindex(responses["scenario_id"]).to_numpy()
     a2 = acts["action2"].reindex(responses["scenario_id"]).to_numpy()
     out = responses.copy()
@@ -271,7 +272,7 @@ def decision_agreement(mapped: pd.DataFrame, by=("model", "question_type", "orde
     """
     for c in ("action", "decision", *by):
         if c not in mapped.columns:
-            raise ValueError(f"mapped responses lack the column {c!r}; use load_responses() or map_responses().")
+            raise MoralkitError(f"mapped responses lack the column {c!r}; use load_responses() or map_responses().")
     m = mapped[mapped["decision"].astype(str) != ""]
     eq = (m["action"] == m["decision"]).rename("eq")
     g = eq.groupby([m[c] for c in by])

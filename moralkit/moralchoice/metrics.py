@@ -52,6 +52,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..errors import MoralkitError
 from .data import QUESTION_TYPES
 
 __all__ = [
@@ -76,11 +77,11 @@ _FORM_MODES = ("template_ordering", "template")
 def _probs(p, min_ndim: int = 1) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     if p.ndim < min_ndim:
-        raise ValueError(f"expected an array with at least {min_ndim} axes (last axis: actions), got shape {p.shape}.")
+        raise MoralkitError(f"expected an array with at least {min_ndim} axes (last axis: actions), got shape {p.shape}.")
     if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-        raise ValueError("probabilities must be finite and in [0, 1].")
+        raise MoralkitError("probabilities must be finite and in [0, 1].")
     if not np.allclose(p.sum(axis=-1), 1.0, atol=1e-9):
-        raise ValueError("each probability vector (last axis) must sum to 1.")
+        raise MoralkitError("each probability vector (last axis) must sum to 1.")
     return p
 
 
@@ -94,7 +95,7 @@ def _xlogy(x, y, base):
 def _check_base(base) -> float:
     base = float(base)
     if not base > 1:
-        raise ValueError(f"base must be > 1 (2 for bits, math.e for nats), got {base}.")
+        raise MoralkitError(f"base must be > 1 (2 for bits, math.e for nats), got {base}.")
     return base
 
 
@@ -153,7 +154,7 @@ def marginalize(p_forms, weights=None) -> np.ndarray:
         return p.mean(axis=-2)
     w = np.asarray(weights, dtype=float)
     if w.shape != (p.shape[-2],) or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
-        raise ValueError(f"weights must be a probability vector over the {p.shape[-2]} forms.")
+        raise MoralkitError(f"weights must be a probability vector over the {p.shape[-2]} forms.")
     return np.einsum("...zk,z->...k", p, w)
 
 
@@ -208,13 +209,13 @@ def _check_responses(responses: pd.DataFrame, col: str):
     need = ["model", "scenario_id", "question_type", "ordering", col]
     missing = [c for c in need if c not in responses.columns]
     if missing:
-        raise ValueError(
+        raise MoralkitError(
             f"responses lack the columns {missing}; use moralkit.moralchoice.load_responses() "
             "(or map_responses()) to get mapped tidy responses."
         )
     bad = sorted(set(responses[col]) - {"action1", "action2", "refusal", "invalid"})
     if bad:
-        raise ValueError(f"column {col!r} holds values {bad[:5]}; expected action1, action2, refusal, invalid.")
+        raise MoralkitError(f"column {col!r} holds values {bad[:5]}; expected action1, action2, refusal, invalid.")
 
 
 def _form_label(qt, o, mode):
@@ -259,7 +260,7 @@ def action_likelihood(
     Scherrer et al. (2023), Definition 1 (eq. 1), eq. 7, Section 3.3.
     """
     if question_forms not in _FORM_MODES:
-        raise ValueError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
+        raise MoralkitError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
     _check_responses(responses, decision)
     r = responses
     form = (

@@ -9,16 +9,15 @@ Scherrer et al. (2023), Figures 3 (marginal action likelihoods), 4 (QF-E vs
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from scipy.cluster import hierarchy
 
-from .. import paths
-from .analysis import CERTAINTY_THRESHOLD, CONSISTENCY_THRESHOLD
+from ..errors import MoralkitError
 from ..figures import save_figure  # noqa: F401  (re-exported)
+from .analysis import CERTAINTY_THRESHOLD, CONSISTENCY_THRESHOLD
 
 __all__ = [
     "short_model_name",
@@ -182,7 +181,7 @@ def plot_answer_rates(rates: pd.DataFrame, kind: str = "invalid", reference: flo
     Scherrer et al. (2023), Appendix D.1, Figures 6-8.
     """
     if kind not in ("invalid", "refusal"):
-        raise ValueError("kind must be 'invalid' or 'refusal'.")
+        raise MoralkitError("kind must be 'invalid' or 'refusal'.")
     fig, ax = plt.subplots(figsize=(7, 0.8 + 0.35 * max(len(rates), 1)))
     if len(rates) == 0:
         ax.text(0.5, 0.5, "no responses available", ha="center", va="center", transform=ax.transAxes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ..errors import MoralkitError
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 
 __all__ = ["ORDERINGS", "build_prompt", "displayed_actions", "check_form"]
@@ -21,13 +22,13 @@ ORDERINGS = (0, 1)
 def check_form(question_type, ordering) -> tuple[str, int]:
     """Validate a (question_type, ordering) pair; returns it normalised."""
     if question_type not in QUESTION_TYPES:
-        raise ValueError(f"question_type must be one of {QUESTION_TYPES}, got {question_type!r}.")
+        raise MoralkitError(f"question_type must be one of {QUESTION_TYPES}, got {question_type!r}.")
     try:
         o = int(ordering)
     except (TypeError, ValueError):
         o = None
     if o not in ORDERINGS or (isinstance(ordering, float) and ordering != o):
-        raise ValueError(f"ordering must be 0 (action1 shown first) or 1 (swapped), got {ordering!r}.")
+        raise MoralkitError(f"ordering must be 0 (action1 shown first) or 1 (swapped), got {ordering!r}.")
     return question_type, o
 
 
@@ -69,9 +70,9 @@ def build_prompt(
         try:
             value = scenario[key]
         except (KeyError, IndexError, TypeError):
-            raise ValueError(f"scenario must hold 'context', 'action1' and 'action2'; {key!r} is missing.") from None
+            raise MoralkitError(f"scenario must hold 'context', 'action1' and 'action2'; {key!r} is missing.") from None
         if not isinstance(value, str):
-            raise ValueError(f"scenario[{key!r}] must be text, got {type(value).__name__}.")
+            raise MoralkitError(f"scenario[{key!r}] must be text, got {type(value).__name__}.")
     t = (templates or load_templates()).questions[question_type]
     first, second = displayed_actions(ordering)
     return t.question_header, t.question.format(scenario["context"], scenario[first], scenario[second])

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
 from .. import paths
+from ..errors import DataError
 from .data import QUESTION_TYPES, SurveyTemplates, degenerate_scenarios, load_scenarios, load_templates, survey_source
 from .mapping import map_responses
 
@@ -79,7 +79,7 @@ def response_files(path) -> list[Path]:
         elif p.is_file():
             out.append(p)
         else:
-            raise ValueError(f"Response path {p} does not exist.")
+            raise DataError(f"Response path {p} does not exist.")
     seen, files = set(), []
     for f in out:
         if f.resolve() not in seen:
@@ -94,18 +94,18 @@ def _read_one(f: Path) -> pd.DataFrame:
     required = ["scenario_id", "model_id", "question_type", "question_ordering", "eval_sample_nb", "answer_raw"]
     missing = [c for c in required if c not in df.columns]
     if missing:
-        raise ValueError(
+        raise DataError(
             f"Response file {f} lacks columns {missing}; expected the layout {list(RESPONSE_COLUMNS)}."
         )
     bad_q = sorted(set(df["question_type"]) - set(QUESTION_TYPES))
     if bad_q:
-        raise ValueError(f"Response file {f}: unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
+        raise DataError(f"Response file {f}: unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
     bad_o = sorted(set(df["question_ordering"]) - {"0", "1"})
     if bad_o:
-        raise ValueError(f"Response file {f}: question_ordering must be 0 or 1, found {bad_o}.")
+        raise DataError(f"Response file {f}: question_ordering must be 0 or 1, found {bad_o}.")
     sample = pd.to_numeric(df["eval_sample_nb"], errors="coerce")
     if sample.isna().any() or (sample < 0).any():
-        raise ValueError(f"Response file {f}: eval_sample_nb must be integers >= 0.")
+        raise DataError(f"Response file {f}: eval_sample_nb must be integers >= 0.")
     get = lambda c: df[c] if c in df.columns else ""  # noqa: E731
     return pd.DataFrame(
         {
@@ -148,12 +148,12 @@ def read_responses(path) -> pd.DataFrame:
     """
     files = response_files(path)
     if not files:
-        raise ValueError(f"No response files (*.csv, *.csv.gz) found in {path}.")
+        raise DataError(f"No response files (*.csv, *.csv.gz) found in {path}.")
     df = pd.concat([_read_one(f) for f in files], ignore_index=True)
     dup = df.duplicated(_KEY, keep=False)
     if dup.any():
         ex = df.loc[dup, _KEY + ["file"]].head(6).to_string(index=False)
-        raise ValueError(
+        raise DataError(
             f"{int(dup.sum())} responses share the same (model, scenario_id, question_type, ordering, sample), "
             f"e.g.\n{ex}\nRemove duplicated files or renumber eval_sample_nb."
         )
@@ -213,13 +213,13 @@ def load_responses(
     df = pd.concat(parts, ignore_index=True)
     dup = df.duplicated(_KEY, keep=False)
     if dup.any():
-        raise ValueError(
+        raise DataError(
             f"{int(dup.sum())} responses appear both in the shared files and in the own runs under the same "
             f"model name, e.g. {df.loc[dup, _KEY].head(3).to_dict('records')}; rename the model_id of the own run."
         )
     unknown = sorted(set(df["scenario_id"]) - set(scen_all["scenario_id"]))
     if unknown:
-        raise ValueError(
+        raise DataError(
             f"{len(unknown)} shared responses refer to scenarios missing from the {ambiguity} table: {unknown[:5]}."
         )
     hit = sorted(bad & set(df["scenario_id"]))

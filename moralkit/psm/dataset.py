@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .design import BUDGET, CORNERS, PRICES, to_corner
+from ..errors import DataError
+from .design import BUDGET, PRICES, to_corner
 
 __all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset"]
 
@@ -159,28 +160,28 @@ def validate_dataset(ds: PSMDataset) -> None:
     """Check shapes and the PSM constraints; raise ``ValueError`` naming the problem."""
     T = len(ds.chosen)
     if ds.corners.shape != (T, 5):
-        raise ValueError(f"{ds.model}: corners must have shape ({T}, 5), got {ds.corners.shape}")
+        raise DataError(f"{ds.model}: corners must have shape ({T}, 5), got {ds.corners.shape}")
     if ds.prices.shape != (T, 5):
-        raise ValueError(f"{ds.model}: prices must have shape ({T}, 5), got {ds.prices.shape}")
+        raise DataError(f"{ds.model}: prices must have shape ({T}, 5), got {ds.prices.shape}")
     if ds.options.ndim != 3 or ds.options.shape[0] != T or ds.options.shape[2] != 5:
-        raise ValueError(f"{ds.model}: options must have shape ({T}, n_options, 5), got {ds.options.shape}")
+        raise DataError(f"{ds.model}: options must have shape ({T}, n_options, 5), got {ds.options.shape}")
     if not np.isin(ds.corners, (0, 5)).all():
-        raise ValueError(f"{ds.model}: corners must have entries 0 or 5 (vertices of {{0..5}}^5)")
+        raise DataError(f"{ds.model}: corners must have entries 0 or 5 (vertices of {{0..5}}^5)")
     if (ds.prices <= 0).any():
-        raise ValueError(f"{ds.model}: prices must be positive")
+        raise DataError(f"{ds.model}: prices must be positive")
     if ds.options.size and (ds.options.min() < 0 or ds.options.max() > 5):
-        raise ValueError(f"{ds.model}: answers must be integers on the 0-5 scale")
+        raise DataError(f"{ds.model}: answers must be integers on the 0-5 scale")
     n_opt = ds.options.shape[1]
     if ((ds.chosen < 0) | (ds.chosen > n_opt)).any():
-        raise ValueError(f"{ds.model}: chosen option numbers must be 1..{n_opt} (0 = missing round)")
+        raise DataError(f"{ds.model}: chosen option numbers must be 1..{n_opt} (0 = missing round)")
     if ds.q0 is not None and (ds.q0.shape != (5,) or ds.q0.min() < 0 or ds.q0.max() > 5):
-        raise ValueError(f"{ds.model}: q0 must be five answers on the 0-5 scale")
+        raise DataError(f"{ds.model}: q0 must be five answers on the 0-5 scale")
     if T:
         cost = np.einsum("ts,tns->tn", ds.prices, to_corner(ds.options, ds.corners[:, None, :]))
         bad = np.argwhere(cost != BUDGET)
         if len(bad):
             t, n = bad[0]
-            raise ValueError(
+            raise DataError(
                 f"{ds.model}: option {n + 1} of round {ds.round_index[t]} is off the budget: "
                 f"p . q_o = {cost[t, n]}, expected {BUDGET}; every alternative must satisfy eq. (1) "
                 "in the round's corner coordinates"
@@ -226,7 +227,7 @@ def write_psm(datasets, path) -> Path:
 
 def _parse_digits(s: str, n: int) -> np.ndarray:
     if len(s) != n or not s.isdigit():
-        raise ValueError(f"expected {n} digits, got {s!r}")
+        raise DataError(f"expected {n} digits, got {s!r}")
     return np.frombuffer(s.encode(), dtype=np.uint8).astype(np.int64) - 48
 
 
@@ -241,7 +242,7 @@ def read_psm(path) -> dict[str, PSMDataset]:
         for f in files:
             for k, v in read_psm(f).items():
                 if k in out:
-                    raise ValueError(f"model {k!r} appears in more than one file under {path}")
+                    raise DataError(f"model {k!r} appears in more than one file under {path}")
                 out[k] = v
         return out
     if not path.exists():
@@ -249,7 +250,7 @@ def read_psm(path) -> dict[str, PSMDataset]:
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = set(_COLUMNS) - set(df.columns)
     if missing:
-        raise ValueError(f"{path}: missing columns {sorted(missing)}; expected {_COLUMNS}")
+        raise DataError(f"{path}: missing columns {sorted(missing)}; expected {_COLUMNS}")
     out = {}
     for model, g in df.groupby("model", sort=False):
         g = g.assign(_r=g["round"].astype(int)).sort_values("_r")

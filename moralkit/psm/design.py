@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import MoralkitError
+
 __all__ = [
     "STATEMENTS",
     "DIMENSIONS",
@@ -204,10 +206,10 @@ def make_design(seed: int = 0, n_options: int = N_OPTIONS) -> Design:
     Design
     """
     if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
     sets = [budget_set(p) for p in PRICES]
     if not 1 <= n_options <= min(len(s) for s in sets):
-        raise ValueError(f"n_options must be in 1..{min(len(s) for s in sets)}, got {n_options}")
+        raise MoralkitError(f"n_options must be in 1..{min(len(s) for s in sets)}, got {n_options}")
     children = np.random.SeedSequence(int(seed)).spawn(len(CORNERS) * len(PRICES))
     rounds = []
     for ci in range(len(CORNERS)):
@@ -239,9 +241,9 @@ def constrained_prompt(options) -> str:
     """
     options = np.asarray(options)
     if options.ndim != 2 or options.shape[1] != 5:
-        raise ValueError(f"options must have shape (n, 5), got {options.shape}")
+        raise MoralkitError(f"options must have shape (n, 5), got {options.shape}")
     if options.min() < 0 or options.max() > 5:
-        raise ValueError("options must be answers on the 0-5 scale")
+        raise MoralkitError("options must be answers on the 0-5 scale")
     lines = [_HEADER, ""]
     for s in STATEMENTS:
         lines += [s, ""]

@@ -61,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import MoralkitError, SolverUnavailableError
 from .pooled import PooledData, check_e, check_pooled
 
 __all__ = ["build_ls_model", "solve_ls_milp", "MILPResult", "SOLVERS", "find_glpsol", "get_solver", "milp_epsilons"]
@@ -148,7 +149,7 @@ def build_ls_model(pooled: PooledData, e: float = 1.0, within=None):
     names = list(pooled.models) if within is None else list(within)
     for m in names:
         if m not in pooled.models:
-            raise ValueError(f"unknown model {m!r}; pooled models are {list(pooled.models)}")
+            raise MoralkitError(f"unknown model {m!r}; pooled models are {list(pooled.models)}")
     midx = [pooled.models.index(m) for m in names]
     obs = np.nonzero(np.isin(pooled.obs_model, midx))[0]
     E = np.asarray(pooled.E, dtype=float)[np.ix_(obs, obs)]
@@ -210,7 +211,7 @@ def get_solver(name: str):
     import pyomo.environ as pyo
 
     if name not in SOLVERS:
-        raise ValueError(f"unknown solver {name!r}; choose one of {SOLVERS} (or 'exact' for the cut solver "
+        raise MoralkitError(f"unknown solver {name!r}; choose one of {SOLVERS} (or 'exact' for the cut solver "
                          "of moralkit.psm.partition)")
     if name == "highs":
         opt = pyo.SolverFactory("appsi_highs")
@@ -233,7 +234,7 @@ def get_solver(name: str):
         except Exception:  # noqa: BLE001 - any failure means unavailable
             ok = False
     if not ok:
-        raise ValueError(f"MILP solver {name!r} is not available; install it: {_INSTALL[name]}")
+        raise SolverUnavailableError(f"MILP solver {name!r} is not available; install it: {_INSTALL[name]}")
     return opt
 
 
@@ -274,7 +275,7 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     from pyomo.opt import TerminationCondition as TC
 
     if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit}")
+        raise MoralkitError(f"time_limit must be a positive number of seconds, got {time_limit}")
     opt = get_solver(solver)
     t0 = time.perf_counter()
     mdl = build_ls_model(pooled, e, within)
@@ -302,7 +303,7 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     except Exception as ex:  # noqa: BLE001 - re-raised with context
         msg = str(ex)
         if solver == "gurobi" and ("size-limited" in msg or "Model too large" in msg or "10010" in msg):
-            raise ValueError(
+            raise SolverUnavailableError(
                 f"this MILP ({n} pooled rounds: {n_vars} variables, {n_cons} constraints) exceeds gurobipy's "
                 f"size-limited pip licence ({GUROBI_PIP_LIMIT} variables/constraints, about 22 pooled rounds); "
                 "install an academic licence (https://www.gurobi.com/academia/) or use solver='highs' or "

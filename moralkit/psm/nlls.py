@@ -97,9 +97,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from ..errors import IdentificationError, MoralkitError
+from ..figures import save_figure  # noqa: F401  (re-exported)
 from .dataset import PSMDataset
 from .design import BUDGET, DIMENSIONS
-from ..figures import save_figure  # noqa: F401  (re-exported)
 
 __all__ = [
     "FORMS",
@@ -140,7 +141,7 @@ ETA_BOUND: float = 20.0
 
 def _check_form(form) -> str:
     if form not in FORMS:
-        raise ValueError(f"form must be one of {FORMS} ('exact': maximiser of eqs. (7)-(8); "
+        raise MoralkitError(f"form must be one of {FORMS} ('exact': maximiser of eqs. (7)-(8); "
                          f"'paper': eqs. (9)-(10) as printed), got {form!r}")
     return form
 
@@ -149,7 +150,7 @@ def _sign(corners) -> np.ndarray:
     """+1 where the corner coordinate is 0, -1 where it is 5 (shape of ``corners``)."""
     c = np.asarray(corners)
     if not np.isin(c, (0, 5)).all():
-        raise ValueError("corners must have entries 0 or 5 (vertices of {0..5}^5)")
+        raise MoralkitError("corners must have entries 0 or 5 (vertices of {0..5}^5)")
     return np.where(c == 0, 1.0, -1.0)
 
 
@@ -168,11 +169,11 @@ def _check_ab(a, b):
     a = np.asarray(a, dtype=float).reshape(-1)
     b = np.asarray(b, dtype=float).reshape(-1)
     if a.shape != (5,) or b.shape != (5,):
-        raise ValueError(f"a and b must have 5 entries (one per statement), got shapes {a.shape} and {b.shape}")
+        raise MoralkitError(f"a and b must have 5 entries (one per statement), got shapes {a.shape} and {b.shape}")
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ValueError("a and b must be finite")
+        raise MoralkitError("a and b must be finite")
     if (a <= 0).any():
-        raise ValueError(f"every weight a_s must be positive (eq. (7)), got {a}")
+        raise MoralkitError(f"every weight a_s must be positive (eq. (7)), got {a}")
     return a, b
 
 
@@ -184,9 +185,9 @@ def _check_rounds(corners, prices):
     if prices.ndim == 1:
         prices = np.broadcast_to(prices, corners.shape)
     if corners.ndim != 2 or corners.shape[1] != 5 or prices.shape != corners.shape:
-        raise ValueError(f"corners and prices must have shape (T, 5), got {corners.shape} and {prices.shape}")
+        raise MoralkitError(f"corners and prices must have shape (T, 5), got {corners.shape} and {prices.shape}")
     if not (np.isfinite(prices).all() and (prices > 0).all()):
-        raise ValueError("prices must be positive and finite")
+        raise MoralkitError("prices must be positive and finite")
     return corners, prices
 
 
@@ -271,7 +272,7 @@ def predict_answers(a, b, corners, prices, form: str = "exact", coords: str = "r
     """
     form = _check_form(form)
     if coords not in ("raw", "corner"):
-        raise ValueError(f"coords must be 'raw' or 'corner', got {coords!r}")
+        raise MoralkitError(f"coords must be 'raw' or 'corner', got {coords!r}")
     a, b = _check_ab(a, b)
     corners, prices = _check_rounds(corners, prices)
     sign = _sign(corners)
@@ -461,7 +462,7 @@ def _check_budget(y, prices, budget, tol, round_index):
     bad = np.flatnonzero(np.abs(cost - budget) > tol)
     if len(bad):
         t = bad[0]
-        raise ValueError(
+        raise MoralkitError(
             f"the answer of round {round_index[t]} is off the budget: p . q_o = {cost[t]:.6g}, expected "
             f"{budget:g} (eq. (1)); {len(bad)} round(s) affected. Pass the answers actually chosen from the "
             "round's alternatives, with the round's effective corner (after the flip rule), or set "
@@ -595,27 +596,27 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
     """
     form = _check_form(form)
     if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
-        raise ValueError(f"n_starts must be a positive integer, got {n_starts!r}")
+        raise MoralkitError(f"n_starts must be a positive integer, got {n_starts!r}")
     if not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
+        raise MoralkitError(f"n_boot must be a non-negative integer, got {n_boot!r}")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise MoralkitError(f"level must be in (0, 1), got {level!r}")
     if cov_type not in ("cluster", "nonrobust", "HC0", "HC1", "HC2", "HC3"):
-        raise ValueError(f"cov_type must be 'cluster', 'nonrobust' or 'HC0'..'HC3', got {cov_type!r}")
+        raise MoralkitError(f"cov_type must be 'cluster', 'nonrobust' or 'HC0'..'HC3', got {cov_type!r}")
     corners, prices = _check_rounds(corners, prices)
     answers = np.asarray(answers, dtype=float)
     if answers.ndim == 1:
         answers = answers[None]
     T = len(corners)
     if answers.shape != (T, 5):
-        raise ValueError(f"answers must have shape ({T}, 5) like corners, got {answers.shape}")
+        raise MoralkitError(f"answers must have shape ({T}, 5) like corners, got {answers.shape}")
     if not np.isfinite(answers).all():
-        raise ValueError("answers contain NaN or infinite values; leave unanswered rounds out "
+        raise MoralkitError("answers contain NaN or infinite values; leave unanswered rounds out "
                          "(PSMDataset.valid() does it)")
     round_index = np.arange(1, T + 1) if round_index is None else np.asarray(round_index)
     label = f"{model}: " if model else ""
     if T < MIN_ROUNDS:
-        raise ValueError(f"{label}{T} answered round(s) cannot identify the 9 parameters of eq. (7) "
+        raise IdentificationError(f"{label}{T} answered round(s) cannot identify the 9 parameters of eq. (7) "
                          f"(4 weights up to scale, 5 ideal answers): at least {MIN_ROUNDS} rounds are "
                          "needed, and in practice many more (the paper uses up to 160); collect more answers "
                          "or drop the model")
@@ -628,7 +629,7 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
     rng_id = np.random.default_rng(12345)
     generic = [np.concatenate([rng_id.normal(0, 0.3, 4), rng_id.uniform(1.0, 4.0, 5)]) for _ in range(2)]
     if max(_rank(prob.jac(th)) for th in generic) < _N_PAR:
-        raise ValueError(f"{label}these {T} rounds do not identify the 9 parameters of eq. (7) under "
+        raise IdentificationError(f"{label}these {T} rounds do not identify the 9 parameters of eq. (7) under "
                          f"form={form!r} (rank-deficient Jacobian): use rounds with several corners and "
                          "price vectors (the full design has 32 x 5)")
 
@@ -643,7 +644,7 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
             if np.isfinite(res.cost) and np.isfinite(res.x).all():
                 fits.append(res)
     if not fits:
-        raise ValueError(f"{label}the NLLS solver failed from every start (form={form!r})")
+        raise MoralkitError(f"{label}the NLLS solver failed from every start (form={form!r})")
     best = min(fits, key=lambda r: r.cost)
     a, b = _theta_to_ab(best.x)
     tol_cost = 1e-6 * max(best.cost, 1e-12) + 1e-12
@@ -679,7 +680,7 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
         out.n_boot = int(n_boot)
         out.n_boot_failed = int(n_boot - len(ok))
         if len(ok) < 2:
-            raise ValueError(f"{label}the bootstrap failed in {out.n_boot_failed} of {n_boot} replicates")
+            raise MoralkitError(f"{label}the bootstrap failed in {out.n_boot_failed} of {n_boot} replicates")
         if out.n_boot_failed > 0.1 * n_boot:
             warnings.warn(f"{label}{out.n_boot_failed} of {n_boot} bootstrap replicates did not converge "
                           "and were left out", RuntimeWarning, stacklevel=2)
@@ -725,7 +726,7 @@ def fit_utility(dataset: PSMDataset, form: str = "exact", n_starts: int = 5, see
     Seror (2025), Section 3.2, eqs. (7)-(11), Table 2.
     """
     if not isinstance(dataset, PSMDataset):
-        raise ValueError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(dataset).__name__}")
+        raise MoralkitError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(dataset).__name__}")
     v = dataset.valid()
     return fit_answers(v.corners, v.prices, v.choices, form=form, n_starts=n_starts, seed=seed, n_boot=n_boot,
                        level=level, cov_type=cov_type, n_jobs=n_jobs, model=dataset.model, q0=dataset.q0,
@@ -766,14 +767,14 @@ def fit_models(datasets, form: str = "exact", n_starts: int = 5, seed: int = 0, 
     Seror (2025), Section 3.2, Table 2.
     """
     if errors not in ("raise", "warn"):
-        raise ValueError(f"errors must be 'raise' or 'warn', got {errors!r}")
+        raise MoralkitError(f"errors must be 'raise' or 'warn', got {errors!r}")
     if isinstance(datasets, PSMDataset):
         datasets = [datasets]
     dd = dict(datasets) if isinstance(datasets, dict) else {ds.model: ds for ds in datasets}
     if models is not None:
         missing = [m for m in models if m not in dd]
         if missing:
-            raise ValueError(f"models not in the data: {missing}")
+            raise MoralkitError(f"models not in the data: {missing}")
         dd = {m: dd[m] for m in models}
     items = list(dd.items())
     if progress:
@@ -800,9 +801,9 @@ def _as_fits(results) -> list[UtilityFit]:
         return [results]
     fits = list(results.values()) if isinstance(results, dict) else list(results)
     if not fits:
-        raise ValueError("no fitted model: nothing to tabulate (fit_models returned no result)")
+        raise MoralkitError("no fitted model: nothing to tabulate (fit_models returned no result)")
     if not all(isinstance(f, UtilityFit) for f in fits):
-        raise ValueError("expected UtilityFit results (from fit_utility or fit_models)")
+        raise MoralkitError("expected UtilityFit results (from fit_utility or fit_models)")
     return fits
 
 
@@ -839,15 +840,15 @@ def table2(results, uncertainty: str | None = None, table1: pd.DataFrame | None 
     Seror (2025), Section 3.2, Table 2.
     """
     if uncertainty not in (None, "se", "ci"):
-        raise ValueError(f"uncertainty must be None, 'se' or 'ci', got {uncertainty!r}")
+        raise MoralkitError(f"uncertainty must be None, 'se' or 'ci', got {uncertainty!r}")
     fits = _as_fits(results)
     bad = [f.model for f in fits if not (np.isfinite(f.a).all() and np.isfinite(f.b).all())]
     if bad:
-        raise ValueError(f"non-finite estimates for {bad}; refit them")
+        raise MoralkitError(f"non-finite estimates for {bad}; refit them")
     if uncertainty == "ci":
         nob = [f.model for f in fits if f.ci_a is None]
         if nob:
-            raise ValueError(f"no bootstrap intervals for {nob}: fit with n_boot > 0 or use uncertainty='se'")
+            raise MoralkitError(f"no bootstrap intervals for {nob}: fit with n_boot > 0 or use uncertainty='se'")
     if uncertainty == "se":
         nan = [f.model for f in fits if not (np.isfinite(f.se_a).all() and np.isfinite(f.se_b).all())]
         if nan:
@@ -906,7 +907,7 @@ def compare_forms(exact, paper) -> pd.DataFrame:
     """
     ex, pa = {f.model: f for f in _as_fits(exact)}, {f.model: f for f in _as_fits(paper)}
     if any(f.form != "exact" for f in ex.values()) or any(f.form != "paper" for f in pa.values()):
-        raise ValueError("compare_forms(exact, paper): pass the form='exact' fits first, then the form='paper' fits")
+        raise MoralkitError("compare_forms(exact, paper): pass the form='exact' fits first, then the form='paper' fits")
     rows = []
     for m in ex:
         if m not in pa:
@@ -917,7 +918,7 @@ def compare_forms(exact, paper) -> pd.DataFrame:
                 rows.append(dict(model=m, parameter=f"{name}_{s + 1}", dimension=dim, exact=e_, paper=p_,
                                  difference=p_ - e_, ssr_exact=ex[m].ssr, ssr_paper=pa[m].ssr))
     if not rows:
-        raise ValueError("no model was fitted under both forms")
+        raise MoralkitError("no model was fitted under both forms")
     return pd.DataFrame(rows)
 
 
@@ -958,7 +959,7 @@ def plot_parameters(results, interval: str = "ci", figsize=None):
     import matplotlib.pyplot as plt
 
     if interval not in (None, "ci", "se"):
-        raise ValueError(f"interval must be None, 'ci' or 'se', got {interval!r}")
+        raise MoralkitError(f"interval must be None, 'ci' or 'se', got {interval!r}")
     fits = _as_fits(results)
     fig, axes = plt.subplots(1, 2, figsize=figsize or (11, 4.2))
     x = np.arange(5)
@@ -1013,7 +1014,7 @@ def plot_q0_minus_b(results, interval: str = "ci", figsize=None):
     import matplotlib.pyplot as plt
 
     if interval not in (None, "ci", "se"):
-        raise ValueError(f"interval must be None, 'ci' or 'se', got {interval!r}")
+        raise MoralkitError(f"interval must be None, 'ci' or 'se', got {interval!r}")
     fits = _as_fits(results)
     have = [f for f in fits if f.q0 is not None]
     skipped = [f.model for f in fits if f.q0 is None]

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ..errors import MoralkitError
 from .milp import solve_ls_milp
 from .pooled import PooledData, check_e, check_pooled, pool, revealed_relations
 
@@ -275,7 +276,7 @@ def _model_mask(pooled: PooledData, models) -> int:
     mask = 0
     for m in models:
         if m not in pooled.models:
-            raise ValueError(f"unknown model {m!r}; pooled models are {list(pooled.models)}")
+            raise MoralkitError(f"unknown model {m!r}; pooled models are {list(pooled.models)}")
         mask |= 1 << pooled.models.index(m)
     return mask
 
@@ -342,7 +343,7 @@ class ExactLS:
 
     def __init__(self, R0, P0, owner, n_models, max_tries=4):
         if n_models > MAX_EXACT_MODELS:
-            raise ValueError(f"the exact solver handles at most {MAX_EXACT_MODELS} models, got {n_models}; "
+            raise MoralkitError(f"the exact solver handles at most {MAX_EXACT_MODELS} models, got {n_models}; "
                              "use solver='highs' (MILP of Proposition 1) for more models")
         self.R0 = np.ascontiguousarray(R0)
         self.P0 = np.ascontiguousarray(P0)
@@ -568,7 +569,7 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
     check_pooled(pooled)
     e = check_e(e)
     if pooled.n_models < 1:
-        raise ValueError("no models to partition")
+        raise MoralkitError("no models to partition")
     rng = _rng(seed)
     W = _resolve_within(pooled, within)
     types, n_ties = [], []

@@ -39,12 +39,12 @@ rho = 20, e = 0.333; Table 3; Figures 3-4).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..errors import MoralkitError
 from ..figures import save_figure  # noqa: F401  (re-exported)
 from .milp import SOLVERS, get_solver
 from .partition import ExactLS, partition_types, procedure2_masks
@@ -85,7 +85,7 @@ def _col(df: pd.DataFrame, names, what):
     for n in names:
         if n in df.columns:
             return n
-    raise ValueError(f"Table 1 needs a {what} column (one of {list(names)}); got columns {list(df.columns)}")
+    raise MoralkitError(f"Table 1 needs a {what} column (one of {list(names)}); got columns {list(df.columns)}")
 
 
 def passing_models(table1: pd.DataFrame, level: float = 0.05) -> list:
@@ -95,7 +95,7 @@ def passing_models(table1: pd.DataFrame, level: float = 0.05) -> list:
     datasets with a CCEI at least as high (``alpha``/``α``/``p_value``), as in Table 1.
     """
     if not isinstance(table1, pd.DataFrame):
-        raise ValueError(f"table1 must be a pandas DataFrame (Table 1), got {type(table1).__name__}")
+        raise MoralkitError(f"table1 must be a pandas DataFrame (Table 1), got {type(table1).__name__}")
     mcol = _col(table1, ("model", "Model"), "model")
     acol = _col(table1, ("alpha", "α", "$\\alpha$", "p_value", "pvalue"), "alpha (p-value)")
     return [str(m) for m in table1.loc[table1[acol].astype(float) <= level, mcol]]
@@ -128,10 +128,10 @@ def default_e(table1: pd.DataFrame, level: float = 0.05, *, below: float = E_BEL
     """
     passing = passing_models(table1, level)
     if not passing:
-        raise ValueError(f"no model passes the rationality test at {level:.0%}; pass e explicitly "
+        raise MoralkitError(f"no model passes the rationality test at {level:.0%}; pass e explicitly "
                          f"(the paper's value is e = {PAPER_E})")
     if not 0 <= below < 1 / 12:
-        raise ValueError(f"below must be in [0, 1/12), got {below}")
+        raise MoralkitError(f"below must be in [0, 1/12), got {below}")
     mcol = _col(table1, ("model", "Model"), "model")
     ccol = _col(table1, ("CCEI", "ccei"), "CCEI")
     c = float(table1.loc[table1[mcol].astype(str).isin(passing), ccol].astype(float).min())
@@ -195,13 +195,13 @@ def _round_index(dd: dict) -> _RoundIndex:
     pos, rid = [], []
     for name, ds in dd.items():
         if ds.corner_index is None or ds.price_index is None:
-            raise ValueError(f"{name}: corner_index and price_index are needed to identify a round across "
+            raise MoralkitError(f"{name}: corner_index and price_index are needed to identify a round across "
                              "models (draws are without replacement across models); read the data with "
                              "moralkit.psm.dataset.read_psm or set them on the PSMDataset")
         p = np.nonzero(ds.answered)[0]
         r = ds.corner_index[p] * 5 + ds.price_index[p]
         if len(np.unique(r)) != len(r):
-            raise ValueError(f"{name}: the same (corner, price) round is answered more than once")
+            raise MoralkitError(f"{name}: the same (corner, price) round is answered more than once")
         pos.append(p)
         rid.append(r)
     n_ids = int(max((r.max() for r in rid if len(r)), default=-1)) + 1
@@ -210,14 +210,14 @@ def _round_index(dd: dict) -> _RoundIndex:
 
 def _check_draw_params(ri: _RoundIndex, rho):
     if not isinstance(rho, (int, np.integer)) or rho < 1:
-        raise ValueError(f"rho (rounds per model) must be a positive integer, got {rho!r}")
+        raise MoralkitError(f"rho (rounds per model) must be a positive integer, got {rho!r}")
     for name, p in zip(ri.models, ri.positions):
         if len(p) < rho:
-            raise ValueError(f"{name}: rho = {rho} is larger than its {len(p)} answered rounds; "
+            raise MoralkitError(f"{name}: rho = {rho} is larger than its {len(p)} answered rounds; "
                              "lower rho or drop the model")
     distinct = len(np.unique(np.concatenate(ri.round_ids))) if ri.round_ids else 0
     if len(ri.models) * rho > distinct:
-        raise ValueError(f"{len(ri.models)} models x rho = {rho} rounds exceed the {distinct} distinct rounds "
+        raise MoralkitError(f"{len(ri.models)} models x rho = {rho} rounds exceed the {distinct} distinct rounds "
                          "available (rounds are drawn without replacement across models); lower rho")
 
 
@@ -236,7 +236,7 @@ def _draw(ri: _RoundIndex, rho: int, rng, max_attempts: int = 1000) -> list:
             out[m] = ri.positions[m][pick]
         else:
             return out
-    raise ValueError(f"could not draw rho = {rho} distinct rounds per model without sharing rounds after "
+    raise MoralkitError(f"could not draw rho = {rho} distinct rounds per model without sharing rounds after "
                      f"{max_attempts} attempts (models answer too few common rounds); lower rho")
 
 
@@ -388,19 +388,19 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     if models is not None:
         missing = [m for m in models if m not in dd]
         if missing:
-            raise ValueError(f"models {missing} are not in the datasets ({list(dd)})")
+            raise MoralkitError(f"models {missing} are not in the datasets ({list(dd)})")
         dd = {m: dd[m] for m in models}
     if len(dd) < 2:
-        raise ValueError(f"the permutation approach needs at least 2 models, got {len(dd)}; "
+        raise MoralkitError(f"the permutation approach needs at least 2 models, got {len(dd)}; "
                          "collect or add more models")
     e = check_e(e)
     if not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")
+        raise MoralkitError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
     if solver != "exact":
         if solver not in SOLVERS:
-            raise ValueError(f"unknown solver {solver!r}; choose 'exact' or one of {SOLVERS}")
+            raise MoralkitError(f"unknown solver {solver!r}; choose 'exact' or one of {SOLVERS}")
         get_solver(solver)  # fail early when missing
     ri = _round_index(dd)
     _check_draw_params(ri, rho)
@@ -452,14 +452,14 @@ def _check_G(G) -> pd.DataFrame:
     if not isinstance(G, pd.DataFrame):
         G = pd.DataFrame(np.asarray(G, dtype=float))
     if G.shape[0] != G.shape[1] or G.shape[0] < 1:
-        raise ValueError(f"G must be a square similarity matrix, got shape {G.shape}")
+        raise MoralkitError(f"G must be a square similarity matrix, got shape {G.shape}")
     return G
 
 
 def _check_alpha(alpha) -> float:
     alpha = float(alpha)
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha (precision level) must be in (0, 1), got {alpha}; the paper uses 0.65, 0.70, 0.75")
+        raise MoralkitError(f"alpha (precision level) must be in (0, 1), got {alpha}; the paper uses 0.65, 0.70, 0.75")
     return alpha
 
 

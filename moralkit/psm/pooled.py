@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import MoralkitError
 from .dataset import PSMDataset
 from .rp import expenditure_matrix, relations
 
@@ -103,20 +104,20 @@ def as_datasets(datasets) -> dict:
         PooledData instead of datasets, an object that is not a PSMDataset, or a label given twice.
     """
     if isinstance(datasets, PooledData):
-        raise ValueError("expected PSM datasets, got PooledData; pass the PooledData to the solver directly")
+        raise MoralkitError("expected PSM datasets, got PooledData; pass the PooledData to the solver directly")
     if isinstance(datasets, Mapping):
         out = dict(datasets)
     else:
         out = {}
         for ds in datasets:
             if not isinstance(ds, PSMDataset):
-                raise ValueError(f"expected PSMDataset objects, got {type(ds).__name__}")
+                raise MoralkitError(f"expected PSMDataset objects, got {type(ds).__name__}")
             if ds.model in out:
-                raise ValueError(f"model {ds.model!r} appears twice; give every dataset a distinct model label")
+                raise MoralkitError(f"model {ds.model!r} appears twice; give every dataset a distinct model label")
             out[ds.model] = ds
     for k, ds in out.items():
         if not isinstance(ds, PSMDataset):
-            raise ValueError(f"{k!r}: expected a PSMDataset, got {type(ds).__name__}")
+            raise MoralkitError(f"{k!r}: expected a PSMDataset, got {type(ds).__name__}")
     return out
 
 
@@ -141,7 +142,7 @@ def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledD
     """
     dd = as_datasets(datasets)
     if not dd:
-        raise ValueError("no datasets to pool; pass at least one PSMDataset")
+        raise MoralkitError("no datasets to pool; pass at least one PSMDataset")
     parts = []
     for mi, (name, ds) in enumerate(dd.items()):
         if rounds is None:
@@ -149,9 +150,9 @@ def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledD
         else:
             idx = np.asarray(rounds.get(name, []), dtype=np.int64)
             if idx.size and (idx.min() < 0 or idx.max() >= ds.n_rounds):
-                raise ValueError(f"{name}: round positions must be in 0..{ds.n_rounds - 1}")
+                raise MoralkitError(f"{name}: round positions must be in 0..{ds.n_rounds - 1}")
             if idx.size and not ds.answered[idx].all():
-                raise ValueError(f"{name}: some requested rounds are unanswered (chosen = 0); "
+                raise MoralkitError(f"{name}: some requested rounds are unanswered (chosen = 0); "
                                  "draw only from answered rounds")
         if ds.corner_index is not None and ds.price_index is not None:
             rid = ds.corner_index[idx] * 5 + ds.price_index[idx]
@@ -170,9 +171,9 @@ def check_e(e) -> float:
     try:
         e = float(e)
     except (TypeError, ValueError):
-        raise ValueError(f"e must be a number in [0, 1], got {e!r}") from None
+        raise MoralkitError(f"e must be a number in [0, 1], got {e!r}") from None
     if not 0.0 <= e <= 1.0 or np.isnan(e):
-        raise ValueError(f"e (rationality level) must be in [0, 1], got {e}; "
+        raise MoralkitError(f"e (rationality level) must be in [0, 1], got {e}; "
                          "the paper uses e = 0.333, the smallest CCEI among models passing at 5 %")
     return e
 
@@ -197,4 +198,4 @@ def revealed_relations(pooled: PooledData, e: float = 1.0):
 def check_pooled(pooled) -> None:
     """Raise a ValueError unless ``pooled`` is a :class:`PooledData` (from :func:`pool`)."""
     if not isinstance(pooled, PooledData):
-        raise ValueError(f"expected PooledData (see moralkit.psm.pooled.pool), got {type(pooled).__name__}")
+        raise MoralkitError(f"expected PooledData (see moralkit.psm.pooled.pool), got {type(pooled).__name__}")

@@ -46,6 +46,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from ..errors import MoralkitError
 from . import rp
 from .dataset import PSMDataset
 from .design import BUDGET
@@ -164,10 +165,10 @@ def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
 
 def _prepare(ds: PSMDataset):
     if not isinstance(ds, PSMDataset):
-        raise ValueError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(ds).__name__}")
+        raise MoralkitError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(ds).__name__}")
     v = ds.valid()
     if v.n_obs == 0:
-        raise ValueError(f"{ds.model}: no answered constrained round; the test needs at least one "
+        raise MoralkitError(f"{ds.model}: no answered constrained round; the test needs at least one "
                          "(drop the model or collect its answers)")
     return v
 
@@ -200,15 +201,15 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
         datasets = [datasets]
     items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
     if not isinstance(n_datasets, (int, np.integer)) or n_datasets < 1:
-        raise ValueError(f"n_datasets must be a positive integer, got {n_datasets!r}")
+        raise MoralkitError(f"n_datasets must be a positive integer, got {n_datasets!r}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
     for ds in items:
         if not isinstance(ds, PSMDataset):
-            raise ValueError(f"expected moralkit.psm.dataset.PSMDataset objects, got {type(ds).__name__}")
+            raise MoralkitError(f"expected moralkit.psm.dataset.PSMDataset objects, got {type(ds).__name__}")
     names = [ds.model for ds in items]
     if len(set(names)) != len(names):
-        raise ValueError("model labels must be unique (they key the random draws)")
+        raise MoralkitError("model labels must be unique (they key the random draws)")
     valid = [_prepare(ds) for ds in items]
     sizes = _chunk_sizes(int(n_datasets))
     n_chunks = len(sizes)
@@ -372,7 +373,7 @@ def plot_null_distributions(results, ncols: int = 4, max_models: int | None = No
     if isinstance(results, pd.DataFrame):
         res = results.attrs.get("results")
         if res is None:
-            raise ValueError("the DataFrame carries no results; pass the output of table1()")
+            raise MoralkitError("the DataFrame carries no results; pass the output of table1()")
         results = [res[m] for m in results["model"]]
     elif isinstance(results, dict):
         results = list(results.values())
@@ -382,7 +383,7 @@ def plot_null_distributions(results, ncols: int = 4, max_models: int | None = No
     if max_models is not None:
         results = results[:max_models]
     if not results:
-        raise ValueError("no results to plot")
+        raise MoralkitError("no results to plot")
     n = len(results)
     ncols = max(1, min(ncols, n))
     nrows = math.ceil(n / ncols)

@@ -85,9 +85,18 @@ from numbers import Rational
 
 import numpy as np
 
-from ._rp_kernels import (candidates, has_cycle_dense, level_lists, level_lists_direct, min_cycle_threshold,
-                          psm_levels_batch, psm_levels_choices, relation_signs)
-from .design import BUDGET, to_corner
+from ..errors import MoralkitError
+from ._rp_kernels import (
+    candidates,
+    has_cycle_dense,
+    level_lists,
+    level_lists_direct,
+    min_cycle_threshold,
+    psm_levels_batch,
+    psm_levels_choices,
+    relation_signs,
+)
+from .design import BUDGET
 
 __all__ = [
     "expenditure_matrix",
@@ -115,12 +124,12 @@ _MAX_LEVELS = 64
 def _as_int_array(a, name: str, shape_tail=None) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise ValueError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+        raise MoralkitError(f"{name} must be a numeric array, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.floating):
         if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
-            raise ValueError(f"{name} must hold integers; convert the answers to int before calling")
+            raise MoralkitError(f"{name} must hold integers; convert the answers to int before calling")
     if shape_tail is not None and (arr.ndim != len(shape_tail) + 1 or arr.shape[1:] != tuple(shape_tail)):
-        raise ValueError(f"{name} must have shape (T, {', '.join(map(str, shape_tail))}), got {arr.shape}")
+        raise MoralkitError(f"{name} must have shape (T, {', '.join(map(str, shape_tail))}), got {arr.shape}")
     return arr.astype(np.int64)
 
 
@@ -130,19 +139,19 @@ def _check_psm_inputs(corners, prices, answers, answers_name="choices"):
     answers = np.asarray(answers)
     answers = _as_int_array(answers, answers_name, answers.shape[1:] if answers.ndim >= 2 else (5,))
     if answers.shape[-1] != 5:
-        raise ValueError(f"{answers_name} must have 5 answers per row, got shape {answers.shape}")
+        raise MoralkitError(f"{answers_name} must have 5 answers per row, got shape {answers.shape}")
     T = len(corners)
     if prices.shape[0] != T or answers.shape[0] != T:
-        raise ValueError(
+        raise MoralkitError(
             f"corners, prices and {answers_name} must describe the same rounds: got {T}, "
             f"{prices.shape[0]} and {answers.shape[0]} rows"
         )
     if not ((corners == 0) | (corners == 5)).all():
-        raise ValueError("corners must have entries 0 or 5 (vertices of {0..5}^5); pass the effective corner of each round")
+        raise MoralkitError("corners must have entries 0 or 5 (vertices of {0..5}^5); pass the effective corner of each round")
     if (prices <= 0).any():
-        raise ValueError("prices must be positive (eq. (2)); check the price vector of each round")
+        raise MoralkitError("prices must be positive (eq. (2)); check the price vector of each round")
     if answers.size and (answers.min() < 0 or answers.max() > 5):
-        raise ValueError(f"{answers_name} must be answers on the 0-5 scale; map refusals to missing rounds and drop them")
+        raise MoralkitError(f"{answers_name} must be answers on the 0-5 scale; map refusals to missing rounds and drop them")
     return corners, prices, answers
 
 
@@ -191,7 +200,7 @@ def expenditure_matrix(corners, prices, choices, *, budget: int | None = BUDGET)
         bad = np.nonzero(d != budget)[0]
         if len(bad):
             r = int(bad[0])
-            raise ValueError(
+            raise MoralkitError(
                 f"the answer of round {r} is off the budget: p . q_o = {int(d[r])}, expected {budget} "
                 "(eq. (1)); pass the effective corner of each round (after the flip rule) and answers "
                 "taken from its alternatives, or budget=None to skip this check"
@@ -236,7 +245,7 @@ def option_expenditures(corners, prices, options, *, budget: int | None = BUDGET
     """
     options = np.asarray(options)
     if options.ndim != 3 or options.shape[2] != 5:
-        raise ValueError(f"options must have shape (T, n_options, 5), got {options.shape}")
+        raise MoralkitError(f"options must have shape (T, n_options, 5), got {options.shape}")
     corners, prices, options = _check_psm_inputs(corners, prices, options, "options")
     T, n, _ = options.shape
     # p . |q - o| = a . q + b with a = p * sign, b = sum of p over the statements where o = 5
@@ -244,7 +253,7 @@ def option_expenditures(corners, prices, options, *, budget: int | None = BUDGET
     A = prices * sign  # (T, 5)
     b = (prices * (corners == 5)).sum(1) * 5  # (T,)
     if T and (np.abs(A).sum(1).max() * 5 + b.max() > np.iinfo(np.int16).max):
-        raise ValueError("prices too large for the PSM (expenditures exceed 32767)")
+        raise MoralkitError("prices too large for the PSM (expenditures exceed 32767)")
     # float64 BLAS product: exact here (small integers), much faster than an integer matmul
     V = A.astype(np.float64) @ options.reshape(T * n, 5).T.astype(np.float64)  # (r, k*n + j)
     V += b[:, None]
@@ -254,7 +263,7 @@ def option_expenditures(corners, prices, options, *, budget: int | None = BUDGET
         bad = np.argwhere(own != budget)
         if len(bad):
             t, j = bad[0]
-            raise ValueError(
+            raise MoralkitError(
                 f"option {j + 1} of round {t} is off the budget: p . q_o = {int(own[t, j])}, expected "
                 f"{budget} (eq. (1)); every alternative must satisfy the budget in its round's corner "
                 "coordinates (pass the effective corners)"
@@ -286,13 +295,13 @@ def consumer_expenditure_matrix(prices, quantities) -> np.ndarray:
     P = np.asarray(prices, dtype=float)
     Q = np.asarray(quantities, dtype=float)
     if P.ndim != 2 or P.shape != Q.shape:
-        raise ValueError(f"prices and quantities must be 2-D arrays of the same shape (T, K); got {P.shape} and {Q.shape}")
+        raise MoralkitError(f"prices and quantities must be 2-D arrays of the same shape (T, K); got {P.shape} and {Q.shape}")
     if not (np.isfinite(P).all() and np.isfinite(Q).all()):
-        raise ValueError("prices and quantities must be finite; drop or impute observations with NaN/inf")
+        raise MoralkitError("prices and quantities must be finite; drop or impute observations with NaN/inf")
     if (P <= 0).any():
-        raise ValueError("prices must be strictly positive")
+        raise MoralkitError("prices must be strictly positive")
     if (Q < 0).any():
-        raise ValueError("quantities must be non-negative")
+        raise MoralkitError("quantities must be non-negative")
     return P @ Q.T
 
 
@@ -310,25 +319,25 @@ def validate_expenditure_matrix(E) -> np.ndarray:
         Naming the problem (shape, non-finite entries, non-positive own expenditure).
     """
     if hasattr(E, "valid") and hasattr(E, "chosen"):
-        raise ValueError("got a PSMDataset where an expenditure matrix was expected; use psm_expenditure_matrix(ds)")
+        raise MoralkitError("got a PSMDataset where an expenditure matrix was expected; use psm_expenditure_matrix(ds)")
     E = np.asarray(E)
     if E.dtype == bool or E.dtype == object or not np.issubdtype(E.dtype, np.number):
-        raise ValueError(f"E must be a numeric matrix, got dtype {E.dtype}")
+        raise MoralkitError(f"E must be a numeric matrix, got dtype {E.dtype}")
     if np.issubdtype(E.dtype, np.complexfloating):
-        raise ValueError("E must be real")
+        raise MoralkitError("E must be real")
     if E.ndim != 2 or E.shape[0] != E.shape[1]:
-        raise ValueError(f"E must be a square T x T expenditure matrix, got shape {E.shape}; build it with "
+        raise MoralkitError(f"E must be a square T x T expenditure matrix, got shape {E.shape}; build it with "
                          "expenditure_matrix() or consumer_expenditure_matrix()")
     if np.issubdtype(E.dtype, np.integer):
         E = E.astype(np.int64)
     else:
         E = E.astype(np.float64)
         if not np.isfinite(E).all():
-            raise ValueError("E has non-finite entries (NaN or inf); drop the observations that produce them")
+            raise MoralkitError("E has non-finite entries (NaN or inf); drop the observations that produce them")
     d = np.diag(E)
     if (d <= 0).any():
         r = int(np.nonzero(d <= 0)[0][0])
-        raise ValueError(
+        raise MoralkitError(
             f"own expenditure E[{r}, {r}] = {d[r]} is not positive; every observation must spend a "
             "positive amount on its own choice (drop empty bundles / check the prices)"
         )
@@ -339,7 +348,7 @@ def _validate_e(e, T):
     """Efficiency level(s) as (num, den) float arrays of length T with e = num / den exactly."""
     if isinstance(e, Rational) and not isinstance(e, (bool, np.bool_)):
         if not 0 <= e <= 1:
-            raise ValueError("e must lie in [0, 1] (Definition 1)")
+            raise MoralkitError("e must lie in [0, 1] (Definition 1)")
         if abs(e.numerator) > 2**53 or e.denominator > 2**53:
             return None  # not exactly representable as a ratio of floats: Fraction arithmetic
         num_a, den_a = np.full(T, float(e.numerator)), np.full(T, float(e.denominator))
@@ -348,11 +357,11 @@ def _validate_e(e, T):
         if arr.ndim == 0:
             arr = np.full(T, float(arr))
         if arr.shape != (T,):
-            raise ValueError(f"e must be a scalar or one value per observation (length {T}), got shape {arr.shape}")
+            raise MoralkitError(f"e must be a scalar or one value per observation (length {T}), got shape {arr.shape}")
         num_a, den_a = arr.copy(), np.ones(T)
     val = num_a / den_a
     if not np.isfinite(val).all() or (val < 0).any() or (val > 1).any():
-        raise ValueError("e must lie in [0, 1] (Definition 1)")
+        raise MoralkitError("e must lie in [0, 1] (Definition 1)")
     return num_a, den_a
 
 
@@ -381,13 +390,13 @@ def choice_level_lists(corners, prices, options, budget):
     """
     options = np.asarray(options)
     if options.ndim != 3 or options.shape[2] != 5:
-        raise ValueError(f"options must have shape (T, n_options, 5), got {options.shape}")
+        raise MoralkitError(f"options must have shape (T, n_options, 5), got {options.shape}")
     corners, prices, options = _check_psm_inputs(corners, prices, options, "options")
     A = prices * np.where(corners == 0, 1, -1)
     b = (prices * (corners == 5)).sum(1) * 5
     start, rows, bad = level_lists_direct(A, b, np.ascontiguousarray(options), int(budget), int(budget))
     if bad[0] >= 0:
-        raise ValueError(
+        raise MoralkitError(
             f"option {bad[1] + 1} of round {bad[0]} is off the budget: p . q_o = {bad[2]}, expected {budget} "
             "(eq. (1)); every alternative must satisfy the budget in its round's corner coordinates "
             "(pass the effective corners)"
@@ -406,7 +415,7 @@ def _same_bundle_matrix(same_bundle, T):
         return S
     if S.ndim == 2 and S.shape[0] == T:  # bundles, one row per observation
         return (S[:, None, :] == S[None, :, :]).all(-1)
-    raise ValueError("same_bundle must be a (T, T) boolean matrix or the (T, K) array of chosen bundles")
+    raise MoralkitError("same_bundle must be a (T, T) boolean matrix or the (T, K) array of chosen bundles")
 
 
 def relations(E, e=1.0, *, same_bundle=None):
@@ -445,7 +454,7 @@ def relations(E, e=1.0, *, same_bundle=None):
     else:
         num, den = ev
         if np.issubdtype(E.dtype, np.integer) and T and np.abs(E).max() >= 2**53:
-            raise ValueError("integer expenditures must be below 2**53 in absolute value")
+            raise MoralkitError("integer expenditures must be below 2**53 in absolute value")
         # rows rescaled by powers of two (exact; signs unchanged) keep the error-free products in range
         Ef = np.ldexp(E.astype(np.float64), -np.frexp(np.diag(E).astype(np.float64))[1][:, None]) if T else E
         S = relation_signs(Ef, num, den) if T else np.zeros((0, 0), np.int8)
@@ -502,7 +511,7 @@ def garp(E, e=1.0, *, same_bundle=None, method: str = "scc") -> bool:
         _, lab = connected_components(csr_matrix(R0), directed=True, connection="strong")
         r, k = np.nonzero(P0)
         return not (lab[r] == lab[k]).any()
-    raise ValueError(f"method must be 'scc' or 'warshall', got {method!r}")
+    raise MoralkitError(f"method must be 'scc' or 'warshall', got {method!r}")
 
 
 # =========================================================================== CCEI
@@ -522,7 +531,7 @@ def _psm_budget(E):
 def _ratio_matrix(E) -> np.ndarray:
     """R[r, k] = E[r, k] / E[r, r] in floats (correctly rounded, hence monotone in the exact ratio)."""
     if np.issubdtype(E.dtype, np.integer) and len(E) and np.abs(E).max() >= 2**53:
-        raise ValueError("integer expenditures must be below 2**53 in absolute value")
+        raise MoralkitError("integer expenditures must be below 2**53 in absolute value")
     Ef = E.astype(np.float64)
     return Ef / np.diag(Ef)[:, None]
 
@@ -667,7 +676,7 @@ def ccei_batch(Es) -> np.ndarray:
     """
     Es = np.asarray(Es)
     if Es.ndim != 3 or Es.shape[1] != Es.shape[2]:
-        raise ValueError(f"Es must be a stack of square matrices (N, T, T), got shape {Es.shape}")
+        raise MoralkitError(f"Es must be a stack of square matrices (N, T, T), got shape {Es.shape}")
     if len(Es) and np.issubdtype(Es.dtype, np.integer) and Es.shape[1] >= 2:
         d = np.diagonal(Es, axis1=1, axis2=2)
         B = int(d.flat[0])
@@ -703,20 +712,20 @@ def ccei_choices(V, choices, *, budget: int = BUDGET, numerators: bool = False) 
     """
     V = np.asarray(V)
     if V.ndim != 3 or V.shape[0] != V.shape[1]:
-        raise ValueError(f"V must have shape (T, T, n_options), got {V.shape}")
+        raise MoralkitError(f"V must have shape (T, T, n_options), got {V.shape}")
     if not np.issubdtype(V.dtype, np.integer):
-        raise ValueError("V must be an integer array (use option_expenditures)")
+        raise MoralkitError("V must be an integer array (use option_expenditures)")
     C = np.asarray(choices)
     squeeze = C.ndim == 1
     C = np.atleast_2d(C)
     if C.ndim != 2 or C.shape[1] != V.shape[0]:
-        raise ValueError(f"choices must have shape (N, {V.shape[0]}), got {np.shape(choices)}")
+        raise MoralkitError(f"choices must have shape (N, {V.shape[0]}), got {np.shape(choices)}")
     if not np.issubdtype(C.dtype, np.integer):
-        raise ValueError("choices must be 0-based integer option indices")
+        raise MoralkitError("choices must be 0-based integer option indices")
     if C.size and (C.min() < 0 or C.max() >= V.shape[2]):
-        raise ValueError(f"choices must be 0-based option indices in 0..{V.shape[2] - 1}")
+        raise MoralkitError(f"choices must be 0-based option indices in 0..{V.shape[2] - 1}")
     if not 0 < int(budget) <= 10_000:
-        raise ValueError("budget must be a positive integer")
+        raise MoralkitError("budget must be a positive integer")
     T = V.shape[0]
     if T < 2:
         L = np.full(len(C), int(budget), dtype=np.int64)

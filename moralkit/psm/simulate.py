@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import MoralkitError
 from .dataset import PSMDataset
 from .design import Design, make_design
 
@@ -76,11 +77,11 @@ class QuadraticAgent:
         a = np.asarray(self.a, dtype=float).reshape(-1)
         b = np.asarray(self.b, dtype=float).reshape(-1)
         if a.shape != (5,) or b.shape != (5,):
-            raise ValueError(f"a and b must have 5 entries (one per statement), got shapes {a.shape} and {b.shape}")
+            raise MoralkitError(f"a and b must have 5 entries (one per statement), got shapes {a.shape} and {b.shape}")
         if not (np.isfinite(a).all() and np.isfinite(b).all()):
-            raise ValueError("a and b must be finite")
+            raise MoralkitError("a and b must be finite")
         if (a <= 0).any():
-            raise ValueError("every weight a_s must be positive (eq. (7)); got " + np.array2string(a))
+            raise MoralkitError("every weight a_s must be positive (eq. (7)); got " + np.array2string(a))
         object.__setattr__(self, "a", a / a.sum())
         object.__setattr__(self, "b", b)
 
@@ -107,9 +108,9 @@ def random_quadratic_agent(seed=None, *, b_range=(0.5, 4.5), a_concentration: fl
     rng = np.random.default_rng(seed)
     lo, hi = b_range
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise ValueError(f"b_range must be an increasing pair of finite numbers, got {b_range!r}")
+        raise MoralkitError(f"b_range must be an increasing pair of finite numbers, got {b_range!r}")
     if not a_concentration > 0:
-        raise ValueError("a_concentration must be positive")
+        raise MoralkitError("a_concentration must be positive")
     a = rng.dirichlet(np.full(5, float(a_concentration)))
     a = np.maximum(a, 1e-6)
     b = rng.uniform(lo, hi, size=5)
@@ -123,7 +124,7 @@ def _as_design(design) -> Design:
         return design
     if isinstance(design, (int, np.integer)):
         return make_design(int(design))
-    raise ValueError(f"design must be a moralkit.psm.design.Design, an integer seed or None, got {type(design).__name__}")
+    raise MoralkitError(f"design must be a moralkit.psm.design.Design, an integer seed or None, got {type(design).__name__}")
 
 
 def _design_arrays(design: Design, q0):
@@ -139,7 +140,7 @@ def _design_arrays(design: Design, q0):
 def _check_noise(noise) -> float:
     noise = float(noise)
     if not (noise >= 0 and np.isfinite(noise)):
-        raise ValueError(f"noise must be a finite scale >= 0 (0 = no noise), got {noise!r}")
+        raise MoralkitError(f"noise must be a finite scale >= 0 (0 = no noise), got {noise!r}")
     return noise
 
 
@@ -173,13 +174,13 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
     Seror (2025), Section 2.2 (design, corner flip) and eqs. (7)-(8).
     """
     if not str(model).startswith("sim-"):
-        raise ValueError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
+        raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
     noise = _check_noise(noise)
     rng = np.random.default_rng(seed)
     if agent is None:
         agent = random_quadratic_agent(rng)
     if not isinstance(agent, QuadraticAgent):
-        raise ValueError("agent must be a QuadraticAgent")
+        raise MoralkitError("agent must be a QuadraticAgent")
     design = _as_design(design)
     q0 = agent.best_answer() if q0 is None else np.asarray(q0, dtype=np.int64)
     corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
@@ -210,7 +211,7 @@ def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=Non
         Labelled simulated.
     """
     if not str(model).startswith("sim-"):
-        raise ValueError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
+        raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
     rng = np.random.default_rng(seed)
     design = _as_design(design)
     q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
@@ -245,12 +246,12 @@ def simulate_agents(n: int, kind: str = "quadratic", design=None, *, noise: floa
         ``{"sim-quadratic-0": PSMDataset, ...}`` (or ``"sim-random-i"``).
     """
     if kind not in ("quadratic", "random"):
-        raise ValueError(f"kind must be 'quadratic' or 'random', got {kind!r}")
+        raise MoralkitError(f"kind must be 'quadratic' or 'random', got {kind!r}")
     if agents is not None:
         agents = list(agents)
         n = len(agents)
     if not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        raise MoralkitError(f"n must be a non-negative integer, got {n!r}")
     design = _as_design(design)
     children = np.random.SeedSequence(int(seed)).spawn(int(n))
     out = {}

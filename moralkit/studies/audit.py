@@ -25,16 +25,16 @@ Seror (2025), Sections 2.2-2.4, 3.1-3.3, Tables 1-3; eqs. (4), (6), (7)-(11).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from . import conventions as cv
+from ..errors import MoralkitError
+from ..figures import save_figure  # noqa: F401  (re-exported)
 from ..psm.design import Design, make_design
 from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
-from ..figures import save_figure  # noqa: F401  (re-exported)
+from . import conventions as cv
 
 __all__ = [
     "power_study",
@@ -63,7 +63,7 @@ def _designs(designs, n):
         designs = [designs]
     out = [d if isinstance(d, Design) else make_design(int(d)) for d in designs]
     if not out:
-        raise ValueError("designs must not be empty")
+        raise MoralkitError("designs must not be empty")
     return [out[i % len(out)] for i in range(n)]
 
 
@@ -107,7 +107,7 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
     from ..psm.rationality import random_choice_tests
 
     if n_agents < 0 or n_random < 0:
-        raise ValueError("n_agents and n_random must be non-negative")
+        raise MoralkitError("n_agents and n_random must be non-negative")
     ss = np.random.SeedSequence(int(seed))
     s_agents, s_noise, s_random, s_test = ss.spawn(4)
     agent_rngs = [np.random.default_rng(c) for c in s_agents.spawn(int(n_agents))]

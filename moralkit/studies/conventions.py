@@ -48,13 +48,13 @@ Seror (2025), Section 2.2 (eq. (1), Definitions 1-3, corner flip), Section 2.3
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 
+from ..errors import MoralkitError
 from ..psm import rp
 from ..psm.design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
 
@@ -87,9 +87,9 @@ class Convention:
 
     def __post_init__(self):
         if self.coordinates not in COORDINATES:
-            raise ValueError(f"coordinates must be one of {COORDINATES}, got {self.coordinates!r}")
+            raise MoralkitError(f"coordinates must be one of {COORDINATES}, got {self.coordinates!r}")
         if self.report not in REPORTS:
-            raise ValueError(f"report must be one of {REPORTS}, got {self.report!r}")
+            raise MoralkitError(f"report must be one of {REPORTS}, got {self.report!r}")
 
     @property
     def name(self) -> str:
@@ -118,7 +118,7 @@ def convention(spec) -> Convention:
             return Convention(*parts)
     if isinstance(spec, tuple) and len(spec) == 2:
         return Convention(*spec)
-    raise ValueError(f"unrecognised convention {spec!r}; use e.g. 'corner/e' (standard), 'origin/1-e'")
+    raise MoralkitError(f"unrecognised convention {spec!r}; use e.g. 'corner/e' (standard), 'origin/1-e'")
 
 
 # --------------------------------------------------------------------------- expenditures
@@ -126,7 +126,7 @@ def convention(spec) -> Convention:
 
 def _nominal_corners(ds) -> np.ndarray:
     if ds.corner_index is None:
-        raise ValueError(f"{ds.model}: the 'nominal' convention needs corner_index (the round's nominal corner)")
+        raise MoralkitError(f"{ds.model}: the 'nominal' convention needs corner_index (the round's nominal corner)")
     return CORNERS[ds.corner_index]
 
 
@@ -318,7 +318,7 @@ def null_distribution(n_datasets: int = 1000, conventions=CONVENTIONS, n_obs=(16
     convs = [convention(c) for c in conventions]
     n_obs = sorted({int(n) for n in n_obs}, reverse=True)
     if not n_obs or n_obs[-1] < 2 or n_obs[0] > 160:
-        raise ValueError("n_obs must be integers in 2..160")
+        raise MoralkitError("n_obs must be integers in 2..160")
     if designs is None:
         designs = range(10)
     designs = [d if not isinstance(d, (int, np.integer)) else make_design(int(d)) for d in designs]
@@ -364,7 +364,7 @@ def predicted_alpha(null: pd.DataFrame, published: pd.DataFrame, *, decimals: in
     """
     need = {"model", "ccei", "alpha", "n_obs"}
     if not need <= set(published.columns):
-        raise ValueError(f"published must have columns {sorted(need)} (see moralkit.psm.reference.table1())")
+        raise MoralkitError(f"published must have columns {sorted(need)} (see moralkit.psm.reference.table1())")
     sims = np.array(sorted(null["n_obs"].unique()))
     rows = []
     for conv, g in null.groupby("convention", sort=False):

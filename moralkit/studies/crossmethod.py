@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..errors import MoralkitError
+
 __all__ = [
     "MantelResult",
     "mantel_test",
@@ -89,23 +91,23 @@ class MantelResult:
 def min_pvalue(n: int) -> float:
     """Smallest p-value an exact Mantel test on ``n`` objects can give: ``1/n!``."""
     if n < 1:
-        raise ValueError("n must be positive")
+        raise MoralkitError("n must be positive")
     return 1.0 / math.factorial(int(n))
 
 
 def _as_square(M, name):
     if isinstance(M, pd.DataFrame):
         if list(M.index) != list(M.columns):
-            raise ValueError(f"{name} must have the same labels on rows and columns")
+            raise MoralkitError(f"{name} must have the same labels on rows and columns")
         arr = M.to_numpy(dtype=float)
     else:
         arr = np.asarray(M, dtype=float)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {arr.shape}")
+        raise MoralkitError(f"{name} must be a square matrix, got shape {arr.shape}")
     if not np.isfinite(arr[np.triu_indices(len(arr), 1)]).all():
-        raise ValueError(f"{name} has non-finite off-diagonal entries; drop the models concerned")
+        raise MoralkitError(f"{name} has non-finite off-diagonal entries; drop the models concerned")
     if not np.allclose(arr, arr.T, equal_nan=True):
-        raise ValueError(f"{name} must be symmetric (a similarity or distance matrix)")
+        raise MoralkitError(f"{name} must be symmetric (a similarity or distance matrix)")
     return arr
 
 
@@ -168,24 +170,24 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
     Mantel (1967); Legendre & Legendre (2012), *Numerical Ecology*, Section 10.5.1.
     """
     if method not in ("spearman", "pearson"):
-        raise ValueError(f"method must be 'spearman' or 'pearson', got {method!r}")
+        raise MoralkitError(f"method must be 'spearman' or 'pearson', got {method!r}")
     if alternative not in ("greater", "less", "two-sided"):
-        raise ValueError(f"alternative must be 'greater', 'less' or 'two-sided', got {alternative!r}")
+        raise MoralkitError(f"alternative must be 'greater', 'less' or 'two-sided', got {alternative!r}")
     if isinstance(A, pd.DataFrame) and isinstance(B, pd.DataFrame):
         if set(A.index) != set(B.index):
-            raise ValueError(f"A and B must describe the same objects; got {sorted(A.index)} and {sorted(B.index)}")
+            raise MoralkitError(f"A and B must describe the same objects; got {sorted(A.index)} and {sorted(B.index)}")
         B = B.loc[list(A.index), list(A.index)]
     a, b = _as_square(A, "A"), _as_square(B, "B")
     if a.shape != b.shape:
-        raise ValueError(f"A and B must have the same shape, got {a.shape} and {b.shape}")
+        raise MoralkitError(f"A and B must have the same shape, got {a.shape} and {b.shape}")
     n = len(a)
     if n < 3:
-        raise ValueError(f"a Mantel test needs at least 3 objects (got {n}): with 2 there is a single pair and "
+        raise MoralkitError(f"a Mantel test needs at least 3 objects (got {n}): with 2 there is a single pair and "
                          "no correlation; at least 4 are needed to reach p <= 0.05 (minimum p = 1/n!)")
     iu = np.triu_indices(n, 1)
     x = a[iu]
     if np.ptp(x) == 0 or np.ptp(b[iu]) == 0:
-        raise ValueError("an upper triangle is constant: the correlation is undefined")
+        raise MoralkitError("an upper triangle is constant: the correlation is undefined")
     exact = math.factorial(n) <= int(exact_max)
     if exact:
         perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
@@ -242,7 +244,7 @@ def match_models(psm_models, mc_models, name_map: dict | None = None) -> dict:
     for p in psm_models:
         if name_map and p in name_map:
             if name_map[p] not in mc:
-                raise ValueError(f"name_map maps {p!r} to {name_map[p]!r}, which has no MoralChoice answers")
+                raise MoralkitError(f"name_map maps {p!r} to {name_map[p]!r}, which has no MoralChoice answers")
             out[p] = name_map[p]
         elif p in mc:
             out[p] = p
@@ -270,7 +272,7 @@ def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int =
 
     dd = dict(datasets) if isinstance(datasets, dict) else {d.model: d for d in datasets}
     if len(dd) < 2:
-        raise ValueError(f"G needs at least 2 models, got {len(dd)}")
+        raise MoralkitError(f"G needs at least 2 models, got {len(dd)}")
     if e is None:
         e = min(rp.ccei(rp.psm_expenditure_matrix(d)) for d in dd.values())
     rho = int(min(rho, min(d.n_obs for d in dd.values()), 160 // len(dd)))
@@ -344,7 +346,7 @@ def cross_method(G: pd.DataFrame, C: pd.DataFrame, *, name_map: dict | None = No
     """
     for M, nm in ((G, "G"), (C, "C")):
         if not isinstance(M, pd.DataFrame) or list(M.index) != list(M.columns):
-            raise ValueError(f"{nm} must be a square DataFrame labelled by model on rows and columns")
+            raise MoralkitError(f"{nm} must be a square DataFrame labelled by model on rows and columns")
     pairs = match_models(list(G.index), list(C.index), name_map)
     models = [m for m in G.index if m in pairs]
     Gs = G.loc[models, models]

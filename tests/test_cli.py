@@ -1,0 +1,44 @@
+"""The command line reports errors as one line and exit status 2, without a traceback."""
+
+import subprocess
+import sys
+
+import moralkit.__main__ as cli
+from moralkit.errors import DataError
+
+
+def test_missing_run_directory_is_one_line_and_status_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "moralkit", "export", str(tmp_path / "no-such-run"),
+                        "--out", str(tmp_path / "x.csv.gz")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ")
+    assert "no-such-run" in r.stderr
+
+
+def test_backend_runtime_error_is_one_line_and_status_2(tmp_path, monkeypatch, capsys):
+    import moralkit.collect.psm as cpsm
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the backend failed a whole batch (last error: connection refused)")
+
+    monkeypatch.setattr(cli, "_backend", lambda a, batch: None)
+    monkeypatch.setattr(cpsm, "run_psm", fail)
+    status = cli.main(["collect", "psm", "--out", str(tmp_path / "run"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err == "error: the backend failed a whole batch (last error: connection refused)\n"
+
+
+def test_moralkit_error_with_several_lines_is_joined(tmp_path, monkeypatch, capsys):
+    import moralkit.collect.psm as cpsm
+
+    def fail(*args, **kwargs):
+        raise DataError("the survey files were not found:\n  1. set MORALKIT_MORALCHOICE_DIR\n  2. or ...")
+
+    monkeypatch.setattr(cli, "_backend", lambda a, batch: None)
+    monkeypatch.setattr(cpsm, "run_psm", fail)
+    assert cli.main(["collect", "psm", "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err == "error: the survey files were not found:; 1. set MORALKIT_MORALCHOICE_DIR; 2. or ...\n"

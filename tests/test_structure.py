@@ -1,0 +1,160 @@
+"""The package's shape: no import cycle, no private name imported across modules, ruff clean, one error family.
+
+The import graph is read with ``ast`` from every ``moralkit/**/*.py`` file, counting imports at any
+depth (a function-level import is still a dependency). A *private cross-module import* is a name
+starting with one underscore taken from another moralkit module, by ``from X import _name`` or by
+``module._name`` on an imported moralkit module.
+"""
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "moralkit"
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for f in sorted(PKG.rglob("*.py")):
+        parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        out[".".join(parts)] = (f, is_pkg)
+    return out
+
+
+def _target(node: ast.ImportFrom, name: str, is_pkg: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph():
+    """``(edges, private)``: module -> imported moralkit modules, and the private names imported across modules."""
+    mods = _modules()
+    edges = {m: set() for m in mods}
+    private = []
+    for m, (f, is_pkg) in mods.items():
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                t = _target(node, m, is_pkg)
+                if not t.startswith("moralkit"):
+                    continue
+                for a in node.names:
+                    sub = f"{t}.{a.name}"
+                    if sub in mods:
+                        edges[m].add(sub)
+                        aliases[a.asname or a.name] = sub
+                    elif t in mods:
+                        edges[m].add(t)
+                    if a.name.startswith("_") and not a.name.startswith("__") and t != m:
+                        private.append(f"{m}: from {t} import {a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in mods:
+                        edges[m].add(a.name)
+                        if a.asname:
+                            aliases[a.asname] = a.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and aliases[node.value.id] != m):
+                private.append(f"{m}: {aliases[node.value.id]}.{node.attr}")
+    # importing a package's own submodule from its __init__ is not a dependency of the submodule
+    edges = {m: {t for t in ts if t != m and not (mods[t][1] and m.startswith(t + "."))} for m, ts in edges.items()}
+    return edges, sorted(set(private))
+
+
+def import_cycles(edges) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan, iterative)."""
+    index, low, onstack, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        onstack.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    onstack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                    break
+                if w in onstack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        onstack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_the_import_graph_checker_finds_a_cycle_and_a_private_import():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+    edges, _ = import_graph()
+    assert "moralkit.psm.dataset" in edges["moralkit.psm.rationality"]  # relative imports are resolved
+
+
+def test_no_import_cycle():
+    edges, _ = import_graph()
+    assert import_cycles(edges) == []
+
+
+#: Left to issue 14, which moves the request runner shared by both collectors out of collect/psm.py
+#: into a module of its own; it empties this set. Nothing may be added to it.
+KNOWN_PRIVATE = {
+    "moralkit.collect.moralchoice: from moralkit.collect.psm import _Task",
+    "moralkit.collect.moralchoice: from moralkit.collect.psm import _check_label",
+    "moralkit.collect.moralchoice: from moralkit.collect.psm import _iso",
+}
+
+
+def test_no_private_name_imported_from_another_module():
+    _, private = import_graph()
+    new = sorted(set(private) - KNOWN_PRIVATE)
+    assert new == [], "make these public, named and documented: " + "; ".join(new)
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None and not (Path(sys.executable).parent / "ruff").exists(),
+                    reason="ruff is not installed (pip install -e '.[dev]')")
+def test_ruff_reports_nothing():
+    exe = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    r = subprocess.run([exe, "check", "--no-cache", str(ROOT)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_errors_are_value_errors():
+    from moralkit.errors import DataError, IdentificationError, MoralkitError, SolverUnavailableError
+    from moralkit.moralchoice import MoralChoiceDataError
+
+    for cls in (DataError, SolverUnavailableError, IdentificationError):
+        assert issubclass(cls, MoralkitError)
+    assert issubclass(MoralkitError, ValueError)
+    assert issubclass(MoralChoiceDataError, DataError)
