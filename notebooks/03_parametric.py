@@ -46,6 +46,7 @@ from moralkit.paths import tables_dir
 from moralkit.psm import nlls
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import CORNERS, PRICES
+from moralkit.psm.rationality import table1 as make_table1
 
 pd.set_option("display.width", 160)
 if quick:
@@ -103,15 +104,10 @@ print(f"p . q_o: exact {np.unique((prices160 * y_exact).sum(1).round(9))}, "
 # %%
 table1 = None
 if ready:
-    try:
-        from moralkit.psm.rationality import table1 as make_table1
-    except ImportError:
-        print("moralkit.psm.rationality.table1 is not available: models are not marked (all are fitted)")
-    else:
-        table1 = make_table1(datasets, n_datasets=n_null, seed=seed, n_jobs=n_jobs)
-        display(table1[["provider", "model", "label", "alpha", "n_obs"]])
-        if quick:
-            print(f"(quick mode: Table 1 from {n_null} random datasets per model)")
+    table1 = make_table1(datasets, n_datasets=n_null, seed=seed, n_jobs=n_jobs)
+    display(table1[["provider", "model", "label", "alpha", "n_obs"]])
+    if quick:
+        print(f"(quick mode: Table 1 from {n_null} random datasets per model)")
     passing = [] if table1 is None else table1.loc[table1["alpha"] <= 0.05, "model"].tolist()
     print(f"passing at 5 %: {passing or 'none'}")
     models = [m for m in datasets if m in passing] if only_passing else list(datasets)

@@ -42,6 +42,7 @@ from moralkit.paths import tables_dir
 from moralkit.psm import partition as mp
 from moralkit.psm import permutation as perm
 from moralkit.psm.dataset import load_psm
+from moralkit.psm.rationality import table1 as make_table1
 
 pd.set_option("display.width", 160)
 if quick:
@@ -68,13 +69,8 @@ if not ready:
 # %%
 table1 = None
 if ready:
-    try:
-        from moralkit.psm.rationality import table1 as make_table1
-    except ImportError:
-        print("moralkit.psm.rationality.table1 is not available: Table 1 cannot be recomputed")
-    else:
-        table1 = make_table1(datasets, n_datasets=100 if quick else 1000, seed=seed, n_jobs=n_jobs)
-        display(table1[["provider", "model", "label", "alpha", "n_obs"]])
+    table1 = make_table1(datasets, n_datasets=100 if quick else 1000, seed=seed, n_jobs=n_jobs)
+    display(table1[["provider", "model", "label", "alpha", "n_obs"]])
     models, e, notes = perm.study_setup(datasets, table1, e)
     for n in notes:
         print("-", n)

@@ -94,7 +94,7 @@ audit.save_figure(fig, "06_power_curve")
 # * `…/1-e` — the index reported as 1 − e*, as Definition 3 literally prints ("inf 1 − e").
 
 # %%
-t1 = reference.table1()
+t1 = reference.published_table1()
 vals = sorted(set(t1["ccei"]))
 support = pd.DataFrame({
     "printed": vals,

@@ -31,7 +31,7 @@ def _paper_table1_rows():
 
 
 def test_table1_shape_and_order():
-    t1 = reference.table1()
+    t1 = reference.published_table1()
     assert list(t1.columns) == ["provider", "model", "ccei", "stars", "alpha", "n_obs"]
     assert len(t1) == 37 and t1["model"].is_unique
     assert "Table 1" in t1.attrs["source"]
@@ -42,13 +42,13 @@ def test_table1_shape_and_order():
     assert t1["n_obs"].between(1, 160).all()
     # the seven models of Tables 2-3 are the ones passing at 5 %
     passing = set(t1.loc[t1.alpha <= 0.05, "model"])
-    assert passing == set(reference.table2()["b"].index) == set(reference.table3(full_names=True).index)
+    assert passing == set(reference.published_table2()["b"].index) == set(reference.published_table3(full_names=True).index)
 
 
 @pytest.mark.skipif(not PAPER.exists(), reason="paper text not beside the repository")
 def test_table1_matches_paper_text():
     rows = _paper_table1_rows()
-    t1 = reference.table1()
+    t1 = reference.published_table1()
     assert len(rows) == len(t1)
     for r, rec in zip(rows, t1.itertuples()):
         assert r[0] == rec.provider and r[1] == rec.model
@@ -59,23 +59,23 @@ def test_table1_matches_paper_text():
 @pytest.mark.skipif(not PAPER.exists(), reason="paper text not beside the repository")
 def test_tables_2_3_match_paper_text():
     text = PAPER.read_text()
-    t2 = reference.table2()
+    t2 = reference.published_table2()
     for panel, key in (("b", "b"), ("a", "a")):
         for model, row in t2[key].iterrows():
             hits = re.findall(rf"^{re.escape(model)}\t([\d.\t]+)$", text, flags=re.M)
             vals = [[float(v) for v in h.split("\t")] for h in hits]
             assert list(row.to_numpy()) in vals
-    g = reference.table3()
+    g = reference.published_table3()
     for name, row in g.iterrows():
         line = name + "\t" + "\t".join(f"{v:.2f}" for v in row)
         assert line in text
 
 
 def test_table2_table3_shapes():
-    t2 = reference.table2()
+    t2 = reference.published_table2()
     assert t2["a"].shape == (7, 5) and t2["b"].shape == (7, 5)
     assert np.allclose(t2["a"].sum(axis=1), 1, atol=0.015)  # normalised, printed to 2 decimals
-    g = reference.table3()
+    g = reference.published_table3()
     G = g.to_numpy()
     assert G.shape == (7, 7) and np.allclose(G, G.T) and np.allclose(np.diag(G), 1)
     off = G[~np.eye(7, dtype=bool)]
@@ -94,8 +94,8 @@ def sims():
 
 def test_standard_convention_is_rp_ccei(sims):
     for ds in sims:
-        assert cv.ccei(ds) == rp.ccei(rp.psm_expenditure_matrix(ds))
-        assert cv.ccei(ds, "corner/1-e") == pytest.approx(1 - rp.ccei(rp.psm_expenditure_matrix(ds)))
+        assert cv.reported_index(ds) == rp.ccei(rp.psm_expenditure_matrix(ds))
+        assert cv.reported_index(ds, "corner/1-e") == pytest.approx(1 - rp.ccei(rp.psm_expenditure_matrix(ds)))
         assert (cv.critical_efficiency(ds) * 12).denominator == 1
 
 
@@ -122,13 +122,13 @@ def test_hand_built_two_round_example():
     E = cv.expenditure_matrix(ds, "origin")
     assert E.tolist() == [[12, 11], [11, 12]]  # each answer strictly cheaper at the other's prices
     assert cv.critical_efficiency(ds, "origin") == Fraction(11, 12)
-    assert cv.ccei(ds, "origin/1-e") == pytest.approx(1 / 12)
+    assert cv.reported_index(ds, "origin/1-e") == pytest.approx(1 / 12)
     # moved to the all-5 corner with the opposite answers the corner matrix is the same
     ds5 = PSMDataset(model="sim-hand", corners=np.full((2, 5), 5), prices=p, options=5 - q,
                      chosen=np.array([1, 1]), corner_index=np.full(2, 31))
     assert cv.expenditure_matrix(ds5, "corner").tolist() == [[12, 11], [11, 12]]
     assert cv.expenditure_matrix(ds5, "origin").tolist() == [[18, 19], [19, 18]]
-    assert cv.ccei(ds5, "origin/e") == 1.0
+    assert cv.reported_index(ds5, "origin/e") == 1.0
 
 
 def test_attainable_values_and_support():
@@ -141,7 +141,7 @@ def test_attainable_values_and_support():
     assert np.isclose(origin, 5 / 13).any() and np.isclose(origin, 6 / 17).any()
     assert cv.in_support([0.417, 0.333, 0.250], "corner/e").all()
     assert not cv.in_support([0.385, 0.400, 0.375, 0.353], "corner/e").any()
-    assert cv.in_support(reference.table1()["ccei"], "origin/1-e").all()
+    assert cv.in_support(reference.published_table1()["ccei"], "origin/1-e").all()
     assert cv.matching_fractions(0.385) == [Fraction(5, 13)]
     assert cv.matching_fractions(0.353) == [Fraction(6, 17)]
     assert cv.matching_fractions(0.187) == [Fraction(3, 16)]  # 0.1875, a rounding tie

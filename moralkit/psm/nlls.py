@@ -110,7 +110,6 @@ __all__ = [
     "predict_answers",
     "fit_answers",
     "fit_utility",
-    "fit_nlls",
     "fit_models",
     "table2",
     "compare_forms",
@@ -732,10 +731,6 @@ def fit_utility(dataset: PSMDataset, form: str = "exact", n_starts: int = 5, see
                        level=level, cov_type=cov_type, n_jobs=n_jobs, model=dataset.model, q0=dataset.q0,
                        check_budget=True, round_index=v.round_index,
                        n_excluded=dataset.n_rounds - dataset.n_obs)
-
-
-#: Alias of :func:`fit_utility` (the name :mod:`moralkit.studies.audit` looks for).
-fit_nlls = fit_utility
 
 
 def fit_models(datasets, form: str = "exact", n_starts: int = 5, seed: int = 0, n_boot: int = 0,

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
 import pandas as pd
 
-__all__ = ["SOURCE", "table1", "table2", "table3", "published_g", "TABLE3_FULL_NAMES"]
+__all__ = ["SOURCE", "published_table1", "published_table2", "published_table3", "TABLE3_FULL_NAMES"]
 
 #: Citation attached (as ``DataFrame.attrs["source"]``) to every table here.
 SOURCE = "Seror (2025), The Moral Mind(s) of Large Language Models"
@@ -121,7 +120,7 @@ TABLE3_FULL_NAMES = {
 _DIMS = ("Truth", "Machine", "Consent", "Risk", "Autonomy")
 
 
-def table1() -> pd.DataFrame:
+def published_table1() -> pd.DataFrame:
     """Published Table 1 ("Rationality Test"), 37 rows in the printed order.
 
     Columns: ``provider``, ``model``, ``ccei`` (float, as printed to 3
@@ -146,7 +145,7 @@ def table1() -> pd.DataFrame:
     return out
 
 
-def table2() -> dict[str, pd.DataFrame]:
+def published_table2() -> dict[str, pd.DataFrame]:
     """Published Table 2: ``{"b": panel (a), "a": panel (b)}``, index = model, columns = dimensions.
 
     References
@@ -163,7 +162,7 @@ def table2() -> dict[str, pd.DataFrame]:
     return out
 
 
-def table3(full_names: bool = False) -> pd.DataFrame:
+def published_table3(full_names: bool = False) -> pd.DataFrame:
     """Published Table 3 (probabilistic network matrix G), 7 x 7.
 
     Parameters
@@ -181,7 +180,3 @@ def table3(full_names: bool = False) -> pd.DataFrame:
     df.attrs["source"] = f"{SOURCE}, Table 3 (Probabilistic Network Matrix G)"
     return df
 
-
-def published_g() -> np.ndarray:
-    """Table 3 as a plain (7, 7) float array (row/column order of :func:`table3`)."""
-    return table3().to_numpy(dtype=float)

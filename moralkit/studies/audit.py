@@ -197,7 +197,7 @@ def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 10
     Parameters
     ----------
     published : DataFrame, optional
-        Default :func:`moralkit.psm.reference.table1`.
+        Default :func:`moralkit.psm.reference.published_table1`.
     n_datasets : int
         Simulated uniformly random respondents (each with its own random round-0 answer).
     conventions, designs, seed, progress
@@ -215,9 +215,9 @@ def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 10
     ----------
     Seror (2025), Section 2.3 and Table 1.
     """
-    from ..psm.reference import table1
+    from ..psm.reference import published_table1
 
-    pub = table1() if published is None else published
+    pub = published_table1() if published is None else published
     null = cv.null_distribution(n_datasets, conventions, n_obs=sorted(set(pub["n_obs"])), designs=designs,
                                 seed=seed, progress=progress)
     return null, cv.predicted_alpha(null, pub)
@@ -270,9 +270,9 @@ def alpha_envelope(published: pd.DataFrame | None = None, q0s=None, n_datasets: 
     DataFrame
         ``model``, ``convention``, ``ccei``, ``n_obs``, ``alpha``, ``alpha_min``, ``alpha_max``.
     """
-    from ..psm.reference import table1
+    from ..psm.reference import published_table1
 
-    pub = table1() if published is None else published
+    pub = published_table1() if published is None else published
     if q0s is None:
         q0s = [(0, 0, 0, 0, 0), (5, 5, 5, 5, 5), (2, 2, 2, 2, 2), (3, 3, 3, 3, 3), (3, 2, 2, 3, 2), (4, 1, 1, 4, 2)]
     parts = []
@@ -314,12 +314,12 @@ def rational_agent_indices(n_agents: int = 50, *, conventions=cv.CONVENTIONS, n_
         for i, ag in enumerate(agents):
             ds = simulate_quadratic(ag, d, model=f"sim-quadratic-{i}")
             for c in convs:
-                rows.append((f"rational-{nopt}", ds.model, c.name, cv.ccei(ds, c)))
+                rows.append((f"rational-{nopt}", ds.model, c.name, cv.reported_index(ds, c)))
     d = make_design(0)
     for i, c0 in enumerate(s_rand.spawn(int(n_agents))):
         ds = simulate_random(d, seed=np.random.default_rng(c0), model=f"sim-random-{i}")
         for c in convs:
-            rows.append(("random-100", ds.model, c.name, cv.ccei(ds, c)))
+            rows.append(("random-100", ds.model, c.name, cv.reported_index(ds, c)))
     return pd.DataFrame(rows, columns=["agent_kind", "agent", "convention", "index"])
 
 
@@ -328,9 +328,9 @@ def plot_convention_nulls(null: pd.DataFrame, published: pd.DataFrame | None = N
     (ticks, red = passing at 5 %), and, if given, the index of simulated rational agents (green)."""
     import matplotlib.pyplot as plt
 
-    from ..psm.reference import table1
+    from ..psm.reference import published_table1
 
-    pub = table1() if published is None else published
+    pub = published_table1() if published is None else published
     convs = list(dict.fromkeys(null["convention"]))
     nrows = int(np.ceil(len(convs) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 2.8 * nrows), squeeze=False)

@@ -66,7 +66,7 @@ __all__ = [
     "convention",
     "expenditure_matrix",
     "critical_efficiency",
-    "ccei",
+    "reported_index",
     "attainable_values",
     "in_support",
     "matching_fractions",
@@ -170,7 +170,7 @@ def critical_efficiency(dataset, coordinates: str = "corner") -> Fraction:
     return rp.ccei_exact(expenditure_matrix(dataset, coordinates))
 
 
-def ccei(dataset, convention_="corner/e") -> float:
+def reported_index(dataset, convention_="corner/e") -> float:
     """The index a given convention reports for a dataset (default: the standard CCEI).
 
     Parameters
@@ -364,7 +364,7 @@ def predicted_alpha(null: pd.DataFrame, published: pd.DataFrame, *, decimals: in
     """
     need = {"model", "ccei", "alpha", "n_obs"}
     if not need <= set(published.columns):
-        raise MoralkitError(f"published must have columns {sorted(need)} (see moralkit.psm.reference.table1())")
+        raise MoralkitError(f"published must have columns {sorted(need)} (see moralkit.psm.reference.published_table1())")
     sims = np.array(sorted(null["n_obs"].unique()))
     rows = []
     for conv, g in null.groupby("convention", sort=False):
