@@ -46,9 +46,9 @@ if quick:
 path, datasets = load_psm(data_path)
 print(f"data: {path}")
 summary = pd.DataFrame(
-    [dict(provider=ds.provider, model=m, answered=ds.n_obs, missing=ds.n_rounds - ds.n_obs,
+    [dict(provider=ds.provider, backend=ds.backend, model=m, answered=ds.n_obs, missing=ds.n_rounds - ds.n_obs,
           round0=("valid" if ds.q0 is not None else "missing")) for m, ds in datasets.items()],
-    columns=["provider", "model", "answered", "missing", "round0"])
+    columns=["provider", "backend", "model", "answered", "missing", "round0"])
 summary.to_csv(tables_dir() / "02_data_summary.csv", index=False)
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
 ready = len(datasets) > 0

@@ -55,8 +55,8 @@ other_form = {"exact": "paper", "paper": "exact"}[form]
 path, datasets = load_psm(data_path)
 print(f"data: {path}")
 for m, ds in datasets.items():
-    sim = "  [SIMULATED]" if ds.provider == "simulated" or m.startswith("sim-") else ""
-    print(f"  {m:40s} provider={ds.provider:12s} answered rounds={ds.n_obs:3d}/{ds.n_rounds}{sim}")
+    sim = "  [SIMULATED]" if ds.backend == "simulated" or m.startswith("sim-") else ""
+    print(f"  {m:40s} backend={ds.backend:12s} answered rounds={ds.n_obs:3d}/{ds.n_rounds}{sim}")
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs >= nlls.MIN_ROUNDS}
 ready = len(datasets) >= 1
 if not ready:

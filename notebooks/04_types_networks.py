@@ -51,7 +51,7 @@ path, datasets = load_psm(data_path)
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
 print(f"data: {path}")
 for m, ds in datasets.items():
-    print(f"  {m:40s} provider={ds.provider:12s} answered rounds={ds.n_obs}")
+    print(f"  {m:40s} backend={ds.backend:12s} answered rounds={ds.n_obs}")
 ready = len(datasets) >= 2
 if not ready:
     print(f"The analysis of types needs at least 2 models with answers; found {len(datasets)}. "

@@ -62,6 +62,8 @@ def test_six_forms_headers_and_mapping(tmp_path, low):
     ids = list(low["scenario_id"][:3])
     df = run_moralchoice(b, tmp_path / "r", ambiguity="low", scenarios=ids, samples=2, progress=False)
     assert len(df) == 3 * 6 * 2 and list(df.columns) == list(RESPONSE_COLUMNS)
+    # the respondent's label is the model id (as in the PSM export); the backend has its own column
+    assert set(df["model_id"]) == {b.model} and set(df["backend"]) == {b.name}
     # the first option shown is chosen: action1 under ordering 0, action2 under ordering 1
     assert (df.loc[df.question_ordering == 0, "decision"] == "action1").all()
     assert (df.loc[df.question_ordering == 1, "decision"] == "action2").all()
@@ -101,11 +103,13 @@ def test_export_matches_shared_layout(tmp_path, low):
     ref_files = sorted((SHARED / "responses" / "high").glob("*.csv.gz"))
     if ref_files:
         ref = pd.read_csv(ref_files[0], keep_default_na=False, nrows=3)
-        assert list(back.columns) == list(ref.columns)
+        # the shared layout, then the backend and provider of the project's own runs
+        assert list(back.columns) == list(ref.columns) + ["backend", "provider"]
         assert len(back.timestamp[0]) == len(ref.timestamp[0])  # YYYY-MM-DD_HH:MM:SS
     # the analysis reader accepts it
     tidy = mc.read_responses(out)
-    assert len(tidy) == 12 and set(tidy["model"]) == {"scripted-test-double/echo-first"}
+    assert len(tidy) == 12 and set(tidy["model"]) == {"echo-first"}
+    assert set(back["backend"]) == {"scripted-test-double"} and set(back["provider"]) == {""}
 
 
 def test_subsets_and_errors(low):

@@ -113,8 +113,9 @@ def test_moralchoice_through_server(server, tmp_path):
     shared = ROOT.parent / "shared" / "moralchoice" / "responses" / "high"
     if shared.is_dir():
         ref = pd.read_csv(sorted(shared.glob("*.csv.gz"))[0], keep_default_na=False, nrows=2)
-        assert list(back.columns) == list(ref.columns)
-    assert back["model_id"].iloc[0] == f"openai/{MODEL}"
+        assert list(back.columns) == list(ref.columns) + ["backend", "provider"]
+    # the label is the model id, as in the PSM export; the backend has its own column
+    assert back["model_id"].iloc[0] == MODEL and back["backend"].iloc[0] == "openai"
 
 
 @needs_model

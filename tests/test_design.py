@@ -265,7 +265,7 @@ def _dataset(design, q0=(1, 4, 2, 0, 3), seed=0, model="sim-test", missing=()):
     chosen = rng.integers(1, 101, size=160)
     chosen[list(missing)] = 0
     return PSMDataset(
-        model=model, provider="simulated", run="simulated",
+        model=model, provider="simulated", run="simulated", backend="simulated",
         corners=np.stack([r.corner(q0) for r in design]), prices=np.stack([r.prices for r in design]),
         options=np.stack([r.options(q0) for r in design]), chosen=chosen,
         round_index=np.arange(1, 161), corner_index=[r.corner_index for r in design],
@@ -297,12 +297,26 @@ def test_write_read_round_trip(tmp_path, design):
         for name in ("corners", "prices", "options", "chosen", "round_index", "corner_index", "price_index",
                      "q0", "attempts"):
             assert np.array_equal(getattr(got, name), getattr(orig, name)), name
-        assert got.provider == orig.provider and got.run == orig.run
+        assert got.provider == orig.provider and got.run == orig.run and got.backend == orig.backend
     # directory reading, and a duplicate model across files is an error
     assert list(read_psm(tmp_path)) == ["sim-a", "sim-b"]
     write_psm([a], tmp_path / "y.csv.gz")
     with pytest.raises(ValueError, match="more than one file"):
         read_psm(tmp_path)
+
+
+def test_files_written_before_the_backend_column_still_read(tmp_path, design):
+    """Older files held the backend kind under "provider"; it is read as the backend, provider unknown."""
+    import pandas as pd
+
+    path = write_psm([_dataset(design, model="sim-a")], tmp_path / "new.csv.gz")
+    old = pd.read_csv(path, dtype=str, keep_default_na=False).drop(columns="provider")
+    old = old.rename(columns={"backend": "provider"})
+    (tmp_path / "old").mkdir()
+    old.to_csv(tmp_path / "old" / "x.csv.gz", index=False)
+    got = read_psm(tmp_path / "old" / "x.csv.gz")["sim-a"]
+    assert got.backend == "simulated" and got.provider == ""
+    assert np.array_equal(got.chosen, read_psm(path)["sim-a"].chosen)
 
 
 def test_read_psm_errors(tmp_path):

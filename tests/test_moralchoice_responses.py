@@ -26,7 +26,7 @@ needs_data = pytest.mark.skipif(SHARED is None, reason="MoralChoice survey files
 def write_run(path: Path, rows: list[dict]):
     """A response file in the shared layout (used here for SIMULATED answers only, in a temp dir)."""
     base = dict(model_id="simulated/agent", eval_technique="top_p_sampling", eval_top_p=1.0, eval_temperature=1.0,
-                timestamp="2026-01-01_00:00:00", decision="")
+                timestamp="2026-01-01_00:00:00", decision="", backend="simulated", provider="simulated")
     df = pd.DataFrame([{**base, **r} for r in rows])
     df["answer"] = df["answer_raw"]
     df[list(RESPONSE_COLUMNS)].to_csv(path, index=False, compression="gzip")

@@ -33,9 +33,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import Backend, Sampling
 from .psm import _check_label, _Task
-from .store import RecordStore, git_commit, package_versions, read_records, session_info, utc_now
+from .store import RecordStore, git_commit, package_versions, provider_of, read_records, session_info, utc_now
 
 __all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
            "select_scenarios", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "MC_IDENTITY"]
@@ -48,9 +49,6 @@ DEFAULT_MAX_TOKENS = {"ab": 8, "compare": 8, "repeat": 48}
 
 MC_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "seed", "sampling", "header", "system")
 
-RESPONSE_COLUMNS = ("scenario_id", "model_id", "question_type", "question_ordering", "eval_technique",
-                    "eval_top_p", "eval_temperature", "eval_sample_nb", "timestamp", "answer_raw", "answer",
-                    "decision")
 
 
 def select_scenarios(scenarios: pd.DataFrame, ids=None, n=None, seed: int = 0) -> pd.DataFrame:
@@ -149,7 +147,7 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     manifest = dict(
         survey="moralchoice", label=label, backend=backend.name, model=backend.model, ambiguity=ambiguity,
         seed=int(seed), sampling={**sampling.to_dict(), "max_tokens": mt}, header=header, system=None,
-        provider=backend.name, backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
+        provider="", backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
         session=dict(session_info(), scenarios=len(chosen), samples=M, question_types=list(qts),
                      n_scenarios=n_scenarios, scenario_seed=scenario_seed),
     )
@@ -246,24 +244,34 @@ def _timestamp(iso):
 def moralchoice_frame(run_dir_or_records, label=None) -> pd.DataFrame:
     """The answers of a MoralChoice run in the shared response files' column layout.
 
-    ``model_id`` is ``"<backend>/<label>"``; ``eval_technique`` is ``"top_p_sampling"``
+    ``model_id`` is the respondent's label, the same string as the ``model`` column of the PSM
+    export, so the two surveys pair by equality; ``backend`` (``transformers``, ``openai``) and
+    ``provider`` (the organisation that publishes the model, :func:`moralkit.collect.store.provider_of`;
+    ``""`` when only records are given) have their own columns. ``eval_technique`` is ``"top_p_sampling"``
     (``"greedy"`` at temperature 0); ``answer`` equals ``answer_raw``; ``decision`` is
     :func:`moralkit.moralchoice.map_answer` (``action1``, ``action2``, ``refusal`` or ``invalid``).
     Rows are sorted by scenario, question type, ordering and sample.
     """
-    recs = run_dir_or_records if isinstance(run_dir_or_records, list) else read_records(run_dir_or_records)
+    if isinstance(run_dir_or_records, list):
+        recs, provider = run_dir_or_records, ""
+    else:
+        recs = read_records(run_dir_or_records)
+        store = RecordStore(run_dir_or_records, readonly=True)
+        provider = provider_of(store.manifest)
+        store.close()
     rows = []
     for r in recs:
         if r.get("kind", "attempt") != "attempt":
             continue
         s = r["sampling"]
         rows.append(dict(
-            scenario_id=r["scenario_id"], model_id=f"{r['backend']}/{label or r['label']}",
+            scenario_id=r["scenario_id"], model_id=label or r["label"],
             question_type=r["question_type"], question_ordering=int(r["ordering"]),
             eval_technique="top_p_sampling" if s["temperature"] > 0 else "greedy",
             eval_top_p=float(s["top_p"]), eval_temperature=float(s["temperature"]), eval_sample_nb=int(r["sample"]),
             timestamp=_timestamp(r.get("finished")), answer_raw=r["raw"] if r["raw"] is not None else "",
-            answer=r["raw"] if r["raw"] is not None else "", decision=r["parsed"]))
+            answer=r["raw"] if r["raw"] is not None else "", decision=r["parsed"], backend=r["backend"],
+            provider=provider))
     df = pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
     if len(df):
         df = df.sort_values(["scenario_id", "question_type", "question_ordering", "eval_sample_nb"],

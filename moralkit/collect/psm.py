@@ -51,6 +51,7 @@ from .store import (
     git_commit,
     package_versions,
     prompt_sha256,
+    provider_of,
     read_records,
     session_info,
     utc_now,
@@ -191,7 +192,9 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     export : path-like, optional
         Also write the tidy ``.csv.gz`` (:func:`export_psm`) there at the end.
     provider : str, optional
-        Provider column of the tidy file (default the backend kind).
+        The organisation that publishes the model, the ``provider`` column of the tidy file
+        (default: the organisation of the backend's upstream hub id, e.g. ``"Qwen"``, else ``""``;
+        see :func:`moralkit.collect.store.provider_of`). The backend kind has its own column.
 
     Returns
     -------
@@ -213,7 +216,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     manifest = dict(
         survey="psm", label=label, backend=backend.name, model=backend.model, design_seed=int(design_seed),
         design_fingerprint=design.fingerprint(), seed=int(seed), order=order, sampling=sampling.to_dict(),
-        system=system, max_attempts=max_attempts, n_options=n_options, provider=provider or backend.name,
+        system=system, max_attempts=max_attempts, n_options=n_options, provider=provider or "",
         backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
         unconstrained_prompt_sha256=prompt_sha256([{"role": "user", "content": unconstrained_prompt()}]),
         session=dict(session_info(), order=order, limit=limit),
@@ -306,7 +309,7 @@ def psm_dataset(run_dir, label=None) -> PSMDataset:
         round_index=np.array([r[0].index for r in rows], dtype=np.int64),
         corner_index=np.array([r[0].corner_index for r in rows], dtype=np.int64),
         price_index=np.array([r[0].price_index for r in rows], dtype=np.int64),
-        q0=q0, provider=m.get("provider", m["backend"]), run=run_dir.name,
+        q0=q0, provider=provider_of(m), backend=m["backend"], run=run_dir.name,
         attempts=np.array([r[3] for r in rows], dtype=np.int64),
     )
 

@@ -48,7 +48,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["RecordStore", "prompt_sha256", "derive_seed", "utc_now", "package_versions", "git_commit",
-           "read_records"]
+           "read_records", "provider_of"]
 
 RECORDS = "records.jsonl"
 RECORDS_GZ = "records.jsonl.gz"
@@ -305,3 +305,28 @@ def _portable_argv(argv) -> list:
     if argv:
         argv[0] = os.path.basename(str(argv[0]))
     return argv
+
+
+def provider_of(manifest: dict) -> str:
+    """The organisation that publishes a run's model (the ``provider`` column of both exports).
+
+    The manifest's ``provider`` when it names one; else the organisation of the upstream hub id in
+    ``backend_info`` (``"Qwen/Qwen2.5-Coder-0.5B-Instruct"`` gives ``"Qwen"``); else ``""``.
+    Manifests written before the backend had its own column hold the backend kind under
+    ``provider``; that value is not a provider and is skipped.
+
+    Examples
+    --------
+    >>> provider_of({"backend": "transformers", "provider": "transformers",
+    ...              "backend_info": {"upstream": "Qwen/Qwen2.5-Coder-0.5B-Instruct"}})
+    'Qwen'
+    >>> provider_of({"backend": "openai", "provider": "OpenAI"})
+    'OpenAI'
+    >>> provider_of({"backend": "openai"})
+    ''
+    """
+    given = manifest.get("provider") or ""
+    if given and given != manifest.get("backend"):
+        return given
+    upstream = (manifest.get("backend_info") or {}).get("upstream") or ""
+    return upstream.split("/")[0] if "/" in upstream else ""

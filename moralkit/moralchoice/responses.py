@@ -8,7 +8,9 @@ per model answer and the columns
 eval_top_p, eval_temperature, eval_sample_nb, timestamp, answer_raw, answer,
 decision``
 
-(``decision`` may be empty in files whose answers were not mapped).
+(``decision`` may be empty in files whose answers were not mapped). The project's
+own runs add ``backend`` and ``provider``, and their ``model_id`` is the
+respondent's label, as in the PSM export.
 :func:`read_responses` turns any number of them into the tidy table
 
 ==============  ===============================================================
@@ -50,10 +52,12 @@ from .mapping import map_responses
 
 __all__ = ["RESPONSE_COLUMNS", "TIDY_COLUMNS", "read_responses", "load_responses", "response_files", "own_data_dir"]
 
-#: Column layout of a response file (shared files and the project's own runs).
+#: Column layout of a response file: the shared files' twelve columns, then ``backend`` and
+#: ``provider``, which the project's own runs add (``model_id`` is then the respondent's label, the
+#: same string as in the PSM export). The reader needs neither of the last two.
 RESPONSE_COLUMNS = (
     "scenario_id", "model_id", "question_type", "question_ordering", "eval_technique", "eval_top_p",
-    "eval_temperature", "eval_sample_nb", "timestamp", "answer_raw", "answer", "decision",
+    "eval_temperature", "eval_sample_nb", "timestamp", "answer_raw", "answer", "decision", "backend", "provider",
 )
 TIDY_COLUMNS = (
     "scenario_id", "model", "question_type", "ordering", "sample", "answer_raw", "decision",

@@ -10,8 +10,10 @@ per (model, round), written by :func:`write_psm` and read by :func:`read_psm`:
 ==============  ================================================================
 column          meaning
 ==============  ================================================================
-model           model label (unique within a file)
-provider        provider or backend label
+model           the respondent's label (unique within a file); MoralChoice files carry the same label
+                in ``model_id``, so the two surveys pair by equality
+backend         how the model was queried: ``transformers``, ``openai``, ``simulated``
+provider        the organisation that publishes the model (e.g. ``Qwen``), ``""`` when unknown
 run             run identifier (links to the raw records and manifest)
 round           0 (unconstrained) or 1..160
 corner_index    nominal corner, index into :data:`moralkit.psm.design.CORNERS`
@@ -64,8 +66,14 @@ class PSMDataset:
         Nominal corner and price indices (identify a round across models).
     q0 : ndarray (5,) or None
         Unconstrained answer of round 0, if valid.
-    provider, run : str
-        Labels.
+    provider : str
+        The organisation that publishes the model (e.g. ``"Qwen"``; ``""`` when unknown), as
+        the column "Provider" of the paper's Table 1.
+    run : str
+        Run identifier (links to the raw records and manifest).
+    backend : str
+        How the model was queried (``"transformers"``, ``"openai"``; ``"simulated"`` for
+        :mod:`moralkit.psm.simulate`).
     """
 
     model: str
@@ -79,6 +87,7 @@ class PSMDataset:
     q0: np.ndarray | None = None
     provider: str = ""
     run: str = ""
+    backend: str = ""
     attempts: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
@@ -145,6 +154,7 @@ class PSMDataset:
             q0=self.q0,
             provider=self.provider,
             run=self.run,
+            backend=self.backend,
             attempts=take(self.attempts),
         )
 
@@ -190,7 +200,7 @@ def validate_dataset(ds: PSMDataset) -> None:
 
 # --------------------------------------------------------------------------- files
 
-_COLUMNS = ["model", "provider", "run", "round", "corner_index", "price_index", "corner",
+_COLUMNS = ["model", "backend", "provider", "run", "round", "corner_index", "price_index", "corner",
             "options", "option", "q", "attempts"]
 
 
@@ -204,13 +214,14 @@ def write_psm(datasets, path) -> Path:
         datasets = list(datasets.values())
     rows = []
     for ds in datasets:
-        rows.append(dict(model=ds.model, provider=ds.provider, run=ds.run, round=0,
+        rows.append(dict(model=ds.model, backend=ds.backend, provider=ds.provider, run=ds.run, round=0,
                          corner_index="", price_index="", corner="", options="", option="",
                          q="" if ds.q0 is None else _digits(ds.q0), attempts=""))
         for t in range(ds.n_rounds):
             c = int(ds.chosen[t])
             rows.append(dict(
-                model=ds.model, provider=ds.provider, run=ds.run, round=int(ds.round_index[t]),
+                model=ds.model, backend=ds.backend, provider=ds.provider, run=ds.run,
+                round=int(ds.round_index[t]),
                 corner_index="" if ds.corner_index is None else int(ds.corner_index[t]),
                 price_index="" if ds.price_index is None else int(ds.price_index[t]),
                 corner=_digits(ds.corners[t]),
@@ -221,7 +232,7 @@ def write_psm(datasets, path) -> Path:
             ))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=_COLUMNS).to_csv(path, index=False, compression="gzip")
+    pd.DataFrame(rows, columns=_COLUMNS).to_csv(path, index=False, compression={"method": "gzip", "mtime": 0})
     return path
 
 
@@ -248,6 +259,9 @@ def read_psm(path) -> dict[str, PSMDataset]:
     if not path.exists():
         raise FileNotFoundError(f"PSM data file not found: {path}")
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if "backend" not in df.columns and "provider" in df.columns:
+        # files written before the backend had its own column held it under "provider"
+        df = df.rename(columns={"provider": "backend"}).assign(provider="")
     missing = set(_COLUMNS) - set(df.columns)
     if missing:
         raise DataError(f"{path}: missing columns {sorted(missing)}; expected {_COLUMNS}")
@@ -267,6 +281,7 @@ def read_psm(path) -> dict[str, PSMDataset]:
         out[model] = PSMDataset(
             model=model,
             provider=g["provider"].iloc[0],
+            backend=g["backend"].iloc[0],
             run=g["run"].iloc[0],
             corners=np.stack([_parse_digits(s, 5) for s in c["corner"]]) if len(c) else np.zeros((0, 5), int),
             prices=PRICES[c["price_index"].astype(int).to_numpy()] if len(c) else np.zeros((0, 5), int),

@@ -1,7 +1,7 @@
 """Simulated PSM respondents (never LLM output): quadratic-utility agents and random choosers.
 
 Every dataset built here is *simulated*: its model label starts with ``"sim-"``
-and its provider and run are ``"simulated"``. These agents are what the
+and its provider, backend and run are ``"simulated"``. These agents are what the
 simulation study (power and size of the rationality test, recovery of the
 utility parameters, partition sanity checks; notebook ``06_audit``) and the
 tests use. Nothing here may be written to ``data/`` as if it were model
@@ -196,7 +196,7 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
         chosen = np.minimum((cum < draws).sum(1), w.shape[1] - 1) + 1
     return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
                       round_index=idx, corner_index=ci, price_index=pi, q0=q0,
-                      provider=SIMULATED, run=SIMULATED)
+                      provider=SIMULATED, backend=SIMULATED, run=SIMULATED)
 
 
 def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=None) -> PSMDataset:
@@ -219,7 +219,7 @@ def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=Non
     chosen = rng.integers(1, options.shape[1] + 1, size=len(options))
     return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
                       round_index=idx, corner_index=ci, price_index=pi, q0=q0,
-                      provider=SIMULATED, run=SIMULATED)
+                      provider=SIMULATED, backend=SIMULATED, run=SIMULATED)
 
 
 def simulate_agents(n: int, kind: str = "quadratic", design=None, *, noise: float = 0.0, seed=0,

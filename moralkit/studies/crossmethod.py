@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,24 +222,24 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
 # --------------------------------------------------------------------------- the two structures
 
 
-def _norm(name: str) -> str:
-    s = str(name).lower().split("/")[-1]
-    s = re.sub(r"\.gguf$", "", s)
-    return re.sub(r"[^a-z0-9.]+", "-", s).strip("-")
-
-
 def match_models(psm_models, mc_models, name_map: dict | None = None) -> dict:
     """Pair PSM model labels with MoralChoice model ids.
 
-    Exact matches first, then case-insensitive matches ignoring a provider
-    prefix (``org/``) and punctuation; ``name_map`` ({psm label: MoralChoice
-    id}) overrides. Returns {psm label: MoralChoice id} for the models found in both.
+    Both collectors write the respondent's label (the PSM export's ``model``, the MoralChoice
+    export's ``model_id``), so a model pairs with the id equal to its label. ``name_map``
+    ({psm label: MoralChoice id}) pairs models whose names differ, e.g. the shared response
+    files' ``"langchain/openai/gpt-4o-mini"``. Returns {psm label: MoralChoice id} for the
+    models found in both.
+
+    Examples
+    --------
+    >>> match_models(["qwen-0.5b", "qwen-1.5b", "sim-1"], ["qwen-0.5b", "qwen-1.5b", "langchain/openai/gpt-4o"])
+    {'qwen-0.5b': 'qwen-0.5b', 'qwen-1.5b': 'qwen-1.5b'}
+    >>> match_models(["gpt-4o"], ["langchain/openai/gpt-4o"], name_map={"gpt-4o": "langchain/openai/gpt-4o"})
+    {'gpt-4o': 'langchain/openai/gpt-4o'}
     """
     mc = list(mc_models)
     out = {}
-    by_norm = {}
-    for m in mc:
-        by_norm.setdefault(_norm(m), m)
     for p in psm_models:
         if name_map and p in name_map:
             if name_map[p] not in mc:
@@ -248,8 +247,6 @@ def match_models(psm_models, mc_models, name_map: dict | None = None) -> dict:
             out[p] = name_map[p]
         elif p in mc:
             out[p] = p
-        elif _norm(p) in by_norm:
-            out[p] = by_norm[_norm(p)]
     return out
 
 
