@@ -138,7 +138,7 @@ if ready:
 
 # %%
 if ready:
-    max_rho = min(min(datasets[m].n_obs for m in models), 160 // len(models))
+    max_rho = perm.max_rho({m: datasets[m] for m in models})
     if rho > max_rho:
         print(f"rho = {rho} is more than the data allow (each model needs rho answered rounds and "
               f"{len(models)} x rho <= 160 distinct rounds): using rho = {max_rho}")

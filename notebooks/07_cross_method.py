@@ -33,8 +33,8 @@ data_path = None  # PSM data (file or directory); None: moralkit.paths.data_dir(
 moralchoice_path = None  # own MoralChoice runs; None: moralkit.moralchoice.own_data_dir()
 name_map = None  # {PSM model label: MoralChoice model id} when the labels differ
 T = 500  # permutation draws for G (the paper: 500)
-rho = 20  # rounds per model and draw (the paper: 20; capped at 160 // n_models)
-e = None  # None: the smallest standard CCEI among the compared models
+rho = 20  # rounds per model and draw (the paper: 20; capped by permutation.max_rho)
+e = None  # None: just below the smallest standard CCEI among the compared models (as in notebook 04)
 
 # %%
 import math

@@ -162,6 +162,23 @@ def test_psm_similarity_on_simulated_agents():
     assert G.attrs["rho"] == 20 and G.attrs["e"] == 0.9
 
 
+def test_psm_similarity_uses_the_permutation_rule_for_e_and_rho():
+    """One rule for e and rho: just below the smallest CCEI, rho capped by permutation.max_rho."""
+    from moralkit.psm import rp
+    from moralkit.psm.design import make_design
+    from moralkit.psm.permutation import E_BELOW_CCEI, max_rho
+    from moralkit.psm.simulate import simulate_random
+
+    data = {f"sim-r{i}": simulate_random(make_design(0), seed=i, model=f"sim-r{i}") for i in range(3)}
+    few = data["sim-r2"]
+    data["sim-r2"] = few.with_choices(np.where(np.arange(160) < 30, few.chosen, 0))
+    assert max_rho(data) == 30  # sim-r2 answered 30 rounds; 160 // 3 = 53
+    G = psm_similarity(data, T=3, rho=40, seed=0)
+    cceis = [rp.ccei(rp.psm_expenditure_matrix(d)) for d in data.values()]
+    assert G.attrs["rho"] == 30
+    assert G.attrs["e"] == min(cceis) - E_BELOW_CCEI
+
+
 def test_load_own_runs_without_data(tmp_path):
     from moralkit.studies.crossmethod import cross_method_from_data, load_own_runs
 

@@ -56,6 +56,8 @@ __all__ = [
     "PAPER_E",
     "PAPER_ALPHAS",
     "default_e",
+    "e_below_ccei",
+    "max_rho",
     "E_BELOW_CCEI",
     "passing_models",
     "study_setup",
@@ -130,12 +132,47 @@ def default_e(table1: pd.DataFrame, level: float = 0.05, *, below: float = E_BEL
     if not passing:
         raise MoralkitError(f"no model passes the rationality test at {level:.0%}; pass e explicitly "
                          f"(the paper's value is e = {PAPER_E})")
-    if not 0 <= below < 1 / 12:
-        raise MoralkitError(f"below must be in [0, 1/12), got {below}")
     mcol = _col(table1, ("model", "Model"), "model")
     ccol = _col(table1, ("CCEI", "ccei"), "CCEI")
-    c = float(table1.loc[table1[mcol].astype(str).isin(passing), ccol].astype(float).min())
-    return max(0.0, c - below)
+    return e_below_ccei(table1.loc[table1[mcol].astype(str).isin(passing), ccol].astype(float), below=below)
+
+
+def e_below_ccei(cceis, *, below: float = E_BELOW_CCEI) -> float:
+    """The rule of Section 3.3 for e: just below the smallest CCEI of the models compared.
+
+    Used by :func:`default_e` (on the models passing the rationality test) and by
+    :func:`moralkit.studies.crossmethod.psm_similarity` (on the models compared). The CCEI is a
+    supremum, so e is ``min(cceis) - below`` (see :func:`default_e`).
+
+    Examples
+    --------
+    >>> e_below_ccei([1 / 3, 1 / 4, 5 / 12]) == 1 / 4 - E_BELOW_CCEI
+    True
+    """
+    if not 0 <= below < 1 / 12:
+        raise MoralkitError(f"below must be in [0, 1/12), got {below}")
+    values = [float(c) for c in cceis]
+    if not values:
+        raise MoralkitError("no CCEI given: e is set from the CCEIs of the models compared")
+    return max(0.0, min(values) - below)
+
+
+def max_rho(datasets) -> int:
+    """The largest rho the draws allow for these models.
+
+    Every model needs rho answered rounds, and rounds are drawn without replacement across
+    models, so the number of models times rho cannot exceed the distinct (corner, price) rounds
+    they answered (160 with the full design). Notebook 04 and
+    :func:`moralkit.studies.crossmethod.psm_similarity` cap rho with it.
+
+    References
+    ----------
+    Seror (2025), Section 2.4 (the permutation approach) and Section 3.3 (rho = 20).
+    """
+    ri = _round_index(as_datasets(datasets))
+    if not ri.models:
+        raise MoralkitError("no datasets given")
+    return min(min(len(p) for p in ri.positions), _distinct_rounds(ri) // len(ri.models))
 
 
 def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = None, level: float = 0.05,
@@ -208,6 +245,10 @@ def _round_index(dd: dict) -> _RoundIndex:
     return _RoundIndex(tuple(dd), pos, rid, n_ids)
 
 
+def _distinct_rounds(ri: _RoundIndex) -> int:
+    return len(np.unique(np.concatenate(ri.round_ids))) if ri.round_ids else 0
+
+
 def _check_draw_params(ri: _RoundIndex, rho):
     if not isinstance(rho, (int, np.integer)) or rho < 1:
         raise MoralkitError(f"rho (rounds per model) must be a positive integer, got {rho!r}")
@@ -215,7 +256,7 @@ def _check_draw_params(ri: _RoundIndex, rho):
         if len(p) < rho:
             raise MoralkitError(f"{name}: rho = {rho} is larger than its {len(p)} answered rounds; "
                              "lower rho or drop the model")
-    distinct = len(np.unique(np.concatenate(ri.round_ids))) if ri.round_ids else 0
+    distinct = _distinct_rounds(ri)
     if len(ri.models) * rho > distinct:
         raise MoralkitError(f"{len(ri.models)} models x rho = {rho} rounds exceed the {distinct} distinct rounds "
                          "available (rounds are drawn without replacement across models); lower rho")

@@ -254,25 +254,26 @@ def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int =
                    n_jobs: int = 1, progress: bool = False) -> pd.DataFrame:
     """The PSM permutation similarity matrix G of the given models (eq. (6)).
 
-    ``e`` defaults to the smallest standard CCEI among the models (the paper
-    uses the smallest CCEI among the models passing at 5 %, Section 3.3; with
-    the few models of a local collection that rule may select none). ``rho``
-    is capped so that the models' rounds can be drawn without replacement
-    across models (at most ``160 // n_models``).
+    ``e`` defaults to just below the smallest standard CCEI among the models
+    (:func:`moralkit.psm.permutation.e_below_ccei`, the rule of Section 3.3 applied to the
+    models compared: the paper applies it to the models passing at 5 %, and with the few
+    models of a local collection none may pass). ``rho`` is capped by
+    :func:`moralkit.psm.permutation.max_rho` so that the models' rounds can be drawn without
+    replacement across models.
 
     References
     ----------
     Seror (2025), Section 2.4, eq. (6); Section 3.3.
     """
     from ..psm import rp
-    from ..psm.permutation import permutation_study
+    from ..psm.permutation import e_below_ccei, max_rho, permutation_study
 
     dd = dict(datasets) if isinstance(datasets, dict) else {d.model: d for d in datasets}
     if len(dd) < 2:
         raise MoralkitError(f"G needs at least 2 models, got {len(dd)}")
     if e is None:
-        e = min(rp.ccei(rp.psm_expenditure_matrix(d)) for d in dd.values())
-    rho = int(min(rho, min(d.n_obs for d in dd.values()), 160 // len(dd)))
+        e = e_below_ccei(rp.ccei(rp.psm_expenditure_matrix(d)) for d in dd.values())
+    rho = int(min(rho, max_rho(dd)))
     res = permutation_study(dd, e=float(e), T=int(T), rho=rho, seed=int(seed), n_jobs=n_jobs, progress=progress)
     G = res.G.copy()
     G.attrs.update(e=float(e), rho=rho, T=int(T))
