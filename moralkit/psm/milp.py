@@ -212,7 +212,7 @@ def get_solver(name: str):
 
     if name not in SOLVERS:
         raise MoralkitError(f"unknown solver {name!r}; choose one of {SOLVERS} (or 'exact' for the cut solver "
-                         "of moralkit.psm.partition)")
+                            "of moralkit.psm.partition)")
     if name == "highs":
         opt = pyo.SolverFactory("appsi_highs")
     elif name == "glpk":

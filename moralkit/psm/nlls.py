@@ -141,7 +141,7 @@ ETA_BOUND: float = 20.0
 def _check_form(form) -> str:
     if form not in FORMS:
         raise MoralkitError(f"form must be one of {FORMS} ('exact': maximiser of eqs. (7)-(8); "
-                         f"'paper': eqs. (9)-(10) as printed), got {form!r}")
+                            f"'paper': eqs. (9)-(10) as printed), got {form!r}")
     return form
 
 
@@ -611,14 +611,14 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
         raise MoralkitError(f"answers must have shape ({T}, 5) like corners, got {answers.shape}")
     if not np.isfinite(answers).all():
         raise MoralkitError("answers contain NaN or infinite values; leave unanswered rounds out "
-                         "(PSMDataset.valid() does it)")
+                            "(PSMDataset.valid() does it)")
     round_index = np.arange(1, T + 1) if round_index is None else np.asarray(round_index)
     label = f"{model}: " if model else ""
     if T < MIN_ROUNDS:
         raise IdentificationError(f"{label}{T} answered round(s) cannot identify the 9 parameters of eq. (7) "
-                         f"(4 weights up to scale, 5 ideal answers): at least {MIN_ROUNDS} rounds are "
-                         "needed, and in practice many more (the paper uses up to 160); collect more answers "
-                         "or drop the model")
+                                  f"(4 weights up to scale, 5 ideal answers): at least {MIN_ROUNDS} rounds are "
+                                  "needed, and in practice many more (the paper uses up to 160); collect more answers "
+                                  "or drop the model")
     y = _to_corner(answers, corners)
     if check_budget:
         _check_budget(y, prices, budget, 1e-6, round_index)
@@ -629,8 +629,8 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
     generic = [np.concatenate([rng_id.normal(0, 0.3, 4), rng_id.uniform(1.0, 4.0, 5)]) for _ in range(2)]
     if max(_rank(prob.jac(th)) for th in generic) < _N_PAR:
         raise IdentificationError(f"{label}these {T} rounds do not identify the 9 parameters of eq. (7) under "
-                         f"form={form!r} (rank-deficient Jacobian): use rounds with several corners and "
-                         "price vectors (the full design has 32 x 5)")
+                                  f"form={form!r} (rank-deficient Jacobian): use rounds with several corners and "
+                                  "price vectors (the full design has 32 x 5)")
 
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), _model_key(model), 0]))
     fits = []

@@ -344,7 +344,7 @@ class ExactLS:
     def __init__(self, R0, P0, owner, n_models, max_tries=4):
         if n_models > MAX_EXACT_MODELS:
             raise MoralkitError(f"the exact solver handles at most {MAX_EXACT_MODELS} models, got {n_models}; "
-                             "use solver='highs' (MILP of Proposition 1) for more models")
+                                "use solver='highs' (MILP of Proposition 1) for more models")
         self.R0 = np.ascontiguousarray(R0)
         self.P0 = np.ascontiguousarray(P0)
         self.owner = np.ascontiguousarray(owner, dtype=np.int64)

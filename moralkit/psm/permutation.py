@@ -131,7 +131,7 @@ def default_e(table1: pd.DataFrame, level: float = 0.05, *, below: float = E_BEL
     passing = passing_models(table1, level)
     if not passing:
         raise MoralkitError(f"no model passes the rationality test at {level:.0%}; pass e explicitly "
-                         f"(the paper's value is e = {PAPER_E})")
+                            f"(the paper's value is e = {PAPER_E})")
     mcol = _col(table1, ("model", "Model"), "model")
     ccol = _col(table1, ("CCEI", "ccei"), "CCEI")
     return e_below_ccei(table1.loc[table1[mcol].astype(str).isin(passing), ccol].astype(float), below=below)
@@ -233,8 +233,8 @@ def _round_index(dd: dict) -> _RoundIndex:
     for name, ds in dd.items():
         if ds.corner_index is None or ds.price_index is None:
             raise MoralkitError(f"{name}: corner_index and price_index are needed to identify a round across "
-                             "models (draws are without replacement across models); read the data with "
-                             "moralkit.psm.dataset.read_psm or set them on the PSMDataset")
+                                "models (draws are without replacement across models); read the data with "
+                                "moralkit.psm.dataset.read_psm or set them on the PSMDataset")
         p = np.nonzero(ds.answered)[0]
         r = ds.corner_index[p] * 5 + ds.price_index[p]
         if len(np.unique(r)) != len(r):
@@ -255,11 +255,11 @@ def _check_draw_params(ri: _RoundIndex, rho):
     for name, p in zip(ri.models, ri.positions):
         if len(p) < rho:
             raise MoralkitError(f"{name}: rho = {rho} is larger than its {len(p)} answered rounds; "
-                             "lower rho or drop the model")
+                                "lower rho or drop the model")
     distinct = _distinct_rounds(ri)
     if len(ri.models) * rho > distinct:
         raise MoralkitError(f"{len(ri.models)} models x rho = {rho} rounds exceed the {distinct} distinct rounds "
-                         "available (rounds are drawn without replacement across models); lower rho")
+                            "available (rounds are drawn without replacement across models); lower rho")
 
 
 def _draw(ri: _RoundIndex, rho: int, rng, max_attempts: int = 1000) -> list:
@@ -278,7 +278,7 @@ def _draw(ri: _RoundIndex, rho: int, rng, max_attempts: int = 1000) -> list:
         else:
             return out
     raise MoralkitError(f"could not draw rho = {rho} distinct rounds per model without sharing rounds after "
-                     f"{max_attempts} attempts (models answer too few common rounds); lower rho")
+                        f"{max_attempts} attempts (models answer too few common rounds); lower rho")
 
 
 def draw_rounds(datasets, rho: int = PAPER_RHO, seed=None) -> dict:
@@ -433,7 +433,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
         dd = {m: dd[m] for m in models}
     if len(dd) < 2:
         raise MoralkitError(f"the permutation approach needs at least 2 models, got {len(dd)}; "
-                         "collect or add more models")
+                            "collect or add more models")
     e = check_e(e)
     if not isinstance(T, (int, np.integer)) or T < 1:
         raise MoralkitError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")

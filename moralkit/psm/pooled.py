@@ -153,7 +153,7 @@ def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledD
                 raise MoralkitError(f"{name}: round positions must be in 0..{ds.n_rounds - 1}")
             if idx.size and not ds.answered[idx].all():
                 raise MoralkitError(f"{name}: some requested rounds are unanswered (chosen = 0); "
-                                 "draw only from answered rounds")
+                                    "draw only from answered rounds")
         if ds.corner_index is not None and ds.price_index is not None:
             rid = ds.corner_index[idx] * 5 + ds.price_index[idx]
         else:
@@ -174,7 +174,7 @@ def check_e(e) -> float:
         raise MoralkitError(f"e must be a number in [0, 1], got {e!r}") from None
     if not 0.0 <= e <= 1.0 or np.isnan(e):
         raise MoralkitError(f"e (rationality level) must be in [0, 1], got {e}; "
-                         "the paper uses e = 0.333, the smallest CCEI among models passing at 5 %")
+                            "the paper uses e = 0.333, the smallest CCEI among models passing at 5 %")
     return e
 
 

@@ -169,7 +169,7 @@ def _prepare(ds: PSMDataset):
     v = ds.valid()
     if v.n_obs == 0:
         raise MoralkitError(f"{ds.model}: no answered constrained round; the test needs at least one "
-                         "(drop the model or collect its answers)")
+                            "(drop the model or collect its answers)")
     return v
 
 

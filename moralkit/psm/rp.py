@@ -327,7 +327,7 @@ def validate_expenditure_matrix(E) -> np.ndarray:
         raise MoralkitError("E must be real")
     if E.ndim != 2 or E.shape[0] != E.shape[1]:
         raise MoralkitError(f"E must be a square T x T expenditure matrix, got shape {E.shape}; build it with "
-                         "expenditure_matrix() or consumer_expenditure_matrix()")
+                            "expenditure_matrix() or consumer_expenditure_matrix()")
     if np.issubdtype(E.dtype, np.integer):
         E = E.astype(np.int64)
     else:

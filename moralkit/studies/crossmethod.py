@@ -182,7 +182,7 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
     n = len(a)
     if n < 3:
         raise MoralkitError(f"a Mantel test needs at least 3 objects (got {n}): with 2 there is a single pair and "
-                         "no correlation; at least 4 are needed to reach p <= 0.05 (minimum p = 1/n!)")
+                            "no correlation; at least 4 are needed to reach p <= 0.05 (minimum p = 1/n!)")
     iu = np.triu_indices(n, 1)
     x = a[iu]
     if np.ptp(x) == 0 or np.ptp(b[iu]) == 0:
