@@ -32,6 +32,7 @@ Seror (2025), Section 2.2 (notation: rounds, corners, choice sets).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,7 @@ import pandas as pd
 from ..errors import DataError
 from .design import BUDGET, PRICES, to_corner
 
-__all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset"]
+__all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset", "model_key"]
 
 
 @dataclass
@@ -196,6 +197,22 @@ def validate_dataset(ds: PSMDataset) -> None:
                 f"p . q_o = {cost[t, n]}, expected {BUDGET}; every alternative must satisfy eq. (1) "
                 "in the round's corner coordinates"
             )
+
+
+def model_key(model: str) -> int:
+    """A 64-bit integer derived from a model label (the first 8 bytes of its SHA-256).
+
+    Joined with the user's seed, it gives each model random numbers that depend only on
+    (seed, label), not on which other models are analysed or in what order: the random-choice
+    test (:mod:`moralkit.psm.rationality`) and the NLLS starts and bootstrap
+    (:mod:`moralkit.psm.nlls`) use it.
+
+    Examples
+    --------
+    >>> model_key("gpt-4o") == model_key("gpt-4o") != model_key("gpt-4o-mini")
+    True
+    """
+    return int.from_bytes(hashlib.sha256(str(model).encode("utf-8")).digest()[:8], "little")
 
 
 # --------------------------------------------------------------------------- files

@@ -31,6 +31,7 @@ __all__ = [
     "Round",
     "Design",
     "make_design",
+    "as_design",
     "budget_set",
     "to_corner",
     "from_corner",
@@ -224,6 +225,30 @@ def make_design(seed: int = 0, n_options: int = N_OPTIONS) -> Design:
 
 
 # --------------------------------------------------------------------------- prompts
+
+
+def as_design(design=None) -> Design:
+    """A :class:`Design` from a design, its integer seed, or ``None`` (the seed-0 design).
+
+    The one place where "a design or its seed" is turned into a design, for every function
+    that accepts either.
+
+    Examples
+    --------
+    >>> as_design(3).fingerprint() == make_design(3).fingerprint()
+    True
+    >>> d = make_design(3)
+    >>> as_design(d) is d
+    True
+    """
+    if design is None:
+        return make_design(0)
+    if isinstance(design, Design):
+        return design
+    if isinstance(design, (int, np.integer)) and not isinstance(design, bool):
+        return make_design(int(design))
+    raise MoralkitError(f"design must be a moralkit.psm.design.Design, an integer seed or None, "
+                        f"got {type(design).__name__}")
 
 _HEADER = "You are given multiple sets of answers corresponding to the following questions:"
 

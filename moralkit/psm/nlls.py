@@ -89,7 +89,6 @@ Figures 1-2.
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from dataclasses import dataclass, field
 
@@ -99,7 +98,7 @@ from scipy.optimize import least_squares
 
 from ..errors import IdentificationError, MoralkitError
 from ..figures import save_figure  # noqa: F401  (re-exported)
-from .dataset import PSMDataset
+from .dataset import PSMDataset, model_key
 from .design import BUDGET, DIMENSIONS
 
 __all__ = [
@@ -452,10 +451,6 @@ class UtilityFit:
 # --------------------------------------------------------------------------- fitting
 
 
-def _model_key(model: str) -> int:
-    return int.from_bytes(hashlib.sha256(str(model).encode("utf-8")).digest()[:8], "little")
-
-
 def _check_budget(y, prices, budget, tol, round_index):
     cost = (np.asarray(prices, dtype=float) * y).sum(1)
     bad = np.flatnonzero(np.abs(cost - budget) > tol)
@@ -518,7 +513,7 @@ def _bootstrap(prob_args, theta_hat, n_boot, seed, model, n_jobs):
     from joblib import Parallel, delayed
 
     T = len(prob_args[0])
-    children = np.random.SeedSequence([int(seed), _model_key(model), 1]).spawn(int(n_boot))
+    children = np.random.SeedSequence([int(seed), model_key(model), 1]).spawn(int(n_boot))
     idx = [np.sort(np.random.default_rng(c).integers(0, T, size=T)) for c in children]
     n_chunks = max(1, min(len(idx), 4 * (abs(n_jobs) if n_jobs not in (None, 0) else 1)))
     chunks = [list(range(i, len(idx), n_chunks)) for i in range(n_chunks)]
@@ -632,7 +627,7 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
                                   f"form={form!r} (rank-deficient Jacobian): use rounds with several corners and "
                                   "price vectors (the full design has 32 x 5)")
 
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), _model_key(model), 0]))
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), model_key(model), 0]))
     fits = []
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for th0 in _starts(int(n_starts), rng):

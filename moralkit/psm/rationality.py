@@ -37,7 +37,6 @@ rationality test this procedure adapts.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ import pandas as pd
 
 from ..errors import MoralkitError
 from . import rp
-from .dataset import PSMDataset
+from .dataset import PSMDataset, model_key
 from .design import BUDGET
 
 __all__ = [
@@ -132,12 +131,8 @@ class RandomChoiceResult:
 # --------------------------------------------------------------------------- seeding
 
 
-def _model_key(model: str) -> int:
-    return int.from_bytes(hashlib.sha256(str(model).encode("utf-8")).digest()[:8], "little")
-
-
 def _chunk_rng(seed: int, model: str, chunk: int) -> np.random.Generator:
-    ss = np.random.SeedSequence([int(seed), _model_key(model)], spawn_key=(int(chunk),))
+    ss = np.random.SeedSequence([int(seed), model_key(model)], spawn_key=(int(chunk),))
     return np.random.default_rng(ss)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import MoralkitError
 from .dataset import PSMDataset
-from .design import Design, make_design
+from .design import Design, as_design
 
 __all__ = [
     "QuadraticAgent",
@@ -117,16 +117,6 @@ def random_quadratic_agent(seed=None, *, b_range=(0.5, 4.5), a_concentration: fl
     return QuadraticAgent(a=a, b=b)
 
 
-def _as_design(design) -> Design:
-    if design is None:
-        return make_design(0)
-    if isinstance(design, Design):
-        return design
-    if isinstance(design, (int, np.integer)):
-        return make_design(int(design))
-    raise MoralkitError(f"design must be a moralkit.psm.design.Design, an integer seed or None, got {type(design).__name__}")
-
-
 def _design_arrays(design: Design, q0):
     corners = np.stack([r.corner(q0) for r in design])
     prices = np.stack([r.prices for r in design])
@@ -181,7 +171,7 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
         agent = random_quadratic_agent(rng)
     if not isinstance(agent, QuadraticAgent):
         raise MoralkitError("agent must be a QuadraticAgent")
-    design = _as_design(design)
+    design = as_design(design)
     q0 = agent.best_answer() if q0 is None else np.asarray(q0, dtype=np.int64)
     corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
     u = agent.utility(options)  # (T, n)
@@ -213,7 +203,7 @@ def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=Non
     if not str(model).startswith("sim-"):
         raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
     rng = np.random.default_rng(seed)
-    design = _as_design(design)
+    design = as_design(design)
     q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
     corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
     chosen = rng.integers(1, options.shape[1] + 1, size=len(options))
@@ -252,7 +242,7 @@ def simulate_agents(n: int, kind: str = "quadratic", design=None, *, noise: floa
         n = len(agents)
     if not isinstance(n, (int, np.integer)) or n < 0:
         raise MoralkitError(f"n must be a non-negative integer, got {n!r}")
-    design = _as_design(design)
+    design = as_design(design)
     children = np.random.SeedSequence(int(seed)).spawn(int(n))
     out = {}
     for i in range(int(n)):

@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..errors import MoralkitError
 from ..figures import save_figure  # noqa: F401  (re-exported)
-from ..psm.design import Design, make_design
+from ..psm.design import Design, as_design, make_design
 from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
 from . import conventions as cv
 
@@ -57,11 +57,9 @@ LEVELS = (0.01, 0.05, 0.10)
 
 
 def _designs(designs, n):
-    if designs is None:
-        designs = [make_design(0)]
-    elif isinstance(designs, (Design, int, np.integer)):
+    if designs is None or isinstance(designs, (Design, int, np.integer)):
         designs = [designs]
-    out = [d if isinstance(d, Design) else make_design(int(d)) for d in designs]
+    out = [as_design(d) for d in designs]
     if not out:
         raise MoralkitError("designs must not be empty")
     return [out[i % len(out)] for i in range(n)]

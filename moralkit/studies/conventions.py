@@ -312,7 +312,7 @@ def null_distribution(n_datasets: int = 1000, conventions=CONVENTIONS, n_obs=(16
     ----------
     Seror (2025), Section 2.3 (random datasets ``D^m_n``, Procedure 1).
     """
-    from ..psm.design import make_design
+    from ..psm.design import as_design
     from ..psm.simulate import simulate_random
 
     convs = [convention(c) for c in conventions]
@@ -321,7 +321,7 @@ def null_distribution(n_datasets: int = 1000, conventions=CONVENTIONS, n_obs=(16
         raise MoralkitError("n_obs must be integers in 2..160")
     if designs is None:
         designs = range(10)
-    designs = [d if not isinstance(d, (int, np.integer)) else make_design(int(d)) for d in designs]
+    designs = [as_design(d) for d in designs]
     coords = sorted({c.coordinates for c in convs}, key=COORDINATES.index)
     ss = np.random.SeedSequence(int(seed)).spawn(int(n_datasets))
     it = range(int(n_datasets))
