@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from moralkit.psm import nlls
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, make_design
+from moralkit.psm.nlls import fit as nlls_fit
 from moralkit.psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic
 
 ALL_CORNERS = np.repeat(CORNERS, 5, axis=0)  # the 160 (corner, price) pairs of the design
@@ -169,7 +170,7 @@ def test_prediction_invariants(args, form):
 @pytest.mark.parametrize("form", nlls.FORMS)
 def test_jacobian_matches_finite_differences(sim, form):
     ds = sim[1]
-    prob = nlls._Problem(ds.corners, ds.prices, np.abs(ds.choices - ds.corners), form)
+    prob = nlls_fit._Problem(ds.corners, ds.prices, np.abs(ds.choices - ds.corners), form)
     rng = np.random.default_rng(3)
     for _ in range(3):
         th = np.concatenate([rng.normal(0, 0.7, 4), rng.uniform(0, 5, 5)])
@@ -303,8 +304,8 @@ def test_delta_method_se_matches_manual_sandwich(sim):
     ds = sim[4]
     for cov_type in ("cluster", "nonrobust"):
         fit = nlls.fit_utility(ds, n_starts=2, cov_type=cov_type)
-        prob = nlls._Problem(ds.corners, ds.prices, np.abs(ds.choices - ds.corners), "exact")
-        th = nlls._ab_to_theta(fit.a, fit.b)
+        prob = nlls_fit._Problem(ds.corners, ds.prices, np.abs(ds.choices - ds.corners), "exact")
+        th = nlls_fit._ab_to_theta(fit.a, fit.b)
         J, r = prob.jac(th), prob.resid(th)
         n, k, G = len(r), 9, ds.n_obs
         bread = np.linalg.inv(J.T @ J)
