@@ -379,3 +379,79 @@ def has_cycle_dense(A):
                 adj[r, k >> 6] |= one << np.uint64(k & 63)
     return has_cycle(adj, T, np.zeros(Wd, dtype=np.uint64), np.zeros(Wd, dtype=np.uint64),
                       np.zeros(T + 1, dtype=np.int64))
+
+
+# =========================================================================== strongly connected components
+
+
+@njit(cache=True)
+def scc_labels(R, inc):
+    """Tarjan's strongly connected components of the graph ``R`` induced on the nodes ``inc``.
+
+    The one SCC routine of the package: :func:`moralkit.psm.rp.garp` (GARP_e fails iff an SCC
+    of R0_e holds a P0_e edge) and the pooled GARP checks of :mod:`moralkit.psm.partition` use it.
+    Iterative (no recursion), O(n^2) on the dense boolean matrix ``R``; returns the component
+    label of each node (-1 outside ``inc``).
+    """
+    n = R.shape[0]
+    index = np.full(n, -1, np.int64)
+    low = np.zeros(n, np.int64)
+    onstack = np.zeros(n, np.bool_)
+    comp = np.full(n, -1, np.int64)
+    stack = np.empty(n, np.int64)
+    cs_node = np.empty(n, np.int64)
+    cs_edge = np.empty(n, np.int64)
+    sp = 0
+    idx = 0
+    nc = 0
+    for s in range(n):
+        if not inc[s] or index[s] >= 0:
+            continue
+        index[s] = idx
+        low[s] = idx
+        idx += 1
+        stack[sp] = s
+        sp += 1
+        onstack[s] = True
+        cs_node[0] = s
+        cs_edge[0] = 0
+        csp = 1
+        while csp > 0:
+            v = cs_node[csp - 1]
+            j = cs_edge[csp - 1]
+            advanced = False
+            while j < n:
+                if inc[j] and R[v, j] and j != v:
+                    if index[j] < 0:
+                        cs_edge[csp - 1] = j + 1
+                        index[j] = idx
+                        low[j] = idx
+                        idx += 1
+                        stack[sp] = j
+                        sp += 1
+                        onstack[j] = True
+                        cs_node[csp] = j
+                        cs_edge[csp] = 0
+                        csp += 1
+                        advanced = True
+                        break
+                    elif onstack[j] and index[j] < low[v]:
+                        low[v] = index[j]
+                j += 1
+            if advanced:
+                continue
+            csp -= 1
+            if low[v] == index[v]:
+                while True:
+                    sp -= 1
+                    w = stack[sp]
+                    onstack[w] = False
+                    comp[w] = nc
+                    if w == v:
+                        break
+                nc += 1
+            if csp > 0:
+                u = cs_node[csp - 1]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+    return comp

@@ -57,10 +57,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from ..errors import MoralkitError
+from ._partition_kernels import violating_cycle_obs, violation_models
 from .milp import solve_ls_milp
 from .pooled import PooledData, check_e, check_pooled, pool, revealed_relations
 
@@ -81,190 +81,6 @@ __all__ = [
 
 #: The exact solver holds subsets of models as bit masks over ``2**M`` entries.
 MAX_EXACT_MODELS = 20
-
-
-# --------------------------------------------------------------------------- numba kernels
-
-
-@numba.njit(cache=True)
-def _scc(R, inc):
-    """Tarjan's strongly connected components of the R graph induced on ``inc``."""
-    n = R.shape[0]
-    index = np.full(n, -1, np.int64)
-    low = np.zeros(n, np.int64)
-    onstack = np.zeros(n, np.bool_)
-    comp = np.full(n, -1, np.int64)
-    stack = np.empty(n, np.int64)
-    cs_node = np.empty(n, np.int64)
-    cs_edge = np.empty(n, np.int64)
-    sp = 0
-    idx = 0
-    nc = 0
-    for s in range(n):
-        if not inc[s] or index[s] >= 0:
-            continue
-        index[s] = idx
-        low[s] = idx
-        idx += 1
-        stack[sp] = s
-        sp += 1
-        onstack[s] = True
-        cs_node[0] = s
-        cs_edge[0] = 0
-        csp = 1
-        while csp > 0:
-            v = cs_node[csp - 1]
-            j = cs_edge[csp - 1]
-            advanced = False
-            while j < n:
-                if inc[j] and R[v, j] and j != v:
-                    if index[j] < 0:
-                        cs_edge[csp - 1] = j + 1
-                        index[j] = idx
-                        low[j] = idx
-                        idx += 1
-                        stack[sp] = j
-                        sp += 1
-                        onstack[j] = True
-                        cs_node[csp] = j
-                        cs_edge[csp] = 0
-                        csp += 1
-                        advanced = True
-                        break
-                    elif onstack[j] and index[j] < low[v]:
-                        low[v] = index[j]
-                j += 1
-            if advanced:
-                continue
-            csp -= 1
-            if low[v] == index[v]:
-                while True:
-                    sp -= 1
-                    w = stack[sp]
-                    onstack[w] = False
-                    comp[w] = nc
-                    if w == v:
-                        break
-                nc += 1
-            if csp > 0:
-                u = cs_node[csp - 1]
-                if low[v] < low[u]:
-                    low[u] = low[v]
-    return comp
-
-
-@numba.njit(cache=True)
-def _path01(R, comp, owner, src, dst):
-    """Path src -> dst in R inside one SCC, minimising changes of model (0-1 BFS
-    by levels: each level is the zero-cost closure of the previous one)."""
-    n = R.shape[0]
-    c = comp[src]
-    INF = n + 1
-    dist = np.full(n, INF, np.int64)
-    prev = np.full(n, -1, np.int64)
-    cur = np.empty(n, np.int64)
-    nxt = np.empty(n, np.int64)
-    stack = np.empty(n, np.int64)
-    level = np.empty(n, np.int64)
-    dist[src] = 0
-    cur[0] = src
-    ncur = 1
-    d = 0
-    while ncur > 0:
-        sp = 0
-        for i in range(ncur):
-            stack[sp] = cur[i]
-            sp += 1
-        nl = 0
-        while sp > 0:
-            sp -= 1
-            v = stack[sp]
-            level[nl] = v
-            nl += 1
-            for w in range(n):
-                if dist[w] > d and comp[w] == c and R[v, w] and owner[w] == owner[v]:
-                    dist[w] = d
-                    prev[w] = v
-                    stack[sp] = w
-                    sp += 1
-        if dist[dst] <= d:
-            break
-        nn = 0
-        for i in range(nl):
-            v = level[i]
-            for w in range(n):
-                if dist[w] == INF and comp[w] == c and R[v, w]:
-                    dist[w] = d + 1
-                    prev[w] = v
-                    nxt[nn] = w
-                    nn += 1
-        for i in range(nn):
-            cur[i] = nxt[i]
-        ncur = nn
-        d += 1
-    out = np.empty(n, np.int64)
-    k = 0
-    v = dst
-    while v != -1:
-        out[k] = v
-        k += 1
-        if v == src:
-            break
-        v = prev[v]
-    return out[:k][::-1].copy()
-
-
-@numba.njit(cache=True)
-def _violation_models(R, P, owner, mask, max_tries):
-    """Bit mask of the models on a GARP_e-violating cycle among the observations
-    of the models in ``mask`` (0 when GARP_e holds). Among the first
-    ``max_tries`` strict edges inside an SCC, the cycle with fewest models wins."""
-    n = R.shape[0]
-    inc = np.zeros(n, np.bool_)
-    for i in range(n):
-        if (mask >> owner[i]) & 1:
-            inc[i] = True
-    comp = _scc(R, inc)
-    best = 0
-    best_count = 1 << 30
-    tries = 0
-    for u in range(n):
-        if not inc[u]:
-            continue
-        for v in range(n):
-            if inc[v] and v != u and P[u, v] and comp[u] == comp[v]:
-                # u P0 v and v R* u: the cycle u -> v -> ... -> u
-                path = _path01(R, comp, owner, v, u)
-                bits = np.int64(1) << owner[u]
-                for w in path:
-                    bits |= np.int64(1) << owner[w]
-                cnt = 0
-                b = bits
-                while b:
-                    cnt += b & 1
-                    b >>= 1
-                if cnt < best_count:
-                    best_count = cnt
-                    best = bits
-                tries += 1
-                if tries >= max_tries or best_count == 1:
-                    return best
-    return best
-
-
-@numba.njit(cache=True)
-def _violating_cycle(R, P, inc):
-    """Observations of one GARP_e-violating cycle (empty when GARP_e holds)."""
-    n = R.shape[0]
-    comp = _scc(R, inc)
-    owner = np.zeros(n, np.int64)
-    for u in range(n):
-        if not inc[u]:
-            continue
-        for v in range(n):
-            if inc[v] and v != u and P[u, v] and comp[u] == comp[v]:
-                return _path01(R, comp, owner, v, u)
-    return np.empty(0, np.int64)
 
 
 # --------------------------------------------------------------------------- GARP on pooled data
@@ -302,7 +118,7 @@ def violating_cycle(pooled: PooledData, e: float = 1.0, models=None) -> np.ndarr
     R0, P0 = revealed_relations(pooled, e)
     mask = _model_mask(pooled, models)
     inc = ((mask >> pooled.obs_model) & 1).astype(bool)
-    return _violating_cycle(R0, P0, inc)
+    return violating_cycle_obs(R0, P0, inc)
 
 
 def garp_pooled(pooled: PooledData, e: float = 1.0, models=None) -> bool:
@@ -359,7 +175,7 @@ class ExactLS:
 
     def _check(self, mask: int) -> int:
         self.n_checks += 1
-        return int(_violation_models(self.R0, self.P0, self.owner, np.int64(mask), self.max_tries))
+        return int(violation_models(self.R0, self.P0, self.owner, np.int64(mask), self.max_tries))
 
     def max_subsets(self, within: int) -> list[int]:
         masks, size = self.masks, self.size

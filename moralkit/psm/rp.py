@@ -95,6 +95,7 @@ from ._rp_kernels import (
     psm_levels_batch,
     psm_levels_choices,
     relation_signs,
+    scc_labels,
 )
 from .design import BUDGET
 
@@ -505,10 +506,7 @@ def garp(E, e=1.0, *, same_bundle=None, method: str = "scc") -> bool:
             C |= C[:, k:k + 1] & C[k:k + 1, :]
         return not (C & P0.T).any()
     if method == "scc":
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import connected_components
-
-        _, lab = connected_components(csr_matrix(R0), directed=True, connection="strong")
+        lab = scc_labels(np.ascontiguousarray(R0), np.ones(T, dtype=np.bool_))
         r, k = np.nonzero(P0)
         return not (lab[r] == lab[k]).any()
     raise MoralkitError(f"method must be 'scc' or 'warshall', got {method!r}")
