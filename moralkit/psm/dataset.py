@@ -260,7 +260,19 @@ def _parse_digits(s: str, n: int) -> np.ndarray:
 
 
 def read_psm(path) -> dict[str, PSMDataset]:
-    """Read a tidy PSM file (or every ``*.csv.gz`` in a directory) into ``{model: PSMDataset}``."""
+    """Read a tidy PSM file (or every ``*.csv.gz`` in a directory) into ``{model: PSMDataset}``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from moralkit.psm.simulate import simulate_random
+    >>> ds = simulate_random(0, seed=1, model="sim-r")
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     back = read_psm(write_psm([ds], Path(d) / "sim.csv.gz"))
+    >>> list(back), back["sim-r"].n_obs, bool((back["sim-r"].chosen == ds.chosen).all())
+    (['sim-r'], 160, True)
+    """
     path = Path(path)
     if path.is_dir():
         files = sorted(path.glob("*.csv.gz"))

@@ -205,6 +205,14 @@ def make_design(seed: int = 0, n_options: int = N_OPTIONS) -> Design:
     Returns
     -------
     Design
+
+    Examples
+    --------
+    >>> d = make_design(0)
+    >>> len(d), d[0].options_y.shape
+    (160, (100, 5))
+    >>> d.fingerprint() == make_design(0).fingerprint()  # the same seed gives the same design
+    True
     """
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")

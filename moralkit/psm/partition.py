@@ -381,6 +381,15 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
     References
     ----------
     Seror (2025), Section 2.4, Procedure 2 and optimisation (5); Appendix A.1.
+
+    Examples
+    --------
+    >>> from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic, simulate_random
+    >>> agent = QuadraticAgent(a=[0.2] * 5, b=[2.5] * 5)
+    >>> pooled = pool({"sim-a": simulate_quadratic(agent, 0, model="sim-a"),
+    ...                "sim-r": simulate_random(0, seed=1, model="sim-r")})
+    >>> partition_types(pooled, e=0.9, seed=0).types  # sim-r violates GARP_0.9 on its own
+    [('sim-a',), ('sim-r',)]
     """
     check_pooled(pooled)
     e = check_e(e)

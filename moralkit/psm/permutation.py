@@ -418,6 +418,20 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     References
     ----------
     Seror (2025), Section 2.4 (eq. (6)) and Section 3.3.
+
+    Examples
+    --------
+    >>> from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic, simulate_random
+    >>> near = [QuadraticAgent(a=[0.2] * 5, b=[b] * 5) for b in (2.5, 2.6)]
+    >>> data = {"sim-a": simulate_quadratic(near[0], 0, model="sim-a"),
+    ...         "sim-b": simulate_quadratic(near[1], 1, model="sim-b"),
+    ...         "sim-r": simulate_random(0, seed=1, model="sim-r")}
+    >>> res = permutation_study(data, e=0.8, T=20, rho=20, seed=0, progress=False)
+    >>> res.G
+           sim-a  sim-b  sim-r
+    sim-a    1.0    1.0    0.0
+    sim-b    1.0    1.0    0.0
+    sim-r    0.0    0.0    1.0
     """
     import time
 

@@ -315,6 +315,19 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     References
     ----------
     Seror (2025), Section 3.1, Table 1.
+
+    Examples
+    --------
+    >>> from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic, simulate_random
+    >>> agent = QuadraticAgent(a=[0.2] * 5, b=[2.5] * 5)
+    >>> data = [simulate_quadratic(agent, 0, model="sim-a"), simulate_random(0, seed=1, model="sim-r")]
+    >>> t = table1(data, n_datasets=100, seed=0)
+    >>> t[["model", "ccei_exact", "alpha"]]
+       model ccei_exact  alpha
+    0  sim-a        5/6    0.0
+    1  sim-r        1/3    0.5
+    >>> t["stars"].tolist()  # the random respondent does not pass
+    ['***', '']
     """
     if isinstance(datasets, dict) and datasets and all(isinstance(v, RandomChoiceResult) for v in datasets.values()):
         results = datasets

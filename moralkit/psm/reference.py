@@ -131,6 +131,12 @@ def published_table1() -> pd.DataFrame:
     References
     ----------
     Seror (2025), Table 1 and Section 3.1.
+
+    Examples
+    --------
+    >>> t = published_table1()
+    >>> t.shape, list(t.columns)
+    ((37, 6), ['provider', 'model', 'ccei', 'stars', 'alpha', 'n_obs'])
     """
     df = pd.read_csv(io.StringIO(_TABLE1), sep="\t", dtype=str)
     out = pd.DataFrame({

@@ -610,6 +610,15 @@ def ccei_exact(E) -> Fraction:
     References
     ----------
     Seror (2025), Section 2.2, Definition 3; Afriat (1972).
+
+    Examples
+    --------
+    >>> from moralkit.psm.simulate import simulate_random
+    >>> E = psm_expenditure_matrix(simulate_random(0, seed=1))
+    >>> ccei_exact(E)
+    Fraction(1, 3)
+    >>> garp(E, 0.333), garp(E, Fraction(1, 3))  # GARP_e holds below the CCEI, not at it
+    (True, False)
     """
     if hasattr(E, "valid") and hasattr(E, "chosen"):
         E = psm_expenditure_matrix(E)

@@ -162,6 +162,15 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
     References
     ----------
     Seror (2025), Section 2.2 (design, corner flip) and eqs. (7)-(8).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from moralkit.psm.design import make_design
+    >>> agent = QuadraticAgent(a=np.full(5, 0.2), b=np.full(5, 2.5))
+    >>> ds = simulate_quadratic(agent, make_design(0), model="sim-a")
+    >>> ds.model, ds.n_obs
+    ('sim-a', 160)
     """
     if not str(model).startswith("sim-"):
         raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
