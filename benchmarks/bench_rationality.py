@@ -80,10 +80,10 @@ def main(argv=None):
     Es = [rp.psm_expenditure_matrix(d) for d in data]
     t_mk_ccei, _ = best_of(lambda: [rp.ccei(E) for E in Es])
     t_mk_ccei /= n_data
-    V = rp.option_expenditures(data[0].corners, data[0].prices, data[0].options)
+    rounds = (data[0].corners, data[0].prices, data[0].options)
     C = np.random.default_rng(0).integers(0, 100, size=(1000, T))
-    rp.ccei_choices(V, C[:2])
-    t_batch, _ = best_of(lambda: rp.ccei_choices(V, C, numerators=True))
+    rp.ccei_choices(*rounds, C[:2])
+    t_batch, _ = best_of(lambda: rp.ccei_choices(*rounds, C, numerators=True))
     t_batch /= len(C)
     print(f"moralkit   : {t_mk * 1e6:9.1f} us/dataset (expenditure matrix + ccei, public API); "
           f"ccei(E) alone {t_mk_ccei * 1e6:.1f} us; batched ccei_choices {t_batch * 1e6:.1f} us")

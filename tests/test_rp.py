@@ -179,12 +179,13 @@ def test_option_expenditures_and_batched_paths():
     Es = np.stack([rp.expenditure_matrix(ds.corners, ds.prices, ds.options[np.arange(160), c]) for c in C])
     for c, E in zip(C, Es):
         assert np.array_equal(V[:, np.arange(160), c], E)
-    m = rp.ccei_choices(V, C, numerators=True)
+    rounds = (ds.corners, ds.prices, ds.options)
+    m = rp.ccei_choices(*rounds, C, numerators=True)
     assert m.dtype.kind == "i"
-    assert np.array_equal(rp.ccei_choices(V, C), m / 12)
+    assert np.array_equal(rp.ccei_choices(*rounds, C), m / 12)
     assert np.array_equal(rp.ccei_batch(Es), m / 12)
     assert [rp.ccei_exact(E) for E in Es] == [Fraction(int(x), 12) for x in m]
-    assert rp.ccei_choices(V, C[0]) == m[0] / 12
+    assert rp.ccei_choices(*rounds, C[0]) == m[0] / 12
     assert rp.ccei(ds) == rp.ccei(rp.psm_expenditure_matrix(ds))
     # a float stack goes through the general exact path
     assert np.array_equal(rp.ccei_batch(Es[:3].astype(float)), m[:3] / 12)
@@ -242,11 +243,12 @@ def test_bad_psm_inputs():
     opts = np.stack([r.options() for r in rounds])
     with pytest.raises(ValueError, match="off the budget"):
         rp.option_expenditures(5 - corners, prices, opts)
-    V = rp.option_expenditures(corners, prices, opts)
     with pytest.raises(ValueError, match="option indices"):
-        rp.ccei_choices(V, np.array([[0, 1, 100]]))
+        rp.ccei_choices(corners, prices, opts, np.array([[0, 1, 100]]))
     with pytest.raises(ValueError, match="shape"):
-        rp.ccei_choices(V, np.array([[0, 1]]))
+        rp.ccei_choices(corners, prices, opts, np.array([[0, 1]]))
+    with pytest.raises(ValueError, match="off the budget"):
+        rp.ccei_choices(5 - corners, prices, opts, np.array([[0, 1, 2]]))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         rp.garp(np.eye(2) + 1, e=1.5)
     with pytest.raises(ValueError, match="positive"):

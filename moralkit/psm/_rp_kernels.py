@@ -165,51 +165,14 @@ def psm_levels_batch(Es, n_levels):
     return out
 
 
-@njit(cache=True)
-def level_lists(V, n_levels):
-    """Sparse, level-sorted transposed option expenditures.
-
-    For round ``k`` and option ``j``, ``rows[start[k, j, L]:start[k, j, L + 1]]``
-    lists the rounds ``r != k`` with ``V[r, k, j] == L`` (levels ``< n_levels``;
-    negative values count as level 0). Only about a quarter of all entries are
-    below the PSM budget, and far fewer below typical CCEI levels.
-    """
-    T, n = V.shape[1], V.shape[2]
-    counts = np.zeros((T, n, n_levels), dtype=np.int64)
-    for r in range(T):
-        for k in range(T):
-            if k == r:
-                continue
-            for j in range(n):
-                v = V[r, k, j]
-                if v < n_levels:
-                    counts[k, j, max(v, 0)] += 1
-    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
-    pos = 0
-    for k in range(T):
-        for j in range(n):
-            for L in range(n_levels):
-                start[k, j, L] = pos
-                pos += counts[k, j, L]
-            start[k, j, n_levels] = pos
-    rows = np.empty(pos, dtype=np.int32)
-    fill = start[:, :, :n_levels].copy()
-    for r in range(T):
-        for k in range(T):
-            if k == r:
-                continue
-            for j in range(n):
-                v = V[r, k, j]
-                if v < n_levels:
-                    L = max(v, 0)
-                    rows[fill[k, j, L]] = r
-                    fill[k, j, L] += 1
-    return start, rows
-
-
 @njit(cache=True, nogil=True)
 def level_lists_direct(A, b, options, n_levels, budget):
-    """Like :func:`level_lists`, computed straight from the affine form of the expenditures.
+    """Sparse, level-sorted transposed option expenditures, from the affine form of the expenditures.
+
+    For round ``k`` and option ``j``, ``rows[start[k, j, L]:start[k, j, L + 1]]`` lists the
+    rounds ``r != k`` at which option ``j`` of round ``k`` costs ``L`` (levels ``< n_levels``;
+    negative values count as level 0). Only about a quarter of all entries are below the PSM
+    budget, and far fewer below typical CCEI levels. The package's one level-list kernel.
 
     ``p^r . |q - o^r| = A[r] . q + b[r]`` with ``A[r] = p^r * (+1 where o^r = 0, -1
     where o^r = 5)`` and ``b[r] = 5 * sum of p^r over the statements where o^r = 5``.

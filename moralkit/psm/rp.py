@@ -89,7 +89,6 @@ from ..errors import MoralkitError
 from ._rp_kernels import (
     candidates,
     has_cycle_dense,
-    level_lists,
     level_lists_direct,
     min_cycle_threshold,
     psm_levels_batch,
@@ -693,14 +692,16 @@ def ccei_batch(Es) -> np.ndarray:
     return np.array([ccei(E) for E in Es], dtype=float)
 
 
-def ccei_choices(V, choices, *, budget: int = BUDGET, numerators: bool = False) -> np.ndarray:
+def ccei_choices(corners, prices, options, choices, *, budget: int = BUDGET,
+                 numerators: bool = False) -> np.ndarray:
     """CCEI of many choice vectors over the same PSM rounds (the random-choice test's workhorse).
 
     Parameters
     ----------
-    V : ndarray (T, T, n)
-        Option expenditures from :func:`option_expenditures` (every option of
-        round ``k`` costs ``budget`` at ``V[k, k]``).
+    corners, prices : array (T, 5) of int
+        Effective corner and prices of each round.
+    options : array (T, n, 5) of int
+        The alternatives shown (raw answers 0..5), each on its round's budget.
     choices : array_like (N, T) or (T,) of int
         0-based option index chosen in each round, one row per dataset.
     budget : int, default 12
@@ -717,27 +718,22 @@ def ccei_choices(V, choices, *, budget: int = BUDGET, numerators: bool = False) 
     ----------
     Seror (2025), Section 2.3 (random datasets D^m_n) and Definition 3.
     """
-    V = np.asarray(V)
-    if V.ndim != 3 or V.shape[0] != V.shape[1]:
-        raise MoralkitError(f"V must have shape (T, T, n_options), got {V.shape}")
-    if not np.issubdtype(V.dtype, np.integer):
-        raise MoralkitError("V must be an integer array (use option_expenditures)")
+    if not 0 < int(budget) <= 10_000:
+        raise MoralkitError("budget must be a positive integer")
+    start, rows = choice_level_lists(corners, prices, options, int(budget))
+    T, n = np.shape(options)[:2]
     C = np.asarray(choices)
     squeeze = C.ndim == 1
     C = np.atleast_2d(C)
-    if C.ndim != 2 or C.shape[1] != V.shape[0]:
-        raise MoralkitError(f"choices must have shape (N, {V.shape[0]}), got {np.shape(choices)}")
+    if C.ndim != 2 or C.shape[1] != T:
+        raise MoralkitError(f"choices must have shape (N, {T}), got {np.shape(choices)}")
     if not np.issubdtype(C.dtype, np.integer):
         raise MoralkitError("choices must be 0-based integer option indices")
-    if C.size and (C.min() < 0 or C.max() >= V.shape[2]):
-        raise MoralkitError(f"choices must be 0-based option indices in 0..{V.shape[2] - 1}")
-    if not 0 < int(budget) <= 10_000:
-        raise MoralkitError("budget must be a positive integer")
-    T = V.shape[0]
+    if C.size and (C.min() < 0 or C.max() >= n):
+        raise MoralkitError(f"choices must be 0-based option indices in 0..{n - 1}")
     if T < 2:
         L = np.full(len(C), int(budget), dtype=np.int64)
     else:
-        start, rows = level_lists(np.ascontiguousarray(V, dtype=np.int16), int(budget))
         L = psm_levels_choices(start, rows, np.ascontiguousarray(C, dtype=np.int64), int(budget))
     L = np.minimum(L, int(budget))
     out = L if numerators else L / int(budget)
