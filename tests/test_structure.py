@@ -158,3 +158,29 @@ def test_errors_are_value_errors():
         assert issubclass(cls, MoralkitError)
     assert issubclass(MoralkitError, ValueError)
     assert issubclass(MoralChoiceDataError, DataError)
+
+
+#: Which parts of the package each part may import: data flow one way (design -> collect -> data files ->
+#: analysis -> studies), and neither paper's package depends on the other, on the studies or on collection.
+ALLOWED_LAYERS = {
+    "psm": {"errors", "figures", "paths"},
+    "moralchoice": {"errors", "figures", "paths"},
+    "studies": {"errors", "figures", "paths", "psm", "moralchoice"},
+    "collect": {"errors", "figures", "paths", "psm", "moralchoice"},
+    "figures": {"paths"},
+    "errors": set(),
+    "paths": set(),
+}
+
+
+def test_layers_import_only_downwards():
+    edges, _ = import_graph()
+
+    def part(module):
+        return module.split(".")[1] if "." in module else "moralkit"
+
+    bad = sorted(f"{m} imports {t}" for m, ts in edges.items() for t in ts
+                 if part(m) in ALLOWED_LAYERS and part(t) != part(m) and part(t) not in ALLOWED_LAYERS[part(m)])
+    assert bad == []
+    # the check sees the real edges (studies use both papers' packages)
+    assert {part(t) for m, ts in edges.items() if part(m) == "studies" for t in ts} >= {"psm", "moralchoice"}
