@@ -118,6 +118,21 @@ def cmd_collect_moralchoice(a):
         print(f"wrote {a.export}")
 
 
+def cmd_likelihood(a):
+    from moralkit.collect.likelihood import run_likelihood
+
+    b = _backend(a, 1)
+    qt = tuple(a.question_types.split(",")) if a.question_types else None
+    df = run_likelihood(b, a.out, ambiguity=a.ambiguity, persona=a.persona or "none", label=a.label,
+                        scenarios=a.scenarios, n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed,
+                        answers=a.answers, question_types=qt, order=a.order, limit=a.limit,
+                        progress=not a.no_progress, export=a.export)
+    n = df["scenario_id"].nunique() if len(df) else 0
+    print(f"{n} scenarios x forms = {len(df)} rows; mean covered mass {df['covered'].mean() if n else float('nan'):.4f}")
+    if a.export:
+        print(f"wrote {a.export}")
+
+
 def cmd_export(a):
     from moralkit.collect.store import RecordStore
 
@@ -169,6 +184,19 @@ def build_parser():
     mc.add_argument("--samples", type=int, default=None, help="M samples per question form (paper: 5 low, 10 high)")
     mc.add_argument("--question-types", default=None, help="subset of ab,compare,repeat")
     mc.set_defaults(func=cmd_collect_moralchoice)
+    lk = sub.add_parser("likelihood", help="exact MoralChoice action likelihoods from token probabilities "
+                                            "(local transformers models; Scherrer et al. 2023, Definition 1)")
+    _add_backend_args(lk)
+    lk.add_argument("--ambiguity", choices=["low", "high"], required=True)
+    lk.add_argument("--scenarios", default=None, help="comma-separated scenario ids (default: all)")
+    lk.add_argument("--n-scenarios", type=int, default=None, help="a seeded random subset of this size")
+    lk.add_argument("--scenario-seed", type=int, default=0)
+    lk.add_argument("--question-types", default=None, help="subset of ab,compare,repeat")
+    lk.add_argument("--answers", choices=["canonical", "templates"], default="canonical",
+                    help="canonical answer set (moralkit.moralchoice.likelihood)")
+    lk.add_argument("--order", choices=["overlap-first", "table"], default="overlap-first")
+    lk.add_argument("--limit", type=int, default=None, help="score at most N new scenarios in this session")
+    lk.set_defaults(func=cmd_likelihood)
     e = sub.add_parser("export", help="write the tidy .csv.gz of one or more run directories")
     e.add_argument("run_dirs", nargs="+")
     e.add_argument("--out", required=True)

@@ -65,6 +65,7 @@ __all__ = [
     "action_likelihood",
     "marginal_action_likelihood",
     "scenario_metrics",
+    "is_likelihood_table",
     "model_summary",
     "answer_rates",
 ]
@@ -352,6 +353,40 @@ def marginal_action_likelihood(
     return p1
 
 
+def _likelihood_input(lik: pd.DataFrame, question_forms: str) -> pd.DataFrame:
+    """A token-probability likelihood table (:mod:`moralkit.moralchoice.likelihood`) in the layout of
+    :func:`action_likelihood` (``n``/``n_valid`` are 0: nothing was sampled)."""
+    need = ["model", "scenario_id", "question_type", "ordering", "p_action1", "covered"]
+    missing = [c for c in need if c not in lik.columns]
+    if missing:
+        raise ValueError(f"the likelihood table lacks {missing}; read it with "
+                         "moralkit.moralchoice.likelihood.read_likelihoods().")
+    p1 = lik["p_action1"].to_numpy(dtype=float)
+    if np.any(~np.isfinite(p1)) or np.any(p1 < 0) or np.any(p1 > 1):
+        raise ValueError("likelihoods p_action1 must be finite and in [0, 1].")
+    tmp = pd.DataFrame({
+        "model": lik["model"].to_numpy(), "scenario_id": lik["scenario_id"].to_numpy(),
+        "form": [_form_label(q, o, question_forms) for q, o in zip(lik["question_type"], lik["ordering"])],
+        "p_action1": p1, "covered": lik["covered"].to_numpy(dtype=float),
+    })
+    # pooled orderings (question_forms="template"): the mean of the two orderings' likelihoods
+    out = tmp.groupby(["model", "scenario_id", "form"], sort=True).agg(
+        p_action1=("p_action1", "mean"), covered=("covered", "mean")).reset_index()
+    out["n"] = 0
+    out["n_valid"] = 0
+    out["no_valid"] = out["covered"] <= 0
+    out["p_action2"] = 1.0 - out["p_action1"]
+    out["form"] = pd.Categorical(out["form"], categories=_form_order(question_forms), ordered=True)
+    out = out.sort_values(["model", "scenario_id", "form"]).reset_index(drop=True)
+    out["form"] = out["form"].astype(str)
+    return out
+
+
+def is_likelihood_table(df: pd.DataFrame) -> bool:
+    """Whether ``df`` is a table of token-probability likelihoods (it has ``estimator`` and ``covered``)."""
+    return "estimator" in df.columns and "covered" in df.columns and "p_action1" in df.columns
+
+
 def scenario_metrics(
     responses: pd.DataFrame,
     question_forms: str = "template_ordering",
@@ -363,7 +398,11 @@ def scenario_metrics(
     Parameters
     ----------
     responses : DataFrame
-        Tidy mapped responses (:func:`moralkit.moralchoice.load_responses`).
+        Either tidy mapped responses (:func:`moralkit.moralchoice.load_responses`),
+        whose action likelihoods are estimated by sampling (eq. 7), or a table of
+        exact token-probability likelihoods
+        (:func:`moralkit.moralchoice.likelihood.read_likelihoods`: one row per
+        model, scenario and form), used in their place.
     question_forms : {"template_ordering", "template"}
     base : float, default 2
         Logarithm base of the entropies and of QF-C (bits by default).
@@ -375,16 +414,33 @@ def scenario_metrics(
         One row per (model, scenario_id): ``forms``, ``n_forms``, ``n``,
         ``n_valid``, ``n_forms_no_valid``, ``p_action1``, ``p_action2``
         (marginal action likelihood, eq. 8), ``marginal_action_entropy``
-        (eq. 4), ``qf_consistency`` (eq. 5), ``qf_entropy`` (eq. 6).
-        ``attrs`` records ``question_forms`` and ``base``.
+        (eq. 4), ``qf_consistency`` (eq. 5), ``qf_entropy`` (eq. 6) and
+        ``estimator`` (``"sampling"`` or ``"token_probability"``); for
+        token-probability input also ``covered``, the mean over forms of the
+        probability mass of the canonical answers (``n`` and ``n_valid`` are 0).
+        ``attrs`` records ``question_forms``, ``base`` and ``estimator``.
 
     References
     ----------
     Scherrer et al. (2023), Definitions 1-6, equations 7-8.
     """
-    lik = action_likelihood(responses, question_forms, decision)
+    if question_forms not in _FORM_MODES:
+        raise ValueError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
+    if is_likelihood_table(responses):
+        est = sorted(set(responses["estimator"].astype(str)))
+        if len(est) != 1:
+            raise ValueError(f"one estimator per table, got {est}.")
+        estimator = est[0]
+        lik = _likelihood_input(responses, question_forms)
+        covered = lik.groupby(["model", "scenario_id"], sort=True)["covered"].mean().rename("covered")
+    else:
+        estimator, covered = "sampling", None
+        lik = action_likelihood(responses, question_forms, decision)
     out = _per_scenario(lik, _check_base(base))
-    out.attrs.update(question_forms=question_forms, base=float(base))
+    out["estimator"] = estimator
+    if covered is not None:
+        out = out.merge(covered.reset_index(), on=["model", "scenario_id"], how="left")
+    out.attrs.update(question_forms=question_forms, base=float(base), estimator=estimator)
     return out
 
 

@@ -1,0 +1,467 @@
+"""Score MoralChoice answers by teacher forcing: exact action likelihoods from a local model.
+
+For every scenario, the six question forms and their canonical answers
+(:func:`moralkit.moralchoice.likelihood.canonical_answers`) are scored in **one
+forward pass** of the model:
+
+* the chat-template prefix of each template (system message = the template's
+  instruction header, preceded by a persona's text if any, up to the start of
+  the user's question) is computed **once per run** and kept as a key/value
+  cache; the three prefixes sit side by side in one cache, each at positions
+  ``0..L-1`` (rotary position embeddings are applied per token, so the layout
+  in memory does not matter, only the mask);
+* the rest of each form -- the question in its two orderings, the end of the
+  user turn, the assistant header, and each canonical answer -- is laid out as
+  a token **trie** (a prefix tree: the two orderings share the context, the
+  answers share their first tokens), and every node attends to its template's
+  cached prefix and to its ancestors only (a 4-D attention mask, "tree
+  attention"); positions are the depth in the tree;
+* the log-probability of an answer is the sum of its tokens' log-probabilities
+  plus the log-probability of ending the turn after it (any of the model's
+  end-of-sequence tokens, the ones that stop generation).
+
+The result is exactly the product of the model's next-token probabilities
+along each complete answer, as a plain forward pass over the whole
+conversation would compute it (up to floating-point rounding; the tests check
+the agreement with a direct full-sequence computation).
+
+Records are written per scenario to a run directory (``records.jsonl`` +
+``manifest.json``, :class:`~moralkit.collect.store.RecordStore`), so a run
+stopped at any point resumes by re-running the same command; the tidy table
+(:func:`likelihood_frame`, :func:`export_likelihood`) has one row per model,
+scenario and question form.
+
+References
+----------
+Scherrer et al. (2023), Definition 1 (eq. 1), Section 2.3, Section 3.3 (the
+templates' instruction header, one question per fresh context, temperature 1:
+the model's own distribution, no truncation), Appendix B.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .store import RecordStore, git_commit, package_versions, read_records, session_info, utc_now
+
+__all__ = ["TreeScorer", "run_likelihood", "scoring_order", "scenario_items", "likelihood_frame", "export_likelihood", "persona_system",
+           "LIKELIHOOD_IDENTITY"]
+
+LIKELIHOOD_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "persona", "answers", "dtype")
+
+_SENTINEL = "\uE000MORALKIT-QUESTION\uE000"
+
+
+def persona_system(header: str, persona: str = "none") -> str:
+    """The system message of a MoralChoice form under a persona.
+
+    ``none`` sends the template's instruction header alone (as
+    :func:`moralkit.collect.run_moralchoice` does); any other persona puts its
+    text first, then a blank line, then the header.
+
+    Examples
+    --------
+    >>> persona_system("Answer rules: ...", "none")
+    'Answer rules: ...'
+    >>> persona_system("Answer rules: ...", "care").startswith("You follow the ethics of care.")
+    True
+    """
+    from .personas import get_persona
+
+    p = get_persona(persona)
+    return header if p.system is None else f"{p.system}\n\n{header}"
+
+
+class TreeScorer:
+    """Log-probabilities of complete answers, scored by teacher forcing with shared prefixes.
+
+    Parameters
+    ----------
+    backend : TransformersBackend
+        A loaded local model (its tokenizer, chat template and weights are used).
+
+    Notes
+    -----
+    :meth:`set_prefixes` computes the key/value cache of the shared prefixes once;
+    :meth:`score` then scores any number of (prefix, continuation, answer)
+    sequences in one forward pass.
+    """
+
+    def __init__(self, backend):
+        import torch
+
+        if getattr(backend, "name", None) != "transformers":
+            raise ValueError("TreeScorer needs a local transformers backend (make_backend('transformers', ...)); "
+                             "API backends do not return the probability of a given continuation.")
+        self.backend = backend
+        self.lm = backend.lm
+        self.tok = backend.tokenizer
+        self.torch = torch
+        ids = backend.lm.generation_config.eos_token_id
+        if ids is None:
+            ids = self.tok.eos_token_id
+        self.eos_ids = sorted({int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])})
+        self.prefixes: dict = {}
+        self._kv = None
+        self.tokens_scored = 0
+        self.forward_seconds = 0.0
+
+    # ------------------------------------------------------------------ tokenisation
+    def encode(self, text: str) -> list[int]:
+        return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def split_chat(self, system: str | None, user: str) -> tuple[str, str]:
+        """The chat text of (system, user) up to the user's content, and the rest (generation prompt included)."""
+        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": _SENTINEL}]
+        text = self.backend.chat_text(msgs)
+        if text.count(_SENTINEL) != 1:
+            raise ValueError("the chat template does not place the user's message verbatim; cannot split it")
+        head, tail = text.split(_SENTINEL)
+        return head, user + tail
+
+    # ------------------------------------------------------------------ prefixes
+    def set_prefixes(self, prefixes: dict) -> None:
+        """Compute the key/value cache of named prefixes (texts), each at positions 0..L-1, in one pass."""
+        torch = self.torch
+        from transformers import DynamicCache
+
+        names = list(prefixes)
+        toks = [self.encode(prefixes[n]) for n in names]
+        if any(len(t) == 0 for t in toks):
+            raise ValueError("empty prefix")
+        n = sum(len(t) for t in toks)
+        mask = torch.zeros((n, n), dtype=torch.bool)
+        pos, spans, start = [], {}, 0
+        for name, t in zip(names, toks):
+            L = len(t)
+            mask[start:start + L, start:start + L] = torch.tril(torch.ones((L, L), dtype=torch.bool))
+            spans[name] = (start, L)
+            pos.extend(range(L))
+            start += L
+        ids = torch.tensor([sum(toks, [])], dtype=torch.long)
+        cache = DynamicCache(config=self.lm.config)
+        with torch.inference_mode():
+            self.lm(input_ids=ids, attention_mask=self._mask4d(mask), position_ids=torch.tensor([pos]),
+                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+        self._kv = [(layer.keys, layer.values) for layer in cache.layers]
+        self.prefixes = {name: dict(span=spans[name], tokens=t) for name, t in zip(names, toks)}
+        self._n_prefix = n
+
+    def set_templates(self, systems: dict) -> None:
+        """Use one system message per question type (e.g. :func:`persona_system` of each template's header):
+        their chat prefixes become the cached prefixes, named by question type."""
+        self.question_types = tuple(systems)
+        self.systems = dict(systems)
+        self.heads = {q: self.split_chat(self.systems[q], "x")[0] for q in self.question_types}
+        self.set_prefixes(self.heads)
+
+    def _mask4d(self, allowed):
+        """Boolean "may attend" mask -> the additive float mask of the model's dtype, shape (1, 1, q, kv)."""
+        torch = self.torch
+        dt = self.lm.dtype
+        m = torch.zeros(allowed.shape, dtype=dt)
+        m.masked_fill_(~allowed, torch.finfo(dt).min)
+        return m[None, None]
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, items) -> list[float]:
+        """Natural-log probability of each answer (followed by end of turn) after its prefix and continuation.
+
+        Parameters
+        ----------
+        items : list of (prefix_name, continuation_tokens, answer_tokens)
+            ``continuation_tokens`` (the rest of the prompt after the cached
+            prefix) is conditioned on; ``answer_tokens`` are scored.
+
+        Returns
+        -------
+        list of float
+            log p(answer, eos | prefix, continuation).
+        """
+        torch = self.torch
+        from transformers import DynamicCache
+
+        if self._kv is None:
+            raise ValueError("call set_prefixes() first")
+        # build the trie: node key = (prefix_name, tuple of tokens so far)
+        node_of: dict = {}
+        parent, token, depth, root = [], [], [], []
+        paths = []
+        for name, cont, ans in items:
+            if name not in self.prefixes:
+                raise ValueError(f"unknown prefix {name!r}; known: {sorted(self.prefixes)}")
+            if len(cont) == 0 or len(ans) == 0:
+                raise ValueError("continuation and answer must each hold at least one token")
+            seq = list(cont) + list(ans)
+            nodes = []
+            par = -1
+            for k in range(len(seq)):
+                key = (name, tuple(seq[:k + 1]))
+                idx = node_of.get(key)
+                if idx is None:
+                    idx = len(token)
+                    node_of[key] = idx
+                    parent.append(par)
+                    token.append(int(seq[k]))
+                    depth.append(k)
+                    root.append(name)
+                par = idx
+                nodes.append(idx)
+            paths.append((nodes, len(cont), seq))
+        N = len(token)
+        P = self._n_prefix
+        allowed = torch.zeros((N, P + N), dtype=torch.bool)
+        par_np = np.asarray(parent)
+        anc = np.zeros((N, N), dtype=bool)
+        for i in range(N):  # parents come before children
+            if par_np[i] >= 0:
+                anc[i] = anc[par_np[i]]
+            anc[i, i] = True
+        allowed[:, P:] = torch.from_numpy(anc)
+        pos = []
+        for i in range(N):
+            s, L = self.prefixes[root[i]]["span"]
+            allowed[i, s:s + L] = True
+            pos.append(L + depth[i])
+        # rows whose next-token distribution is needed: the node before each answer token, and the last node
+        need = sorted({nodes[j - 1] for nodes, c, _ in paths for j in range(c, len(nodes))} |
+                      {nodes[-1] for nodes, _, _ in paths})
+        row = {n: r for r, n in enumerate(need)}
+        cache = DynamicCache(config=self.lm.config)
+        for li, (k, v) in enumerate(self._kv):
+            cache.update(k, v, li)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = self.lm(input_ids=torch.tensor([token], dtype=torch.long), attention_mask=self._mask4d(allowed),
+                          position_ids=torch.tensor([pos], dtype=torch.long), past_key_values=cache, use_cache=True,
+                          logits_to_keep=torch.tensor(need, dtype=torch.long))
+            logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+            eos = torch.logsumexp(logp[:, self.eos_ids], dim=-1)
+        self.forward_seconds += time.perf_counter() - t0
+        self.tokens_scored += N
+        res = []
+        for nodes, c, seq in paths:
+            lp = 0.0
+            for j in range(c, len(nodes)):
+                lp += float(logp[row[nodes[j - 1]], seq[j]])
+            lp += float(eos[row[nodes[-1]]])
+            res.append(lp)
+        return res
+
+    def direct_logprob(self, system: str | None, user: str, answer: str) -> float:
+        """log p(answer, eos | chat) by one plain forward pass over the whole text (for checks)."""
+        torch = self.torch
+        head, rest = self.split_chat(system, user)
+        prompt = self.encode(head) + self.encode(rest)
+        ans = self.encode(answer)
+        ids = torch.tensor([prompt + ans], dtype=torch.long)
+        with torch.inference_mode():
+            logits = self.lm(input_ids=ids).logits[0].float()
+        logp = torch.log_softmax(logits, dim=-1)
+        n = len(prompt)
+        lp = sum(float(logp[n - 1 + j, t]) for j, t in enumerate(ans))
+        return lp + float(torch.logsumexp(logp[n - 1 + len(ans), self.eos_ids], dim=-1))
+
+
+def scenario_items(scorer, sc, templates, answers="canonical"):
+    """The scorer items of one scenario: every question form's canonical answers.
+
+    Returns
+    -------
+    items : list of (question_type, continuation_tokens, answer_tokens)
+        For :meth:`TreeScorer.score` (after :meth:`TreeScorer.set_templates`).
+    meta : list of (question_type, ordering, answer, action)
+    """
+    from ..moralchoice import build_prompt
+    from ..moralchoice.likelihood import canonical_answers
+
+    items, meta = [], []
+    for q in scorer.question_types:
+        for o in (0, 1):
+            _, text = build_prompt(sc, q, o, templates)
+            head, rest = scorer.split_chat(scorer.systems[q], text)
+            if head != scorer.heads[q]:
+                raise ValueError("the chat prefix depends on the question; cannot share it")
+            cont = scorer.encode(rest)
+            for ans, act in canonical_answers(sc, q, o, templates, answers):
+                items.append((q, cont, scorer.encode(ans)))
+                meta.append((q, o, ans, act))
+    return items, meta
+
+
+def scoring_order(chosen, table, order: str = "overlap-first", seed: int = 0):
+    """The order in which :func:`run_likelihood` scores the scenarios of ``chosen`` (see its ``order``)."""
+    from .moralchoice import select_scenarios
+
+    if order == "table":
+        return chosen.reset_index(drop=True)
+    if order != "overlap-first":
+        raise ValueError(f"order must be 'overlap-first' or 'table', got {order!r}")
+    overlap = set(select_scenarios(table, n=min(200, len(table)), seed=0)["scenario_id"])
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15_2023]))
+    perm = rng.permutation(len(chosen))
+    first = [i for i in perm if chosen.iloc[i]["scenario_id"] in overlap]
+    rest = [i for i in perm if chosen.iloc[i]["scenario_id"] not in overlap]
+    return chosen.iloc[first + rest].reset_index(drop=True)
+
+
+def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = "none", label=None, scenarios=None,
+                   n_scenarios=None, scenario_seed: int = 0, answers: str = "canonical", question_types=None,
+                   order: str = "overlap-first", source=None, progress: bool = True, export=None, limit=None,
+                   compress_every: int = 20):
+    """Exact action likelihoods of every scenario and question form (resumable run).
+
+    Parameters
+    ----------
+    backend : TransformersBackend
+    run_dir : path-like
+        Run directory (``records.jsonl``, ``manifest.json``); one record per
+        scenario; re-running resumes.
+    ambiguity : {"low", "high", "controversial"}
+    persona : str, default "none"
+        A persona of :mod:`moralkit.collect.personas`; its text precedes the
+        template header in the system message, and the label gains
+        ``+persona-<name>``.
+    label : str, optional
+        Model label (default: the backend's).
+    scenarios, n_scenarios, scenario_seed
+        As in :func:`moralkit.collect.run_moralchoice` (default: all scenarios).
+    answers : {"canonical", "templates"}
+        The canonical answer set (:mod:`moralkit.moralchoice.likelihood`).
+    question_types : tuple of str, optional
+        Default all three templates.
+    order : {"overlap-first", "table"}
+        ``"overlap-first"`` (default) scores first the scenarios of the committed
+        sampling runs (``n_scenarios=200, scenario_seed=0`` of
+        :func:`~moralkit.collect.moralchoice.select_scenarios`), then the others,
+        each group in a seeded random order: a run stopped early holds a random
+        subset, and the scenarios that can be compared with sampling come first.
+        ``"table"``: table order. The order changes no result.
+    limit : int, optional
+        Score at most this many new scenarios in this session (the rest later).
+    compress_every : int, default 20
+        Refresh ``records.jsonl.gz`` every this many scenarios (and at the end).
+    export : path-like, optional
+        Write the tidy table (:func:`export_likelihood`) there at the end.
+
+    Returns
+    -------
+    DataFrame
+        The tidy likelihood table of the run (:func:`likelihood_frame`).
+
+    References
+    ----------
+    Scherrer et al. (2023), Definition 1, Section 3.3.
+    """
+    from .. import moralchoice as mc
+    from ..moralchoice.likelihood import ANSWER_SETS
+    from .moralchoice import select_scenarios
+    from .personas import get_persona, persona_label
+    from .psm import _check_label
+
+    if answers not in ANSWER_SETS:
+        raise ValueError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
+    p = get_persona(persona)
+    label = persona_label(label or backend.model, p.name)
+    _check_label(label)
+    qts = tuple(question_types) if question_types else tuple(mc.QUESTION_TYPES)
+    bad = [q for q in qts if q not in mc.QUESTION_TYPES]
+    if bad:
+        raise ValueError(f"unknown question types {bad}; choose from {mc.QUESTION_TYPES}")
+    table = mc.load_scenarios(ambiguity, source=source)
+    chosen = select_scenarios(table, scenarios, n_scenarios, scenario_seed)
+    templates = mc.load_templates(source)
+    scorer = TreeScorer(backend)
+    systems = {q: persona_system(templates.questions[q].question_header, p.name) for q in qts}
+    manifest = dict(
+        survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model, ambiguity=ambiguity,
+        persona=p.name, persona_system=p.system, persona_source=p.source, answers=answers,
+        dtype=getattr(backend, "dtype", None), estimator="token_probability",
+        eos_token_ids=scorer.eos_ids, backend_info=backend.info(), versions=package_versions(),
+        git_commit=git_commit(),
+        session=dict(session_info(), scenarios=len(chosen), question_types=list(qts), n_scenarios=n_scenarios,
+                     scenario_seed=scenario_seed, limit=limit, order=order),
+    )
+    store = RecordStore(run_dir, manifest, identity_keys=LIKELIHOOD_IDENTITY)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(chosen), desc=f"likelihood {ambiguity} {label}", unit="scenario")
+    done_now = 0
+    try:
+        todo = [sc for _, sc in scoring_order(chosen, table, order).iterrows() if not store.has(sc["scenario_id"], 1)]
+        if bar is not None:
+            bar.update(len(chosen) - len(todo))
+        if todo:
+            scorer.set_templates(systems)
+        for sc in todo:
+            if limit is not None and done_now >= int(limit):
+                break
+            started = utc_now()
+            t0 = time.perf_counter()
+            n0 = scorer.tokens_scored
+            items, meta = scenario_items(scorer, sc, templates, answers)
+            lps = scorer.score(items)
+            forms = {}
+            for (q, o, ans, act), lp in zip(meta, lps):
+                forms.setdefault(f"{q}:{o}", []).append([ans, act, lp])
+            store.append(dict(kind="attempt", task=sc["scenario_id"], attempt=1, run=Path(run_dir).name,
+                              survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model,
+                              scenario_id=sc["scenario_id"], ambiguity=ambiguity, persona=p.name,
+                              answers=answers, forms=forms, tokens=scorer.tokens_scored - n0,
+                              started=started, finished=utc_now(), latency_s=round(time.perf_counter() - t0, 4)))
+            done_now += 1
+            if compress_every and done_now % int(compress_every) == 0:
+                store.compress()
+            if bar is not None:
+                bar.update(1)
+        store.update_manifest(last_finished=utc_now())
+    finally:
+        if bar is not None:
+            bar.close()
+        store.compress()
+        store.close()
+    df = likelihood_frame(run_dir)
+    if export is not None:
+        export_likelihood([run_dir], export)
+    return df
+
+
+def likelihood_frame(run_dir_or_records, label=None):
+    """The tidy likelihood table of a run (:data:`moralkit.moralchoice.likelihood.LIKELIHOOD_COLUMNS`).
+
+    ``model`` is ``"<backend>/<label>"``, as ``model_id`` in the MoralChoice response files.
+    """
+    from ..moralchoice.likelihood import combine_logprobs, likelihood_table
+
+    recs = run_dir_or_records if isinstance(run_dir_or_records, list) else read_records(run_dir_or_records)
+    rows = []
+    for r in recs:
+        if r.get("kind", "attempt") != "attempt":
+            continue
+        for form, ans in r["forms"].items():
+            q, o = form.split(":")
+            lp = [(-math.inf if a[2] is None else float(a[2])) for a in ans]
+            # the respondent is named like the response files' model_id: "<backend>/<label>"
+            rows.append(dict(model=f"{r.get('backend', 'transformers')}/{label or r['label']}", scenario_id=r["scenario_id"], question_type=q,
+                             ordering=int(o), **combine_logprobs(lp, [a[1] for a in ans])))
+    return likelihood_table(rows)
+
+
+def export_likelihood(run_dirs, path) -> Path:
+    """Write the tidy likelihood table (``.csv.gz``) of one or more runs of one respondent."""
+    import pandas as pd
+
+    from ..moralchoice.likelihood import write_likelihoods
+
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    df = pd.concat([likelihood_frame(d) for d in run_dirs], ignore_index=True)
+    if df["model"].nunique() > 1:
+        raise ValueError(f"one likelihood file holds one respondent; got {sorted(df['model'].unique())}")
+    return write_likelihoods(df, path)

