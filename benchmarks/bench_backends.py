@@ -10,6 +10,23 @@ Two modes:
     seconds per request, prompt tokens/s and ratios to the default, measured in
     this one run (the machine's load affects all configurations alike).
 
+``python benchmarks/bench_backends.py throughput [--model NAME] [--rounds 4] [--threads 1]``
+    What batching and shared-prefix caching buy for PSM rounds with the
+    transformers backend, against a **roofline measured in the same run**: the
+    bf16 matmul rate of this CPU (GFLOP/s, a bare ``torch.matmul`` of the
+    model's MLP shape) divided by the model's FLOPs per prompt token (2 x the
+    non-embedding parameters + causal attention at the prompt's length) is the
+    prompt tokens/s no implementation can beat on these threads. Configurations,
+    interleaved round by round so that the machine's load hits them alike:
+    (a) the default: one round per ``generate`` call; (b) the shared prefix of
+    all rounds' prompts (chat header, instructions and the five statements)
+    computed once and its key/value cache copied into each round's ``generate``;
+    (c) four rounds per forward pass (left padding; one seed per batch, so an
+    answer then depends on its batch: not used for collection); (d) as (a) with
+    the weights in float32 instead of bfloat16. It prints
+    seconds per round, prompt tokens/s, the share of the roofline, and whether
+    (b) gives the same answers as (a) for the same seeds.
+
 ``python benchmarks/bench_backends.py records DIR [DIR ...]``
     Summarises the latencies recorded by real collection runs (``data/raw/*``):
     seconds per attempt, per completed round, prompt tokens/s, CPU load noted in
@@ -83,6 +100,115 @@ def live(model, rounds):
     print(f"load average at end: {os.getloadavg()}")
 
 
+def roofline(threads=1, reps=10):
+    """bf16 and fp32 matmul rates (GFLOP/s) of this CPU on ``threads`` threads, MLP-shaped (512 x 896 @ 896 x 4864)."""
+    import torch
+
+    torch.set_num_threads(int(threads))
+    out = {}
+    for name, dt in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
+        a = torch.randn(512, 896, dtype=dt)
+        b = torch.randn(896, 4864, dtype=dt)
+        torch.matmul(a, b)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            torch.matmul(a, b)
+        out[name] = 2 * 512 * 896 * 4864 * reps / (time.perf_counter() - t0) / 1e9
+    return out
+
+
+def flops_per_token(lm, n_ctx):
+    """Forward FLOPs per prompt token: 2 x non-embedding parameters + causal attention at context ``n_ctx``."""
+    cfg = lm.config
+    emb = lm.get_input_embeddings().weight.numel()
+    n = sum(p.numel() for p in lm.parameters()) - emb
+    if not getattr(cfg, "tie_word_embeddings", False):
+        n -= lm.get_output_embeddings().weight.numel()  # the LM head runs on the last position only
+    d_attn = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+    return 2 * n + 2 * n_ctx * d_attn * cfg.num_hidden_layers
+
+
+def throughput(model, rounds, threads):
+    import copy
+
+    import torch
+    from transformers import DynamicCache
+
+    from moralkit.collect.backends import TransformersBackend
+
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    roof0 = roofline(threads)
+    b = TransformersBackend(model, batch_size=1, threads=threads)
+    reqs = _psm_requests(max(4, rounds))
+    texts = [b.chat_text(r.messages) for r in reqs]
+    ids = [b.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    n_common = next(k for k in range(min(map(len, ids))) if len({tuple(x[:k + 1]) for x in ids}) > 1)
+    n_ctx = sum(map(len, ids)) / len(ids)
+    fpt = flops_per_token(b.lm, n_ctx)
+    prefix = DynamicCache(config=b.lm.config)
+    with torch.inference_mode():
+        b.lm(input_ids=torch.tensor([ids[0][:n_common]]), past_key_values=prefix, use_cache=True, logits_to_keep=1)
+
+    def gen_prefix(r, x):
+        s = r.sampling
+        cache = copy.deepcopy(prefix)
+        t0 = time.perf_counter()
+        torch.manual_seed(int(r.seed))
+        with torch.inference_mode():
+            out = b.lm.generate(input_ids=torch.tensor([x]), attention_mask=torch.ones(1, len(x), dtype=torch.long),
+                                past_key_values=cache, max_new_tokens=s.max_tokens, do_sample=True,
+                                temperature=s.temperature, top_p=s.top_p, top_k=0,
+                                pad_token_id=b.tokenizer.pad_token_id)
+        text = b.tokenizer.decode(out[0, len(x):], skip_special_tokens=True)
+        return time.perf_counter() - t0, text
+
+    b.generate(reqs[:1])  # warm-up
+    t = {"a": 0.0, "b": 0.0, "c": 0.0}
+    same = 0
+    for k in range(rounds):
+        t0 = time.perf_counter()
+        ca = b.generate([reqs[k]])[0]
+        t["a"] += time.perf_counter() - t0
+        dt, text = gen_prefix(reqs[k], ids[k])
+        t["b"] += dt
+        same += text.strip() == (ca.text or "").strip()
+    b32 = TransformersBackend(model, batch_size=1, threads=threads, dtype="float32")
+    b32.generate(reqs[:1])
+    t["d"] = 0.0
+    for k in range(rounds):
+        t0 = time.perf_counter()
+        b32.generate([reqs[k]])
+        t["d"] += time.perf_counter() - t0
+    del b32
+    b.batch_size = 4
+    for k in range(0, rounds, 4):
+        batch = [reqs[(k + j) % len(reqs)] for j in range(4)]
+        t0 = time.perf_counter()
+        b.generate(batch)
+        t["c"] += (time.perf_counter() - t0) * min(4, rounds - k) / 4
+    roof1 = roofline(threads)
+    roof = {k: (roof0[k] + roof1[k]) / 2 for k in roof0}
+    toks = sum(len(x) for x in ids[:rounds])
+    print(f"\nmodel {b.model}: {fpt / 1e9:.2f} GFLOP per prompt token at a {n_ctx:.0f}-token prompt; "
+          f"shared prefix {n_common} tokens ({n_common / n_ctx:.0%})")
+    print(f"bf16 matmul roofline on {threads} thread(s): {roof['bfloat16']:.1f} GFLOP/s "
+          f"(start {roof0['bfloat16']:.1f}, end {roof1['bfloat16']:.1f}; fp32 {roof['float32']:.1f}) "
+          f"-> at most {roof['bfloat16'] * 1e9 / fpt:.0f} prompt tokens/s")
+    print(f"\n{'configuration':58s} {'s/round':>8s} {'prompt tok/s':>13s} {'of roofline':>12s} {'time ratio':>11s}")
+    names = {"a": "(a) one round per generate (default)", "b": "(b) shared-prefix KV cache, one round per call",
+             "c": "(c) 4 rounds per forward pass (seed per batch)",
+             "d": "(d) as (a), float32 weights"}
+    for key in "abcd":
+        sr = t[key] / rounds
+        tps = toks / t[key]
+        r = roof["float32" if key == "d" else "bfloat16"]
+        print(f"{names[key]:58s} {sr:8.2f} {tps:13.0f} {tps * fpt / 1e9 / r:12.1%} "
+              f"{t[key] / t['a']:11.2f}")
+    print("(of roofline: bf16 matmul rate for (a)-(c), fp32 for (d))")
+    print(f"(b) gave the same answer as (a) for {same}/{rounds} rounds (same seeds)")
+    print(f"load average at end: {os.getloadavg()}")
+
+
 def records(dirs):
     from moralkit.collect.psm import psm_quality
     from moralkit.collect.store import read_records
@@ -108,11 +234,17 @@ def main(argv=None):
     lv = sub.add_parser("live")
     lv.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     lv.add_argument("--rounds", type=int, default=3)
+    tp = sub.add_parser("throughput")
+    tp.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    tp.add_argument("--rounds", type=int, default=4)
+    tp.add_argument("--threads", type=int, default=1)
     rc = sub.add_parser("records")
     rc.add_argument("dirs", nargs="+")
     a = p.parse_args(argv)
     if a.mode == "live":
         live(a.model, a.rounds)
+    elif a.mode == "throughput":
+        throughput(a.model, a.rounds, a.threads)
     else:
         records(a.dirs)
 

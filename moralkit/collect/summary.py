@@ -136,13 +136,16 @@ def runs_table(runs) -> pd.DataFrame:
         if m["survey"] == "psm":
             done = psm_quality_table([run]).iloc[0]
             what = f"{done['rounds']}/160 rounds ({done['answered']} answered)"
+        elif m["survey"] == "moralchoice-likelihood":
+            n_forms = sum(len(a.get("forms", {})) for a in att)
+            what = f"{len(att)} scenarios, {n_forms} forms (exact likelihoods, persona {m.get('persona')})"
         else:
             what = (f"{len({a['scenario_id'] for a in att})} scenarios, "
                     f"{len(att)} answers")
         finished = max((a.get("finished") or "" for a in att), default="")
         rows.append(dict(
             run=run.name, survey=m["survey"], model=m["label"], licence=m.get("backend_info", {}).get("licence"),
-            temperature=m["sampling"]["temperature"], seed=m["seed"],
+            temperature=m.get("sampling", {}).get("temperature", ""), seed=m.get("seed", ""),
             design_seed=m.get("design_seed", ""), ambiguity=m.get("ambiguity", ""), completed=what,
             requests=len(att), collected=f"{m.get('created', '')[:16]} – {finished[:16]}",
             command=" ".join(shlex.quote(x) for x in argv),
