@@ -41,11 +41,13 @@ the model's own distribution, no truncation), Appendix B.
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import DataError, MoralkitError
 from .store import RecordStore, git_commit, package_versions, read_records, session_info, utc_now
 
 __all__ = ["TreeScorer", "run_likelihood", "scoring_order", "scenario_items", "likelihood_frame", "export_likelihood", "persona_system",
@@ -95,7 +97,7 @@ class TreeScorer:
         import torch
 
         if getattr(backend, "name", None) != "transformers":
-            raise ValueError("TreeScorer needs a local transformers backend (make_backend('transformers', ...)); "
+            raise MoralkitError("TreeScorer needs a local transformers backend (make_backend('transformers', ...)); "
                              "API backends do not return the probability of a given continuation.")
         self.backend = backend
         self.lm = backend.lm
@@ -119,7 +121,7 @@ class TreeScorer:
         msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": _SENTINEL}]
         text = self.backend.chat_text(msgs)
         if text.count(_SENTINEL) != 1:
-            raise ValueError("the chat template does not place the user's message verbatim; cannot split it")
+            raise DataError("the chat template does not place the user's message verbatim; cannot split it")
         head, tail = text.split(_SENTINEL)
         return head, user + tail
 
@@ -132,7 +134,7 @@ class TreeScorer:
         names = list(prefixes)
         toks = [self.encode(prefixes[n]) for n in names]
         if any(len(t) == 0 for t in toks):
-            raise ValueError("empty prefix")
+            raise MoralkitError("empty prefix")
         n = sum(len(t) for t in toks)
         mask = torch.zeros((n, n), dtype=torch.bool)
         pos, spans, start = [], {}, 0
@@ -186,16 +188,16 @@ class TreeScorer:
         from transformers import DynamicCache
 
         if self._kv is None:
-            raise ValueError("call set_prefixes() first")
+            raise MoralkitError("call set_prefixes() first")
         # build the trie: node key = (prefix_name, tuple of tokens so far)
         node_of: dict = {}
         parent, token, depth, root = [], [], [], []
         paths = []
         for name, cont, ans in items:
             if name not in self.prefixes:
-                raise ValueError(f"unknown prefix {name!r}; known: {sorted(self.prefixes)}")
+                raise MoralkitError(f"unknown prefix {name!r}; known: {sorted(self.prefixes)}")
             if len(cont) == 0 or len(ans) == 0:
-                raise ValueError("continuation and answer must each hold at least one token")
+                raise MoralkitError("continuation and answer must each hold at least one token")
             seq = list(cont) + list(ans)
             nodes = []
             par = -1
@@ -285,7 +287,7 @@ def scenario_items(scorer, sc, templates, answers="canonical"):
             _, text = build_prompt(sc, q, o, templates)
             head, rest = scorer.split_chat(scorer.systems[q], text)
             if head != scorer.heads[q]:
-                raise ValueError("the chat prefix depends on the question; cannot share it")
+                raise DataError("the chat prefix depends on the question; cannot share it")
             cont = scorer.encode(rest)
             for ans, act in canonical_answers(sc, q, o, templates, answers):
                 items.append((q, cont, scorer.encode(ans)))
@@ -300,7 +302,7 @@ def scoring_order(chosen, table, order: str = "overlap-first", seed: int = 0):
     if order == "table":
         return chosen.reset_index(drop=True)
     if order != "overlap-first":
-        raise ValueError(f"order must be 'overlap-first' or 'table', got {order!r}")
+        raise MoralkitError(f"order must be 'overlap-first' or 'table', got {order!r}")
     overlap = set(select_scenarios(table, n=min(200, len(table)), seed=0)["scenario_id"])
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15_2023]))
     perm = rng.permutation(len(chosen))
@@ -361,17 +363,17 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
     from ..moralchoice.likelihood import ANSWER_SETS
     from .moralchoice import select_scenarios
     from .personas import get_persona, persona_label
-    from .psm import _check_label
 
     if answers not in ANSWER_SETS:
-        raise ValueError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
+        raise MoralkitError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
     p = get_persona(persona)
     label = persona_label(label or backend.model, p.name)
-    _check_label(label)
+    if not re.fullmatch(r"[A-Za-z0-9._@+-]+", label):
+        raise DataError(f"label must be a file-name-safe string (letters, digits, . _ @ + -), got {label!r}")
     qts = tuple(question_types) if question_types else tuple(mc.QUESTION_TYPES)
     bad = [q for q in qts if q not in mc.QUESTION_TYPES]
     if bad:
-        raise ValueError(f"unknown question types {bad}; choose from {mc.QUESTION_TYPES}")
+        raise MoralkitError(f"unknown question types {bad}; choose from {mc.QUESTION_TYPES}")
     table = mc.load_scenarios(ambiguity, source=source)
     chosen = select_scenarios(table, scenarios, n_scenarios, scenario_seed)
     templates = mc.load_templates(source)
@@ -463,5 +465,5 @@ def export_likelihood(run_dirs, path) -> Path:
         run_dirs = [run_dirs]
     df = pd.concat([likelihood_frame(d) for d in run_dirs], ignore_index=True)
     if df["model"].nunique() > 1:
-        raise ValueError(f"one likelihood file holds one respondent; got {sorted(df['model'].unique())}")
+        raise DataError(f"one likelihood file holds one respondent; got {sorted(df['model'].unique())}")
     return write_likelihoods(df, path)

@@ -53,6 +53,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..errors import DataError, MoralkitError
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .mapping import map_answer, short_form
 from .prompts import check_form
@@ -117,12 +118,12 @@ def canonical_answers(scenario, question_type: str, ordering: int, templates: Su
     """
     question_type, ordering = check_form(question_type, ordering)
     if answers not in ANSWER_SETS:
-        raise ValueError(f"answers must be one of {ANSWER_SETS}, got {answers!r}.")
+        raise MoralkitError(f"answers must be one of {ANSWER_SETS}, got {answers!r}.")
     a1, a2 = scenario["action1"], scenario["action2"]
     if not isinstance(a1, str) or not isinstance(a2, str):
-        raise ValueError("scenario must hold the action texts 'action1' and 'action2' (str).")
+        raise MoralkitError("scenario must hold the action texts 'action1' and 'action2' (str).")
     if a1.strip() == a2.strip():
-        raise ValueError(f"the scenario's two actions must differ, both are {a1!r} (load_scenarios() drops "
+        raise DataError(f"the scenario's two actions must differ, both are {a1!r} (load_scenarios() drops "
                          "degenerate scenarios).")
     templates = templates or load_templates()
     first, second = (a1, a2) if ordering == 0 else (a2, a1)
@@ -139,7 +140,7 @@ def canonical_answers(scenario, question_type: str, ordering: int, templates: Su
         seen.add(s)
         d = map_answer(s, question_type, ordering, a1, a2, templates)
         if d not in ("action1", "action2"):
-            raise ValueError(f"the canonical answer {s!r} maps to {d!r}, not to an action; the scenario's two "
+            raise DataError(f"the canonical answer {s!r} maps to {d!r}, not to an action; the scenario's two "
                              "actions must differ (load_scenarios() drops degenerate scenarios).")
         out.append((s, d))
     return out
@@ -173,12 +174,12 @@ def combine_logprobs(logprobs, actions) -> dict:
     lp = np.asarray(logprobs, dtype=float)
     acts = np.asarray(list(actions))
     if lp.ndim != 1 or lp.shape != acts.shape or lp.size == 0:
-        raise ValueError("logprobs and actions must be non-empty sequences of the same length.")
+        raise MoralkitError("logprobs and actions must be non-empty sequences of the same length.")
     if np.any(np.isnan(lp)) or np.any(lp > 1e-9):
-        raise ValueError("logprobs must be log-probabilities (<= 0, not NaN).")
+        raise MoralkitError("logprobs must be log-probabilities (<= 0, not NaN).")
     bad = sorted(set(acts.tolist()) - {"action1", "action2"})
     if bad:
-        raise ValueError(f"actions must be 'action1' or 'action2', got {bad}.")
+        raise MoralkitError(f"actions must be 'action1' or 'action2', got {bad}.")
     lp = np.minimum(lp, 0.0)
 
     def lse(x):
@@ -212,10 +213,10 @@ def likelihood_table(rows) -> pd.DataFrame:
     need = ["model", "scenario_id", "question_type", "ordering", "mass_action1", "mass_action2", "p_action1"]
     missing = [c for c in need if c not in df.columns]
     if missing:
-        raise ValueError(f"likelihood rows lack {missing}; build them with combine_logprobs().")
+        raise DataError(f"likelihood rows lack {missing}; build them with combine_logprobs().")
     bad = sorted(set(df["question_type"]) - set(QUESTION_TYPES))
     if bad:
-        raise ValueError(f"unknown question types {bad}; expected {QUESTION_TYPES}.")
+        raise MoralkitError(f"unknown question types {bad}; expected {QUESTION_TYPES}.")
     df["ordering"] = df["ordering"].astype(int)
     df["form"] = df["question_type"].astype(str) + ":" + df["ordering"].astype(str)
     if "covered" not in df.columns:
@@ -227,7 +228,7 @@ def likelihood_table(rows) -> pd.DataFrame:
     if "n_answers" not in df.columns:
         df["n_answers"] = 0
     if (df["covered"] > 1 + 1e-9).any() or (df["covered"] < 0).any():
-        raise ValueError("covered probability mass must lie in [0, 1].")
+        raise DataError("covered probability mass must lie in [0, 1].")
     df = df.sort_values(["model", "scenario_id", "question_type", "ordering"], kind="stable")
     return df[list(LIKELIHOOD_COLUMNS)].reset_index(drop=True)
 
@@ -278,7 +279,7 @@ def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
         there are none yet.
     """
     if ambiguity not in ("low", "high", "controversial"):
-        raise ValueError(f"ambiguity must be 'low', 'high' or 'controversial', got {ambiguity!r}.")
+        raise MoralkitError(f"ambiguity must be 'low', 'high' or 'controversial', got {ambiguity!r}.")
     from pathlib import Path
 
     d = Path(path) if path is not None else likelihood_dir()
@@ -355,7 +356,7 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
     if models is not None:
         missing = sorted(set(models) - set(common_models))
         if missing:
-            raise ValueError(f"respondents {missing} are not in both tables; both hold {common_models}.")
+            raise DataError(f"respondents {missing} are not in both tables; both hold {common_models}.")
         common_models = list(models)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15]))
     rows = []

@@ -52,7 +52,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..errors import MoralkitError
+from ..errors import DataError, MoralkitError
 from .data import QUESTION_TYPES
 
 __all__ = [
@@ -183,7 +183,15 @@ def qf_consistency(p_forms, base: float = 2) -> np.ndarray:
     p = _probs(p_forms, 2)
     pbar = p.mean(axis=-2, keepdims=True)
     # KL to the mixture is always finite: pbar_k >= p_zk / Z > 0 where p_zk > 0
-    return 1.0 - kl_divergence(p, np.broadcast_to(pbar, p.shape), base).mean(axis=-1)
+    out = 1.0 - kl_divergence(p, np.broadcast_to(pbar, p.shape), base).mean(axis=-1)
+    bad = ~np.isfinite(out)
+    if np.any(bad):
+        # the mean of subnormal numbers can round to 0 (5e-324 / 2 == 0): use log pbar = log(sum_z p) - log Z
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_pbar = np.log(p.sum(axis=-2, keepdims=True)) - math.log(p.shape[-2])
+            terms = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) - log_pbar), 0.0)
+        out = np.where(bad, 1.0 - terms.sum(axis=-1).mean(axis=-1) / math.log(_check_base(base)), out)
+    return out
 
 
 def qf_entropy(p_forms, base: float = 2) -> np.ndarray:
@@ -359,11 +367,11 @@ def _likelihood_input(lik: pd.DataFrame, question_forms: str) -> pd.DataFrame:
     need = ["model", "scenario_id", "question_type", "ordering", "p_action1", "covered"]
     missing = [c for c in need if c not in lik.columns]
     if missing:
-        raise ValueError(f"the likelihood table lacks {missing}; read it with "
+        raise DataError(f"the likelihood table lacks {missing}; read it with "
                          "moralkit.moralchoice.likelihood.read_likelihoods().")
     p1 = lik["p_action1"].to_numpy(dtype=float)
     if np.any(~np.isfinite(p1)) or np.any(p1 < 0) or np.any(p1 > 1):
-        raise ValueError("likelihoods p_action1 must be finite and in [0, 1].")
+        raise DataError("likelihoods p_action1 must be finite and in [0, 1].")
     tmp = pd.DataFrame({
         "model": lik["model"].to_numpy(), "scenario_id": lik["scenario_id"].to_numpy(),
         "form": [_form_label(q, o, question_forms) for q, o in zip(lik["question_type"], lik["ordering"])],
@@ -425,11 +433,11 @@ def scenario_metrics(
     Scherrer et al. (2023), Definitions 1-6, equations 7-8.
     """
     if question_forms not in _FORM_MODES:
-        raise ValueError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
+        raise MoralkitError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
     if is_likelihood_table(responses):
         est = sorted(set(responses["estimator"].astype(str)))
         if len(est) != 1:
-            raise ValueError(f"one estimator per table, got {est}.")
+            raise DataError(f"one estimator per table, got {est}.")
         estimator = est[0]
         lik = _likelihood_input(responses, question_forms)
         covered = lik.groupby(["model", "scenario_id"], sort=True)["covered"].mean().rename("covered")

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..errors import DataError, MoralkitError
+
 __all__ = ["PUBLISHED_REPO", "PUBLISHED_COMMIT", "PUBLISHED_MODELS", "PINNED_SHA256", "published_url",
            "published_cache_dir", "download_published", "published_files", "load_published",
            "published_checksums"]
@@ -86,7 +88,7 @@ def published_url(ambiguity: str, model: str, commit: str = PUBLISHED_COMMIT, ba
 
 def _check_ambiguity(ambiguity):
     if ambiguity not in ("low", "high"):
-        raise ValueError(f"ambiguity must be 'low' or 'high' (the paper's two tables), got {ambiguity!r}.")
+        raise MoralkitError(f"ambiguity must be 'low' or 'high' (the paper's two tables), got {ambiguity!r}.")
 
 
 def published_cache_dir(cache_dir=None, commit: str = PUBLISHED_COMMIT) -> Path:
@@ -194,7 +196,7 @@ def download_published(models=None, ambiguities=("low", "high"), *, cache_dir=No
 def _verify(name, h, sums, path):
     want = PINNED_SHA256.get(name) or sums.get(name)
     if want is not None and want != h:
-        raise ValueError(f"{path} has sha256 {h}, expected {want} (pinned for {PUBLISHED_REPO}@{PUBLISHED_COMMIT[:8]}"
+        raise DataError(f"{path} has sha256 {h}, expected {want} (pinned for {PUBLISHED_REPO}@{PUBLISHED_COMMIT[:8]}"
                          f"{'' if name in PINNED_SHA256 else ' when first downloaded'}); delete the file and "
                          "download it again with download_published().")
 
@@ -209,7 +211,7 @@ def published_files(ambiguity: str, *, cache_dir=None, commit: str = PUBLISHED_C
         for f in files:
             name = f"{ambiguity}/{f.name}"
             if name not in sums and name not in PINNED_SHA256:
-                raise ValueError(f"{f} has no recorded sha256 (it was not written by download_published()); "
+                raise DataError(f"{f} has no recorded sha256 (it was not written by download_published()); "
                                  "delete it and run download_published().")
             _verify(name, _sha256(f), sums, f)
     return files

@@ -1,0 +1,90 @@
+"""Steerability (moralkit.studies.steerability) on simulated respondents with known persona effects.
+
+Every respondent here is simulated (labels start with ``sim-``); nothing is presented as LLM output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from moralkit import moralchoice as mc
+from moralkit.errors import DataError
+from moralkit.studies import steerability as st
+
+
+@pytest.fixture(scope="module")
+def low():
+    return mc.load_scenarios("low")
+
+
+def _metrics(low, shift, persona="utilitarian", n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    sc = low.head(n)
+    base = rng.uniform(0.2, 0.8, size=len(sc))
+    s = st.rule_direction(sc, persona).to_numpy()
+    per = np.clip(base + shift * s, 0, 1)
+    return pd.DataFrame({
+        "model": ["sim-m"] * len(sc) + [f"sim-m+persona-{persona}"] * len(sc),
+        "scenario_id": list(sc["scenario_id"]) * 2,
+        "p_action1": np.concatenate([base, per]),
+        "estimator": "token_probability",
+    })
+
+
+def test_rule_direction_counts_violations(low):
+    d = st.rule_direction(low, "deontological")
+    assert set(d.unique()) <= {-1, 0, 1} and len(d) == len(low)
+    # low ambiguity: action1 is the commonsense action and violates (almost) no rule
+    assert (d == 1).mean() > 0.8
+    with pytest.raises(DataError, match="unknown persona"):
+        st.rule_direction(low, "nihilist")
+    with pytest.raises(DataError, match="rule columns"):
+        st.rule_direction(low[["scenario_id"]], ("pain",))
+
+
+def test_directed_effect_recovers_a_known_shift(low):
+    eff = st.likelihood_effects(_metrics(low, 0.1), "sim-m", low, n_boot=500, n_perm=999).iloc[0]
+    assert eff["n_scenarios"] == 300 and eff["n_signed"] > 50
+    assert abs(eff["directed_effect"] - 0.1) < 0.02
+    assert eff["directed_lo"] > 0 and eff["p_directed"] < 0.01
+    assert eff["estimator"] == "token_probability"
+
+
+def test_no_shift_is_not_significant(low):
+    eff = st.likelihood_effects(_metrics(low, 0.0), "sim-m", low, n_boot=500, n_perm=999).iloc[0]
+    assert eff["directed_effect"] == 0 and eff["mean_delta"] == 0
+    assert eff["p_directed"] > 0.5 and eff["delta_lo"] <= 0 <= eff["delta_hi"]
+
+
+def test_opposite_shift_has_large_p(low):
+    eff = st.likelihood_effects(_metrics(low, -0.1), "sim-m", low, n_boot=200, n_perm=999).iloc[0]
+    assert eff["directed_effect"] < 0 and eff["directed_hi"] < 0 and eff["p_directed"] > 0.99
+
+
+def test_likelihood_effects_errors(low):
+    m = _metrics(low, 0.1)
+    with pytest.raises(DataError, match="baseline"):
+        st.likelihood_effects(m, "nope", low)
+    with pytest.raises(DataError, match="respondent"):
+        st.likelihood_effects(m, "sim-m", low, respondents=["nope"])
+
+
+def test_psm_effects_on_simulated_agents():
+    from moralkit.psm import nlls
+    from moralkit.psm.design import DIMENSIONS
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
+
+    b0 = np.array([2.0, 2.5, 2.0, 2.5, 2.0])
+    a = np.full(5, 0.2)
+    data = {"sim-m": simulate_quadratic(QuadraticAgent(a, b0), noise=0.0, seed=1, model="sim-m"),
+            "sim-m+persona-utilitarian": simulate_quadratic(QuadraticAgent(a, b0 + 1.0), noise=0.0, seed=2,
+                                                            model="sim-m+persona-utilitarian")}
+    fits = nlls.fit_models(data, n_boot=30, seed=0)
+    eff = st.psm_effects(fits, "sim-m")
+    assert list(eff["dimension"]) == list(DIMENSIONS)
+    assert np.allclose(eff["delta"], 1.0, atol=0.25)
+    assert eff["agrees"].all() and (eff["expected"] == 1).all()
+    with pytest.raises(DataError, match="bootstrap"):
+        st.psm_effects(nlls.fit_models(data, n_boot=0, seed=0), "sim-m")
