@@ -227,3 +227,18 @@ def test_run_likelihood_resumes_and_exports(smol, tmp_path, low):
         other = tmp_path / "other"
         run_likelihood(smol, other, ambiguity="low", scenarios=ids[:1], progress=False)
         export_likelihood([run, other], tmp_path / "mixed.csv.gz")
+
+
+def test_cross_method_reads_exact_likelihoods(tmp_path):
+    from moralkit.studies.crossmethod import load_own_runs
+
+    rows = _lik_rows("transformers/sim-a") + _lik_rows("transformers/sim-b", p={f: 0.5 for f in
+                                                                             ["ab:0", "ab:1", "compare:0"]})
+    write_likelihoods(likelihood_table([dict(r, scenario_id="G_001") for r in rows]), tmp_path / "x-high.csv.gz")
+    (tmp_path / "mc").mkdir()
+    _, metrics, msgs = load_own_runs(None, tmp_path / "mc", likelihood_path=tmp_path)
+    assert sorted(metrics["model"]) == ["transformers/sim-a", "transformers/sim-b"]
+    assert (metrics["estimator"] == "token_probability").all()
+    assert any("exact likelihoods: 2 respondent(s)" in m for m in msgs)
+    _, none, _ = load_own_runs(None, tmp_path / "mc", likelihood_path=False)
+    assert none.empty

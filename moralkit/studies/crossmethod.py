@@ -424,7 +424,8 @@ def plot_min_pvalue(max_models: int = 9, levels=(0.05, 0.01), ax=None):
 # --------------------------------------------------------------------------- the project's own runs
 
 
-def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "high", source=None):
+def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "high", source=None,
+                  likelihood_path=None):
     """The project's own collection runs of both surveys, tolerant of missing data.
 
     Parameters
@@ -437,6 +438,10 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
         Scenario set for the agreement correlations (the paper's Section 4.3 uses high ambiguity).
     source : optional
         MoralChoice survey source (:func:`moralkit.moralchoice.survey_source`).
+    likelihood_path : path or False, optional
+        Exact token-probability likelihoods (:func:`moralkit.moralchoice.likelihood.load_likelihoods`);
+        default ``data_dir() / "moralchoice_likelihood"``; ``False``: none. A respondent with both
+        sampled answers and exact likelihoods is represented by the exact ones (column ``estimator``).
 
     Returns
     -------
@@ -469,6 +474,22 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
             msgs.append(f"MoralChoice: no {ambiguity}-ambiguity answers in {mpath}")
     else:
         msgs.append(f"MoralChoice: no own runs in {mpath}")
+    if likelihood_path is not False:
+        from ..moralchoice.likelihood import likelihood_dir, load_likelihoods
+
+        lpath = Path(likelihood_path) if likelihood_path is not None else likelihood_dir()
+        lik = load_likelihoods(ambiguity, lpath)
+        if len(lik):
+            lm = mc.scenario_metrics(lik)
+            exact = sorted(lm["model"].unique())
+            msgs.append(f"MoralChoice exact likelihoods: {len(exact)} respondent(s) in {lpath}: {exact}")
+            if len(metrics):
+                replaced = sorted(set(metrics["model"]) & set(exact))
+                if replaced:
+                    msgs.append(f"  exact likelihoods used instead of sampled answers for {replaced}")
+                metrics = pd.concat([metrics[~metrics["model"].isin(exact)], lm], ignore_index=True)
+            else:
+                metrics = lm
     return psm, metrics, msgs
 
 
