@@ -216,7 +216,7 @@ def test_run_likelihood_resumes_and_exports(smol, tmp_path, low):
     assert sorted(df2["scenario_id"].unique()) == ids and len(read_records(run)) == 3
     first = df2[df2["scenario_id"].isin(df1["scenario_id"])].reset_index(drop=True)
     pd.testing.assert_frame_equal(first, df1.reset_index(drop=True))
-    assert set(df2["model"]) == {"transformers/smollm2-135m-instruct+persona-deontological"}
+    assert set(df2["model"]) == {"smollm2-135m-instruct+persona-deontological"}
     assert ((df2["covered"] > 0) & (df2["covered"] <= 1)).all()
     assert np.allclose(df2["mass_action1"] + df2["mass_action2"], df2["covered"])
     pd.testing.assert_frame_equal(read_likelihoods(tmp_path / "x-low.csv.gz"), df2, check_dtype=False)
@@ -232,12 +232,12 @@ def test_run_likelihood_resumes_and_exports(smol, tmp_path, low):
 def test_cross_method_reads_exact_likelihoods(tmp_path):
     from moralkit.studies.crossmethod import load_own_runs
 
-    rows = _lik_rows("transformers/sim-a") + _lik_rows("transformers/sim-b", p={f: 0.5 for f in
+    rows = _lik_rows("sim-a") + _lik_rows("sim-b", p={f: 0.5 for f in
                                                                              ["ab:0", "ab:1", "compare:0"]})
     write_likelihoods(likelihood_table([dict(r, scenario_id="G_001") for r in rows]), tmp_path / "x-high.csv.gz")
     (tmp_path / "mc").mkdir()
     _, metrics, msgs = load_own_runs(None, tmp_path / "mc", likelihood_path=tmp_path)
-    assert sorted(metrics["model"]) == ["transformers/sim-a", "transformers/sim-b"]
+    assert sorted(metrics["model"]) == ["sim-a", "sim-b"]
     assert (metrics["estimator"] == "token_probability").all()
     assert any("exact likelihoods: 2 respondent(s)" in m for m in msgs)
     _, none, _ = load_own_runs(None, tmp_path / "mc", likelihood_path=False)

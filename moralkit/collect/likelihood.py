@@ -437,7 +437,8 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
 def likelihood_frame(run_dir_or_records, label=None):
     """The tidy likelihood table of a run (:data:`moralkit.moralchoice.likelihood.LIKELIHOOD_COLUMNS`).
 
-    ``model`` is ``"<backend>/<label>"``, as ``model_id`` in the MoralChoice response files.
+    ``model`` is the respondent's label, as ``model_id`` in the MoralChoice response files and ``model``
+    in the PSM files.
     """
     from ..moralchoice.likelihood import combine_logprobs, likelihood_table
 
@@ -449,8 +450,7 @@ def likelihood_frame(run_dir_or_records, label=None):
         for form, ans in r["forms"].items():
             q, o = form.split(":")
             lp = [(-math.inf if a[2] is None else float(a[2])) for a in ans]
-            # the respondent is named like the response files' model_id: "<backend>/<label>"
-            rows.append(dict(model=f"{r.get('backend', 'transformers')}/{label or r['label']}", scenario_id=r["scenario_id"], question_type=q,
+            rows.append(dict(model=label or r["label"], scenario_id=r["scenario_id"], question_type=q,
                              ordering=int(o), **combine_logprobs(lp, [a[1] for a in ans])))
     return likelihood_table(rows)
 
