@@ -327,7 +327,9 @@ def test_read_psm_errors(tmp_path):
     import pandas as pd
 
     pd.DataFrame({"model": ["m"]}).to_csv(tmp_path / "bad.csv.gz", index=False, compression="gzip")
-    with pytest.raises(ValueError, match="missing columns"):
+    from moralkit.errors import DataError
+
+    with pytest.raises(DataError, match="missing columns"):
         read_psm(tmp_path / "bad.csv.gz")
 
 

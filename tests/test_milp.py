@@ -130,11 +130,12 @@ def test_solver_errors(agents):
         solve_ls_milp(two, 1.0, solver="cplex")
     with pytest.raises(ValueError, match="time_limit"):
         solve_ls_milp(two, 1.0, time_limit=0)
+    from moralkit.errors import SolverUnavailableError
     from moralkit.psm.milp import get_solver
 
     try:
         get_solver("cbc")
-    except ValueError as ex:  # not installed here: the message says how to install it
+    except SolverUnavailableError as ex:  # not installed here: the message says how to install it
         assert "install" in str(ex)
 
 

@@ -372,7 +372,9 @@ def test_answers_off_the_budget_raise(sim):
 
 def test_too_few_or_unidentifying_rounds_raise(sim):
     ds = sim[0]
-    with pytest.raises(ValueError, match="at least 3 rounds"):
+    from moralkit.errors import IdentificationError
+
+    with pytest.raises(IdentificationError, match="at least 3 rounds"):
         nlls.fit_utility(ds.subset([0, 1]))
     chosen = np.zeros(ds.n_rounds, dtype=int)
     chosen[:2] = ds.chosen[:2]
@@ -380,7 +382,7 @@ def test_too_few_or_unidentifying_rounds_raise(sim):
         nlls.fit_utility(ds.with_choices(chosen))
     # many rounds, all with the same corner and prices: not identified
     same = ds.subset(np.zeros(12, dtype=int))
-    with pytest.raises(ValueError, match="do not identify"):
+    with pytest.raises(IdentificationError, match="do not identify"):
         nlls.fit_utility(same)
     with pytest.raises(ValueError, match="PSMDataset"):
         nlls.fit_utility({"x": ds})
