@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import MoralkitError
 from .dataset import PSMDataset
-from .rp import expenditure_matrix, relations
+from .rp import CheckedLevel, expenditure_matrix, relations
 
 __all__ = ["PooledData", "pool", "revealed_relations", "as_datasets", "check_e", "check_pooled"]
 
@@ -167,7 +167,13 @@ def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledD
 
 
 def check_e(e) -> float:
-    """The rationality level ``e`` as a float in [0, 1], or a ValueError that names the paper's value."""
+    """The rationality level ``e`` as a float in [0, 1], or a ValueError that names the paper's value.
+
+    Returns a :class:`~moralkit.psm.rp.CheckedLevel` (a float), which the functions it is passed on
+    to do not check again.
+    """
+    if isinstance(e, CheckedLevel):
+        return e
     try:
         e = float(e)
     except (TypeError, ValueError):
@@ -175,7 +181,7 @@ def check_e(e) -> float:
     if not 0.0 <= e <= 1.0 or np.isnan(e):
         raise MoralkitError(f"e (rationality level) must be in [0, 1], got {e}; "
                             "the paper uses e = 0.333, the smallest CCEI among models passing at 5 %")
-    return e
+    return CheckedLevel(e)
 
 
 def revealed_relations(pooled: PooledData, e: float = 1.0):

@@ -111,6 +111,7 @@ __all__ = [
     "ccei_batch",
     "ccei_choices",
     "choice_level_lists",
+    "CheckedLevel",
     "psm_levels_choices",
 ]
 
@@ -344,8 +345,26 @@ def validate_expenditure_matrix(E) -> np.ndarray:
     return E
 
 
+class CheckedLevel(float):
+    """An efficiency level e already checked to lie in [0, 1] at a public boundary.
+
+    :func:`moralkit.psm.pooled.check_e` returns one; the functions it is handed on to
+    (:func:`moralkit.psm.pooled.revealed_relations`, :func:`relations`) take it as checked, so
+    e is range-checked once on each path. Its value is the plain float.
+
+    Examples
+    --------
+    >>> CheckedLevel(0.5) == 0.5
+    True
+    """
+
+    __slots__ = ()
+
+
 def _validate_e(e, T):
     """Efficiency level(s) as (num, den) float arrays of length T with e = num / den exactly."""
+    if isinstance(e, CheckedLevel):
+        return np.full(T, float(e)), np.ones(T)
     if isinstance(e, Rational) and not isinstance(e, (bool, np.bool_)):
         if not 0 <= e <= 1:
             raise MoralkitError("e must lie in [0, 1] (Definition 1)")
