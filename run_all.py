@@ -1,12 +1,12 @@
 #!/usr/bin/env python
-"""Execute every notebook in notebooks/ and write the HTML appendix to build/.
+"""Execute every notebook in notebooks/ with papermill and publish them as a Jupyter Book in build/.
 
     .venv/bin/python run_all.py                 # full run on the committed data
     .venv/bin/python run_all.py --quick         # fast check (small sizes)
     .venv/bin/python run_all.py --only 02,04 --jobs 2 --seed 1
     .venv/bin/python run_all.py --help
 
-The logic lives in :mod:`moralkit.appendix`; this file is only its command line.
+The logic lives in :mod:`moralkit.book`; this file is only its command line.
 """
 
 import sys
@@ -14,6 +14,6 @@ from pathlib import Path
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from moralkit.appendix import main
+    from moralkit.book import main
 
     sys.exit(main())

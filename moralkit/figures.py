@@ -155,12 +155,14 @@ def save_figure(fig, stem: str, directory=None) -> Saved:
     return save(fig, stem, directory)
 
 
-def table_html(df, *, caption: str | None = None, max_height: str = "28em", float_format=None) -> str:
+def table_html(df, *, caption: str | None = None, name: str | None = None, max_height: str = "28em",
+               float_format=None) -> str:
     """``df`` as an HTML ``<table>``, every row and column, inside a box that scrolls when needed.
 
     The box scrolls sideways for wide tables and, above :data:`LONG_TABLE_ROWS` rows, has a fixed
     height and scrolls down. The style is inline, so the table looks the same in JupyterLab and in
-    the published book.
+    the published book. ``name`` (the table's file stem) is kept in a ``data-mk-table`` attribute, so
+    that a test can check that every table a notebook saved is on its page.
     """
     import pandas as pd
 
@@ -172,7 +174,8 @@ def table_html(df, *, caption: str | None = None, max_height: str = "28em", floa
     style = "overflow:auto;max-width:100%;" + (f"max-height:{max_height};" if long else "")
     cls = "mk-table-scroll" + (" mk-table-long" if long else "")
     cap = (f'<p class="mk-table-caption">{_html.escape(caption)}</p>') if caption else ""
-    return f'{cap}<div class="{cls}" style="{style}">{body}</div>'
+    data = f' data-mk-table="{_html.escape(name, quote=True)}"' if name else ""
+    return f'{cap}<div class="{cls}"{data} style="{style}">{body}</div>'
 
 
 def show(df, stem: str | None = None, *, caption: str | None = None, directory=None,
@@ -202,4 +205,4 @@ def show(df, stem: str | None = None, *, caption: str | None = None, directory=N
         raise TypeError(f"show() takes a pandas DataFrame or Series, got {type(df).__name__}")
     if stem is not None:
         save(df, stem, directory, index=index)
-    display(HTML(table_html(df, caption=caption, float_format=float_format)))
+    display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format)))

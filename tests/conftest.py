@@ -6,7 +6,7 @@
     ``run_all.py`` as a subprocess, sequentially, ``--quick --seed 7``.
 ``quick_run``
     (session) ``run_all --quick`` over the project's real ``notebooks/`` into a
-    temporary build, with ``MORALKIT_FIGURES_DIR`` in a temporary folder,
+    temporary book, with ``MORALKIT_FIGURES_DIR`` in a temporary folder,
     ``keep_going=True`` so every notebook gets its own verdict. Shared by
     ``test_notebooks.py`` and ``test_appendix_browser.py``.
 """
@@ -132,6 +132,9 @@ def tiny_run(tmp_path_factory) -> TinyRun:
     base = tmp_path_factory.mktemp("tiny")
     nbdir = write_tiny_notebooks(base / "notebooks")
     build, figs = base / "build", base / "figures"
+    figs.mkdir()
+    for stale in ("03_stale.png", "04_stale.png"):  # outputs of an "earlier run"
+        (figs / stale).write_bytes(b"old")
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, str(ROOT / "run_all.py"), "--notebooks", str(nbdir), "--out", str(build),
@@ -143,8 +146,8 @@ def tiny_run(tmp_path_factory) -> TinyRun:
 
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory):
-    """``moralkit.appendix.run_all`` in quick mode over the real notebooks (once per session)."""
-    from moralkit.appendix import discover_notebooks, run_all
+    """``moralkit.book.run_all`` in quick mode over the real notebooks (once per session)."""
+    from moralkit.book import discover_notebooks, run_all
 
     if not discover_notebooks(ROOT / "notebooks"):
         pytest.fail("notebooks/ holds no NN_name.py notebook")

@@ -1,10 +1,17 @@
-"""A real browser reads the appendix: headless Chromium through the DevTools protocol.
+r"""A real browser reads the book: headless Chromium through the DevTools protocol.
 
-Each page (``index.html`` and every notebook page) is opened from disk; the test
-asserts that the page is not blank (text, height, screenshot pixel spread), that
-every ``<img>`` decoded, that no request left the machine (only ``file:``/``data:``
-URLs), and that the index's links lead to the pages in order. Screenshots are
-kept next to the build in ``screenshots/``.
+Each page (``index.html`` and every notebook page) is opened from disk and read once MathJax has
+typeset it. The test fails when a page
+
+* is blank (text, screenshot pixel spread) or requests anything but ``file:``/``data:`` URLs;
+* shows raw LaTeX (``$$``, ``\mathbf``, ``\text`` in its text, code cells aside);
+* shows a machine path (the project's or the build's absolute path, ``PosixPath(``);
+* misses one of its tables: every CSV table a notebook saved is shown as an HTML ``<table>``
+  (``moralkit.figures.show``), and Table 1 holds the model names and alpha;
+* has an image that does not decode, or an stderr block (tqdm bars, warnings);
+
+and the index must link the pages in order. Screenshots are kept next to the build in
+``screenshots/``.
 
 Skipped (with the reason) when Debian's ``chromium`` is not installed;
 ``scripts/setup.sh`` installs it when run as root.
@@ -36,18 +43,28 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-extensions", "--hide-scrollbars", "--window-size=1280,1000", "--remote-debugging-port=0"]
 
-PAGE_CHECK = """
+PAGE_CHECK = r"""
 (async () => {
+  if (window.MathJax && MathJax.Hub) { await new Promise(r => MathJax.Hub.Queue(r)); }
+  const article = document.querySelector('article') || document.body;
+  const prose = article.cloneNode(true);  // the page as read, code cells aside
+  prose.querySelectorAll('.cell_input, div.highlight, script, style').forEach(e => e.remove());
   const imgs = Array.from(document.images);
   const decoded = await Promise.all(imgs.map(i => i.decode().then(() => i.naturalWidth > 0, () => false)));
   return {
     images: imgs.length,
     undecoded: imgs.filter((_, k) => !decoded[k]).map(i => (i.getAttribute('src') || '').slice(0, 60)),
     text: document.body ? document.body.innerText.trim().length : 0,
-    math: document.querySelectorAll('math').length,
+    math: document.querySelectorAll('.MathJax, .MathJax_Display').length,
     firstImage: imgs.length ? (() => { const r = imgs[0].getBoundingClientRect();
       return {x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height}; })() : null,
-    links: Array.from(document.querySelectorAll('a[href$=".html"]')).map(a => a.getAttribute('href')),
+    links: Array.from(article.querySelectorAll('a[href$=".html"]')).map(a => a.getAttribute('href')),
+    prose: prose.innerText,
+    all_text: article.innerText,
+    mk_tables: Array.from(article.querySelectorAll('[data-mk-table]')).map(e => e.getAttribute('data-mk-table')),
+    tables: Array.from(article.querySelectorAll('table')).map(t => t.innerText.slice(0, 4000)),
+    stderr: Array.from(article.querySelectorAll('.output.stderr')).map(e => e.innerText.slice(0, 200)),
+    raw_math: (prose.innerText.match(/\$\$|\\mathbf|\\text\b/g) || []).length,
   };
 })()
 """
@@ -155,6 +172,13 @@ def _ink(png: Path) -> float:
     return sum(n for v, n in enumerate(hist) if abs(v - background) > 40) / (img.width * img.height)
 
 
+def _machine_paths(text: str, build: Path) -> list[str]:
+    from conftest import ROOT
+
+    bad = [str(ROOT), str(build.parent), "PosixPath(", "site-packages", "/tmp/", "/home/"]
+    return [b for b in bad if b in text]
+
+
 def _check_build(browser: Chromium, build: Path, expected_pages: list[str]) -> dict[str, dict]:
     shots = build / "screenshots"
     shots.mkdir(exist_ok=True)
@@ -168,6 +192,11 @@ def _check_build(browser: Chromium, build: Path, expected_pages: list[str]) -> d
         info = browser.evaluate(PAGE_CHECK)
         assert info["text"] > 50, f"{name} looks blank: {info}"
         assert not info["undecoded"], f"{name}: images that did not decode: {info['undecoded']}"
+        assert not info["stderr"], f"{name}: stderr blocks on the page: {info['stderr'][:3]}"
+        assert info["raw_math"] == 0, (f"{name}: raw LaTeX in the page text: "
+                                       f"{[ln for ln in info['prose'].splitlines() if '$$' in ln or chr(92) in ln][:3]}")
+        shown = _machine_paths(info["all_text"], build)
+        assert not shown, f"{name} shows machine paths: {shown}"
         ink = _ink(browser.screenshot(shots / (Path(name).stem + ".png")))
         assert ink > 0.003, f"{name}: the screenshot is (nearly) uniform (ink fraction {ink:.4f})"
         box = info["firstImage"]
@@ -182,20 +211,50 @@ def test_tiny_appendix_in_browser(browser, tiny_run):
     pages = ["01_plot.html", "02_params.html", "03_bad.html"]
     seen = _check_build(browser, tiny_run.build, pages)
     assert seen["index.html"]["links"][:3] == pages  # the index links the pages in order
-    assert seen["01_plot.html"]["images"] >= 1  # the embedded figure decoded
-    try:
-        import latex2mathml  # noqa: F401
-    except ImportError:
-        return
-    assert seen["01_plot.html"]["math"] >= 3  # MathML rendered natively, no MathJax
+    assert seen["01_plot.html"]["images"] >= 1  # the figure decoded
 
 
-def test_project_appendix_in_browser(browser, quick_run):
+def test_tiny_book_typesets_math_with_local_mathjax(browser, tiny_run):
+    browser.open((tiny_run.build / "01_plot.html").resolve().as_uri())
+    info = browser.evaluate(PAGE_CHECK)
+    assert info["math"] >= 3, info["math"]  # inline, display and the Math() output, typeset offline
+
+
+def test_tiny_book_shows_stderr_and_paths_as_failures(browser, tiny_run, tmp_path):
+    """The checks themselves can fail: a page with a stderr block and a machine path is caught."""
+    page = tmp_path / "bad.html"
+    page.write_text(f'<html><body><article><p>saved {tiny_run.build}/x.png</p>'
+                    '<div class="output stderr"><pre>100%|####| 3/3</pre></div><p>$$x$$</p></article></body></html>')
+    browser.open(page.resolve().as_uri())
+    info = browser.evaluate(PAGE_CHECK)
+    assert info["stderr"] and info["raw_math"] >= 1 and _machine_paths(info["all_text"], tiny_run.build)
+
+
+def test_project_book_in_browser(browser, quick_run):
     pages = [r.html.name for r in quick_run.runs if r.html is not None]
     assert pages, "the quick run rendered no page"
     seen = _check_build(browser, quick_run.out_dir, pages)
     linked = [h for h in seen["index.html"]["links"] if h in pages]
     assert linked == pages
-    with_figures = [r.html.name for r in quick_run.runs if r.html is not None and r.figures]
-    for name in with_figures:
-        assert seen[name]["images"] >= 1, f"{name} wrote figures but shows no image"
+    for r in quick_run.runs:
+        if r.html is None:
+            continue
+        info = seen[r.html.name]
+        if r.figures:
+            assert info["images"] >= 1, f"{r.html.name} wrote figures but shows no image"
+        missing = [t.stem for t in r.tables if t.suffix == ".csv" and t.stem not in info["mk_tables"]]
+        assert not missing, (f"{r.html.name} saved these tables but does not show them as HTML tables "
+                             f"(moralkit.figures.show): {missing}")
+
+
+def test_table1_is_an_html_table_with_the_models_and_alpha(browser, quick_run):
+    import pandas as pd
+
+    run = next(r for r in quick_run.runs if r.number == "02")
+    csv = next(p for p in run.tables if p.stem == "02_table1")
+    models = pd.read_csv(csv)["model"].tolist()
+    browser.open(run.html.resolve().as_uri())
+    info = browser.evaluate(PAGE_CHECK)
+    assert "02_table1" in info["mk_tables"]
+    assert any(all(m in t for m in models) and ("alpha" in t or "α" in t) for t in info["tables"]), \
+        f"no HTML table on {run.html.name} holds the models {models} and alpha"

@@ -1,7 +1,7 @@
 """Every notebook in notebooks/ follows the conventions and executes in quick mode.
 
 The notebooks are executed once per test session by the ``quick_run`` fixture
-(``moralkit.appendix.run_all(quick=True)`` into a temporary build, with
+(``moralkit.book.run_all(quick=True)`` into a temporary book, with
 ``MORALKIT_FIGURES_DIR`` pointing to a fresh temporary folder), so every file in
 that folder was written by this run and its ``NN_`` prefix tells which notebook
 wrote it.
@@ -14,7 +14,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from moralkit.appendix import (
+from moralkit.book import (
     declared_parameters,
     discover_notebooks,
     find_remote_assets,

@@ -1,28 +1,30 @@
-"""The batch machinery of ``run_all.py`` / ``moralkit.appendix`` on small notebooks written here."""
+"""The batch machinery of ``run_all.py`` / ``moralkit.book`` on small notebooks written here."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import ROOT, TINY_NOTEBOOKS, write_tiny_notebooks
 
-from moralkit import appendix
-from moralkit.appendix import (
+from moralkit import book
+from moralkit.book import (
+    clear_outputs,
     declared_parameters,
     discover_notebooks,
-    math_html,
+    find_remote_assets,
     notebook_title,
     read_notebook,
     run_all,
     select_parameters,
 )
+from moralkit.book.publish import page_title, run_info_markdown
 
 # ----------------------------------------------------------------------------- discovery, parameters
 
@@ -69,48 +71,38 @@ def test_undeclared_parameter_is_a_usage_error(tmp_path):
     assert not (tmp_path / "b" / "index.html").exists()
 
 
-# ----------------------------------------------------------------------------- math rendering
+# ----------------------------------------------------------------------------- pages
 
 
-try:
-    import latex2mathml  # noqa: F401
-
-    HAVE_MATHML = True
-except ImportError:  # the fallback (LaTeX source as code) is still tested
-    HAVE_MATHML = False
-needs_mathml = pytest.mark.skipif(not HAVE_MATHML, reason="latex2mathml not installed (pyproject [notebooks] extra)")
+def test_page_titles_carry_the_number_once():
+    assert page_title("02 — Rationality: GARP$_e$", "02") == "02 — Rationality: GARP$_e$"
+    assert page_title("02 - Rationality", "02") == "02 — Rationality"
+    assert page_title("Collecting the data", "01") == "01 — Collecting the data"
 
 
-def test_math_without_latex2mathml_shows_latex_source(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def fake_import(name, *args, **kwargs):
-        if name.startswith("latex2mathml"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", fake_import)
-    out = math_html(r"a < b", display=False)
-    assert out == '<code class="mk-math mk-tex">$a &lt; b$</code>'
+def test_run_box_says_status_time_parameters_and_where_it_failed():
+    ok = run_info_markdown({"ok": True, "seconds": 12.34, "mode": "full", "started": "2026-01-01 10:00 UTC",
+                            "parameters": {"quick": False, "seed": 1}, "figures": ["/x/02_a.png"], "tables": [],
+                            "slowest_cell": [5, 8.0], "source": "/x/02_r.py"})
+    assert "**Status:** ok" in ok and "12.3 s" in ok and "`quick=False`, `seed=1`" in ok and "`02_a.png`" in ok
+    assert "/x/" not in ok and ":class: note" in ok
+    bad = run_info_markdown({"ok": False, "seconds": 1.0, "parameters": {}, "source": "/x/02_r.py",
+                             "failure": {"cell_index": 3, "line": 40, "ename": "DataError",
+                                         "evalue": "data_path='/nope' does not exist"}})
+    assert "FAILED" in bad and "cell 3 (line 40 of `02_r.py`)" in bad and "DataError" in bad
+    assert ":class: error" in bad and "the notebook's defaults" in bad
 
 
-@needs_mathml
-def test_math_to_mathml_keeps_source_and_falls_back():
-    out = math_html(r"\frac{1}{T}\sum_t x_t", display=True)
-    assert "<math" in out and "<mfrac>" in out and 'display="block"' in out
-    assert r"\frac{1}{T}" in out  # LaTeX kept as annotation/title
-    bad = math_html(r"\mymacro{x}", display=False)
-    assert "<math" not in bad and "$\\mymacro{x}$" in bad and bad.startswith("<code")
-
-
-def test_markdown_math_outside_code_only():
-    store: dict[str, str] = {}
-    md = "cost $p \\cdot q$ and `$code$`\n```\n$$fenced$$\n```\nprice $5 and $10 stays"
-    out = appendix._protect_math(md, store)
-    assert len(store) == 1 and "`$code$`" in out and "$$fenced$$" in out
-    assert "$5 and $10" in out  # currency is not math
+def test_clear_outputs_removes_only_that_notebooks_files(tmp_path):
+    figs, tabs = tmp_path / "f", tmp_path / "f" / "tables"
+    tabs.mkdir(parents=True)
+    for p in (figs / "02_a.png", figs / "02_a.svg", tabs / "02_t.csv", figs / "03_b.png", figs / "020.png"):
+        p.write_text("x")
+    removed = clear_outputs("02", figs, tabs)
+    assert sorted(p.name for p in removed) == ["02_a.png", "02_a.svg", "02_t.csv"]
+    assert sorted(p.name for p in figs.iterdir() if p.is_file()) == ["020.png", "03_b.png"]
+    with pytest.raises(ValueError, match="two-digit"):
+        clear_outputs("2", figs)
 
 
 # ----------------------------------------------------------------------------- the tiny batch run
@@ -123,7 +115,7 @@ def test_failure_exits_nonzero_naming_notebook_and_cell(tiny_run):
     assert "line 11 of the .py" in err  # the first line of that cell in the .py source
     assert "y = x + 1" in err and "ValueError: boom in cell three" in err
     assert "04_after.py" in err and "not run" in err  # stopped at the failure
-    assert not (tiny_run.build / "04_after.ipynb").exists()
+    assert not (tiny_run.build / "executed" / "04_after.ipynb").exists()
     # timing summary on stdout, one line per notebook run
     assert "timing summary" in tiny_run.stdout
     for name in ("01_plot.py", "02_params.py", "03_bad.py"):
@@ -147,17 +139,17 @@ def _stdout(ipynb: Path) -> str:
 
 
 def test_only_declared_parameters_are_passed(tiny_run):
-    inj1 = _injected(tiny_run.build / "01_plot.ipynb")
+    inj1 = _injected(tiny_run.build / "executed" / "01_plot.ipynb")
     assert "quick = True" in inj1 and "seed = 7" in inj1 and "n_jobs" not in inj1
-    inj2 = _injected(tiny_run.build / "02_params.ipynb")
+    inj2 = _injected(tiny_run.build / "executed" / "02_params.ipynb")
     assert "quick = True" in inj2 and "seed" not in inj2 and "n_jobs" not in inj2  # no --jobs given
-    assert "received True 1 'default' False" in _stdout(tiny_run.build / "02_params.ipynb")
+    assert "received True 1 'default' False" in _stdout(tiny_run.build / "executed" / "02_params.ipynb")
 
 
 def test_jobs_runs_in_parallel_and_passes_n_jobs(tiny_run, tmp_path):
     res = run_all(tiny_run.notebooks, tmp_path / "build", only="01,02", jobs=2, seed=4,
-                  parameters={"label": "from-cli"}, figures_dir=tmp_path / "figs", log=None)
-    assert res.ok, [appendix.format_failure(r) for r in res.failures]
+                  parameters={"label": "from-cli"}, figures_dir=tmp_path / "figs", book=False, log=None)
+    assert res.ok, [book.format_failure(r) for r in res.failures]
     by = {r.number: r for r in res.runs}
     assert by["01"].parameters == {"seed": 4}
     assert by["02"].parameters == {"n_jobs": 2, "label": "from-cli"}
@@ -167,57 +159,72 @@ def test_jobs_runs_in_parallel_and_passes_n_jobs(tiny_run, tmp_path):
     assert [p.name for p in by["01"].tables] == ["01_table.csv"]
 
 
-def test_index_links_pages_in_order_with_titles_and_times(tiny_run):
+def test_book_index_lists_pages_in_order_with_status_times_and_parameters(tiny_run):
     index = (tiny_run.build / "index.html").read_text()
-    hrefs = re.findall(r'<a href="(\d\d_[a-z_]+\.html)">([^<]+)</a>', index)
-    assert hrefs == [("01_plot.html", "01 — A small figure"), ("02_params.html", "02 — Parameter probe"),
-                     ("03_bad.html", "03 — Fails in cell 3")]
-    assert "FAILED" in index and "not run" in index and "04_after" in index
-    assert re.search(r'<td class="t">\d+\.\d s</td>', index)
-    assert "01_walk.png" in index  # the figures each notebook wrote are listed
+    article = index[index.index("<article"):index.index("</article>")]
+    hrefs = re.findall(r'<a class="reference internal" href="(\d\d_[a-z_]+\.html)"><span[^>]*>([^<]+)</span></a>',
+                       article)
+    assert hrefs == [("01_plot.html", "A small figure"), ("02_params.html", "Parameter probe"),
+                     ("03_bad.html", "Fails in cell 3")]
+    assert "FAILED" in article and "not run" in article and "After the failure" in article
+    assert re.search(r"<td><p>\d+\.\d s</p></td>", article)
+    assert "seed=7" in article
     for href, _ in hrefs:
         assert (tiny_run.build / href).exists()
-    # pages link to their neighbours and back to the index
+    # every page: its number once in the title, the run box, and links to its neighbours
     page2 = (tiny_run.build / "02_params.html").read_text()
+    assert "02 — Parameter probe" in page2 and "02 02" not in page2
+    assert "This run" in page2 and "quick=True" in page2 and "run time:" in page2
     assert 'href="01_plot.html"' in page2 and 'href="03_bad.html"' in page2 and 'href="index.html"' in page2
-
-
-class _Images(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.images: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "img":
-            self.images.append(dict(attrs).get("src", ""))
+    page3 = (tiny_run.build / "03_bad.html").read_text()
+    assert "This run FAILED" in page3 and "boom in cell three" in page3
+    assert "An Exception was encountered" not in page3  # papermill's banner: the run box says it
+    # search is Sphinx's, offline
+    assert (tiny_run.build / "search.html").exists() and (tiny_run.build / "searchindex.js").exists()
 
 
 def test_find_remote_assets():
     page = ('<script src="https://cdn.x/require.js"></script><link rel="stylesheet" href="//cdn.x/a.css">'
             '<img src="data:image/png;base64,AAAA"><a href="https://example.org">paper</a>'
             '<style>@import url("https://fonts.x/f.css");</style><script src="local.js"></script>')
-    found = appendix.find_remote_assets(page)
+    found = find_remote_assets(page)
     assert len(found) == 3 and "require.js" in found[0] and "//cdn.x/a.css" in found[1] and "@import" in found[2]
-    assert appendix.find_remote_assets('<img src="data:image/png;base64,AAAA"><a href="https://x.org">x</a>') == []
+    assert find_remote_assets('<img src="data:image/png;base64,AAAA"><a href="https://x.org">x</a>') == []
 
 
-def test_html_is_offline_with_embedded_figures_and_math(tiny_run):
+def test_book_is_offline_with_local_mathjax(tiny_run):
     pages = sorted(tiny_run.build.glob("*.html"))
-    assert len(pages) == 4
+    assert {"index.html", "01_plot.html", "02_params.html", "03_bad.html", "search.html"} <= {p.name for p in pages}
     for page in pages:
-        text = page.read_text()
-        assert appendix.find_remote_assets(text) == [], page.name
-        assert "mathjax" not in text.lower() and "require.js" not in text.lower()
+        assert find_remote_assets(page.read_text()) == [], page.name
     page1 = (tiny_run.build / "01_plot.html").read_text()
-    p = _Images()
-    p.feed(page1)
-    assert p.images and all(src.startswith("data:image/png;base64,") for src in p.images)
-    if HAVE_MATHML:
-        assert page1.count("<math") >= 3  # inline + display math in markdown, and the Math() output
-    else:
-        assert "$E_{rk} = \\mathbf{p}^r" in page1
-    assert "\\mymacro{x}" in page1  # a formula that cannot be converted stays readable as LaTeX
-    assert "MKMATHX" not in page1  # no placeholder left behind
+    assert 'src="_static/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"' in page1
+    assert (tiny_run.build / "_static" / "MathJax.js").exists()
+    assert (tiny_run.build / "_static" / "jax" / "output" / "HTML-CSS").is_dir()
+    assert page1.count('class="math notranslate nohighlight"') >= 3  # inline, display and the Math() output
+    assert re.search(r'<img alt="[^"]*" src="_images/[^"]+\.png"', page1)  # the figure, as a file of the book
+
+
+def test_only_updates_its_pages_and_keeps_the_others(tiny_run, tmp_path):
+    build = tmp_path / "build"
+    shutil.copytree(tiny_run.build, build)
+    before = (build / "02_params.html").read_text()
+    res = run_all(tiny_run.notebooks, build, only="04", figures_dir=tmp_path / "figs", log=None)
+    assert res.ok and [r.number for r in res.runs] == ["04"]
+    index = (build / "index.html").read_text()
+    for name in ("01_plot.html", "02_params.html", "03_bad.html", "04_after.html"):
+        assert f'href="{name}"' in index, name
+    assert "After the failure" in index and "not run" not in index[index.index("<article"):]
+    assert (build / "02_params.html").read_text().count("run time:") == before.count("run time:") == 1
+    summary = json.loads((build / "run.json").read_text())
+    assert [n["number"] for n in summary["notebooks"]] == ["01", "02", "03", "04"]
+
+
+def test_a_notebooks_earlier_outputs_are_removed_before_it_runs(tiny_run):
+    # conftest left 03_stale.png and 04_stale.png from an "earlier run": 03 ran (and failed before
+    # saving anything), 04 did not run
+    assert not (tiny_run.figures / "03_stale.png").exists()
+    assert (tiny_run.figures / "04_stale.png").exists()
 
 
 def test_figures_and_tables_go_to_the_figures_dir(tiny_run):
@@ -239,9 +246,9 @@ def test_dead_kernel_names_the_cell(tmp_path):
     nbdir.mkdir()
     (nbdir / "01_die.py").write_text('# %% [markdown]\n# # Dies\n\n# %% tags=["parameters"]\nquick = False\n\n'
                                      "# %%\nimport os\nos._exit(3)\n\n# %%\nx = 1\n")
-    res = run_all(nbdir, tmp_path / "build", figures_dir=tmp_path / "figs", log=None)
+    res = run_all(nbdir, tmp_path / "build", figures_dir=tmp_path / "figs", book=False, log=None)
     assert not res.ok
-    msg = appendix.format_failure(res.runs[0])
+    msg = book.format_failure(res.runs[0])
     assert "01_die.py failed at cell 2" in msg and "line 8 of the .py" in msg and "DeadKernelError" in msg
 
 
@@ -251,6 +258,6 @@ def test_no_papermill_inference_noise_for_declared_parameters(tmp_path, caplog):
     (nbdir / "01_c.py").write_text('# %% [markdown]\n# # Comments with = signs\n\n# %% tags=["parameters"]\n'
                                    'quick = False  # with collect=True, only 2 rounds\nseed = 0\n\n'
                                    '# %%\nprint("quick is", quick)\n')
-    res = run_all(nbdir, tmp_path / "build", quick=True, figures_dir=tmp_path / "figs", log=None)
+    res = run_all(nbdir, tmp_path / "build", quick=True, figures_dir=tmp_path / "figs", book=False, log=None)
     assert res.ok and "quick is True" in _stdout(res.runs[0].ipynb)
     assert "unknown parameter" not in caplog.text and "Unable to parse" not in caplog.text

@@ -1,0 +1,460 @@
+"""``run_all.py``: execute the numbered notebooks with papermill, then publish them as a Jupyter Book.
+
+:func:`run_all` is the whole batch; :func:`main` is its command line. What happens, in order:
+
+1. the notebooks ``notebooks/NN_name.py`` are selected (``only``) and their parameters checked: each
+   notebook receives only the parameters its ``parameters`` cell declares, and a ``-p`` name that no
+   selected notebook declares is an error;
+2. before a notebook runs, the figures and tables it wrote last time (``NN_*``) are removed;
+3. papermill executes it (up to ``jobs`` notebooks at a time; a notebook declaring ``n_jobs`` gets
+   ``n_jobs=jobs`` and runs alone); a failure names the cell and its line in the ``.py`` file;
+4. its page is written into the book's sources (:mod:`moralkit.book.publish`), with a box giving its
+   status, run time and parameters;
+5. the book is built into ``build/`` (entry point ``build/index.html``) and ``build/run.json`` records
+   every notebook's run. Pages of notebooks not selected this time are kept from the earlier run.
+
+Examples
+--------
+>>> from moralkit.paths import project_root
+>>> main(["--list", "--only", "02"])  # doctest: +ELLIPSIS
+02_rationality.py ...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .execute import CellFailure, NotebookRun, clear_outputs, environ, execute_notebook
+from .notebooks import (
+    DEFAULT_KERNEL,
+    declared_parameters,
+    discover_notebooks,
+    notebook_title,
+    parse_value,
+    read_notebook,
+)
+from .publish import (
+    BOOK_SOURCES,
+    BookError,
+    build_book,
+    find_remote_assets,
+    read_json,
+    write_book_sources,
+    write_page,
+)
+
+__all__ = ["BookRun", "format_failure", "format_timing", "main", "run_all"]
+
+
+@dataclass
+class BookRun:
+    """The result of :func:`run_all`."""
+
+    runs: list[NotebookRun]
+    not_run: list[Path]
+    out_dir: Path
+    index: Path | None
+    figures_dir: Path
+    tables_dir: Path
+    seconds: float
+    parameters: dict[str, Any]
+    book_seconds: float = 0.0
+    book_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.runs) and not self.not_run and self.book_error is None
+
+    @property
+    def failures(self) -> list[NotebookRun]:
+        return [r for r in self.runs if not r.ok]
+
+
+def _shown(path) -> str:
+    """A path for the terminal: relative to the project when inside it, else absolute."""
+    from moralkit.paths import project_root
+
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(project_root().resolve()).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 120 else f"{int(s // 60)} min {s % 60:02.0f} s"
+
+
+def _git_commit(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=False)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _record(run: NotebookRun, mode: str) -> dict[str, Any]:
+    slow = max(run.cell_seconds, key=lambda t: t[1]) if run.cell_seconds else None
+    return {"name": run.name, "number": run.number, "title": run.title, "source": str(run.source),
+            "ok": run.ok, "seconds": run.seconds, "started": run.started, "mode": mode,
+            "parameters": run.parameters, "ipynb": str(run.ipynb),
+            "html": str(run.html) if run.html else None,
+            "failure": asdict(run.failure) if run.failure else None, "cell_seconds": run.cell_seconds,
+            "slowest_cell": list(slow) if slow else None, "stderr_cells": run.stderr_cells,
+            "figures": [str(p) for p in run.figures], "tables": [str(p) for p in run.tables]}
+
+
+def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike = "build", *,
+            only: str | Iterable[str] | None = None, quick: bool = False, seed: int | None = None,
+            jobs: int | None = None, parameters: Mapping[str, Any] | None = None,
+            figures_dir: str | os.PathLike | None = None, tables_dir: str | os.PathLike | None = None,
+            keep_going: bool = False, kernel_name: str = DEFAULT_KERNEL, book: bool = True,
+            log: Callable[[str], None] | None = print) -> BookRun:
+    """Execute the numbered notebooks and publish them as a Jupyter Book.
+
+    Parameters
+    ----------
+    notebooks_dir : path, optional
+        Folder of ``NN_name.py`` notebooks (default ``<project root>/notebooks``).
+    out_dir : path
+        The book (``index.html``, one ``NN_name.html`` per notebook, search), the executed notebooks
+        (``executed/NN_name.ipynb``), the book's sources (``_book/``) and ``run.json``.
+    only : str or iterable, optional
+        Notebook numbers or names, e.g. ``"02,04"`` (see :func:`discover_notebooks`). The pages of the
+        other notebooks are kept from the earlier run.
+    quick : bool
+        Passed as ``quick=True`` to notebooks that declare ``quick``.
+    seed : int, optional
+        Passed as ``seed`` to notebooks that declare it.
+    jobs : int, optional
+        CPU budget. Up to ``jobs`` notebooks run at the same time; a notebook whose
+        parameters cell declares ``n_jobs`` gets ``n_jobs=jobs`` and runs alone.
+        ``None`` (default): one notebook at a time, ``n_jobs`` left at the notebook's default.
+    parameters : mapping, optional
+        Further parameters (``-p name=value``); each notebook receives only those it declares.
+    figures_dir, tables_dir : path, optional
+        Set ``MORALKIT_FIGURES_DIR`` / ``MORALKIT_TABLES_DIR`` for the kernels
+        (defaults: ``figures/`` and ``figures/tables/``, see :mod:`moralkit.paths`).
+    keep_going : bool
+        Run every notebook even after a failure (the default stops at the first one).
+    kernel_name : str
+        Jupyter kernel (``python3``).
+    book : bool
+        Build the book (default). ``False`` only executes the notebooks and writes the pages' sources.
+    log : callable or None
+        Progress messages (``print`` by default; ``None`` for silence).
+
+    Returns
+    -------
+    BookRun
+        ``.ok`` is False if a notebook or the book build failed; ``.failures`` say where
+        (see :func:`format_failure`), ``.book_error`` why the book was not built.
+
+    Raises
+    ------
+    ValueError
+        For bad arguments (unknown ``--only`` entry, ``jobs < 1``, a parameter no notebook declares).
+    """
+    from moralkit import paths
+
+    say = log or (lambda s: None)
+    if jobs is not None and int(jobs) < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    jobs_given = jobs is not None
+    jobs = int(jobs) if jobs_given else 1
+    every = discover_notebooks(notebooks_dir)
+    sources = discover_notebooks(notebooks_dir, only)
+    if not sources:
+        raise ValueError(f"no NN_name.py notebooks found in {notebooks_dir or 'notebooks/'}")
+    out_dir = Path(out_dir).resolve()
+    book_dir = out_dir / BOOK_SOURCES
+    executed_dir = out_dir / "executed"
+
+    # tqdm bars would be stderr blocks on the pages
+    env: dict[str, str] = {"TQDM_DISABLE": "1"}
+    if figures_dir is not None:
+        env["MORALKIT_FIGURES_DIR"] = str(Path(figures_dir).resolve())
+    if tables_dir is not None:
+        env["MORALKIT_TABLES_DIR"] = str(Path(tables_dir).resolve())
+    with environ(env):
+        fig_dir = paths.figures_dir(create=True).resolve()
+        tab_dir = paths.tables_dir(create=True).resolve()
+
+    requested: dict[str, Any] = dict(parameters or {})
+    if quick:
+        requested["quick"] = True
+    if seed is not None:
+        requested["seed"] = int(seed)
+    requested_n_jobs = "n_jobs" in requested
+    if jobs_given:
+        requested.setdefault("n_jobs", jobs)
+
+    nbs = {s: read_notebook(s) for s in sources}
+    declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
+    extra = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
+    if extra:
+        raise ValueError(f"parameter(s) {', '.join(extra)} are declared by none of the selected notebooks "
+                         f"({', '.join(s.stem for s in sources)}); check the name against their parameters cell")
+    mode = "quick" if quick else "full"
+    for d in (out_dir, book_dir, executed_dir):
+        d.mkdir(parents=True, exist_ok=True)
+
+    tasks = []
+    for s in sources:
+        params = {k: v for k, v in requested.items() if k in declared[s]}
+        exclusive = "n_jobs" in params and jobs > 1 and not requested_n_jobs
+        kw = {"source": str(s), "output": str(executed_dir / f"{s.stem}.ipynb"), "parameters": params,
+              "kernel_name": kernel_name, "env": env}
+        tasks.append((s, kw, exclusive))
+
+    t0 = time.perf_counter()
+    runs: dict[Path, NotebookRun] = {}
+    stop = False
+
+    def finished(run: NotebookRun) -> None:
+        nonlocal stop
+        run.figures = sorted(p for p in fig_dir.glob(f"{run.number}_*") if p.is_file())
+        run.tables = sorted(p for p in tab_dir.glob(f"{run.number}_*") if p.is_file())
+        runs[run.source] = run
+        if run.ipynb.exists():
+            write_page(run.ipynb, _record(run, mode), book_dir)
+        note = f"; stderr output in cell(s) {run.stderr_cells}" if run.stderr_cells else ""
+        say(f"[{'ok' if run.ok else 'FAILED'}] {run.source.name} ({_fmt_seconds(run.seconds)}){note}")
+        if not run.ok and not keep_going:
+            stop = True
+
+    def start(s: Path, kw: dict) -> None:
+        clear_outputs(s.name[:2], fig_dir, tab_dir)
+        say(f"[run] {s.name} {kw['parameters']}")
+
+    say(f"run_all: {len(sources)} notebook(s), {mode} mode, jobs={jobs}, output {_shown(out_dir)}")
+    if jobs == 1 or len(tasks) == 1:
+        for s, kw, _ in tasks:
+            if stop:
+                break
+            start(s, kw)
+            finished(execute_notebook(**kw))
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            pending: set = set()
+            submitted: dict = {}
+
+            def drain(limit: int) -> None:
+                nonlocal pending
+                while len(pending) > limit:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        try:
+                            finished(f.result())
+                        except Exception as e:  # noqa: BLE001  (the worker process itself died: reported)
+                            s, kw = submitted[f]
+                            finished(NotebookRun(source=s, number=s.name[:2], title=notebook_title(nbs[s], s.stem),
+                                                 parameters=kw["parameters"], ipynb=Path(kw["output"]),
+                                                 failure=CellFailure(None, "", None, None, "",
+                                                                     type(e).__name__, str(e))))
+
+            for s, kw, exclusive in tasks:
+                if stop:
+                    break
+                drain(0 if exclusive else jobs - 1)
+                if stop:
+                    break
+                start(s, kw)
+                fut = pool.submit(execute_notebook, **kw)
+                submitted[fut] = (s, kw)
+                pending.add(fut)
+                if exclusive:
+                    drain(0)
+            drain(0)
+
+    ordered = [runs[s] for s in sources if s in runs]
+    not_run = [s for s in sources if s not in runs]
+    run_seconds = time.perf_counter() - t0
+
+    # the book: this run's pages, and the earlier run's pages of the notebooks not run now
+    previous = {r["name"]: r for r in read_json(out_dir / "run.json").get("notebooks", [])}
+    records = []
+    for s in every:
+        run = runs.get(s)
+        if run is not None:
+            records.append(_record(run, mode))
+        elif s.stem in previous and (book_dir / f"{s.stem}.ipynb").exists():
+            records.append(previous[s.stem])
+        else:
+            records.append({"name": s.stem, "number": s.name[:2], "title": notebook_title(read_notebook(s), s.stem),
+                            "source": str(s), "not_run": True})
+    for stale in book_dir.glob("[0-9][0-9]_*.ipynb"):  # a notebook that was renamed or deleted
+        if stale.stem not in {s.stem for s in every}:
+            stale.unlink()
+    meta = {"built": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": _git_commit(paths.project_root()), "seconds": run_seconds, "mode": mode,
+            "jobs": jobs if jobs_given else None}
+    index, book_error, t_book = None, None, time.perf_counter()
+    write_book_sources(book_dir, records, meta)
+    if book:
+        say("[book] building the Jupyter Book")
+        try:
+            index = build_book(book_dir, out_dir)
+        except (BookError, subprocess.TimeoutExpired) as ex:
+            book_error = str(ex)
+            say(f"[book] FAILED: {ex}")
+    book_seconds = time.perf_counter() - t_book
+    if index is not None:
+        for r in ordered:
+            page = out_dir / f"{r.name}.html"
+            r.html = page if page.exists() else None
+            if r.html is not None:
+                remote = find_remote_assets(r.html.read_text(encoding="utf-8"))
+                if remote:
+                    say(f"warning: {r.html.name} loads {len(remote)} asset(s) from the network and will not "
+                        f"render fully offline (an output embedding a CDN script?): {remote[:2]}")
+        say(f"[book] {_shown(index)} ({_fmt_seconds(book_seconds)})")
+    seconds = time.perf_counter() - t0
+    result = BookRun(runs=ordered, not_run=not_run, out_dir=out_dir, index=index, figures_dir=fig_dir,
+                     tables_dir=tab_dir, seconds=seconds, parameters=dict(requested), book_seconds=book_seconds,
+                     book_error=book_error)
+    by_name = {r.name: _record(r, mode) for r in ordered}
+    summary = {
+        "ok": result.ok, "seconds": seconds, "book_seconds": book_seconds, "book_error": book_error,
+        "parameters": dict(requested), "jobs": jobs, "mode": mode, "built": meta["built"],
+        "figures_dir": str(fig_dir), "tables_dir": str(tab_dir),
+        "notebooks": [by_name.get(r["name"], r) for r in records if not r.get("not_run")],
+        "not_run": [str(p) for p in not_run],
+    }
+    (out_dir / "run.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    return result
+
+
+def format_failure(run: NotebookRun, root: str | os.PathLike | None = None) -> str:
+    """A readable message naming the notebook, the cell (index, line, first source line) and the error."""
+    f = run.failure
+    src = _shown(run.source)
+    if f is None:
+        return f"{src}: ok"
+    if f.cell_index is None:
+        where = "before any cell ran"
+    else:
+        bits = [f"{f.cell_type} cell"]
+        if f.execution_count is not None:
+            bits.append(f"In [{f.execution_count}]")
+        if f.line is not None:
+            bits.append(f"line {f.line} of the .py")
+        where = f"cell {f.cell_index} ({', '.join(bits)})"
+    lines = [f"notebook {src} failed at {where}"]
+    if f.first_line:
+        lines.append(f"    {f.first_line}")
+    lines.append(f"  {f.ename}: {f.evalue}".rstrip())
+    if f.traceback:
+        tb = f.traceback.strip().splitlines()
+        lines.append("  traceback (last lines):")
+        lines.extend("    " + ln for ln in tb[-12:])
+    lines.append(f"  executed notebook: {_shown(run.ipynb)}"
+                 + (f"  (page: {_shown(run.html)})" if run.html else ""))
+    return "\n".join(lines)
+
+
+def format_timing(result: BookRun) -> str:
+    """The timing summary: one line per notebook (with its slowest cell), the book and the total."""
+    lines = ["timing summary:"]
+    for r in result.runs:
+        slow = max(r.cell_seconds, key=lambda t: t[1]) if r.cell_seconds else None
+        s = f"  {r.source.name:<32} {r.seconds:8.1f} s  {'ok' if r.ok else 'FAILED'}"
+        if slow is not None:
+            s += f"   (slowest: cell {slow[0]}, {slow[1]:.1f} s)"
+        lines.append(s)
+    for p in result.not_run:
+        lines.append(f"  {p.name:<32} {'—':>8}    not run (stopped after a failure)")
+    lines.append(f"  {'Jupyter Book':<32} {result.book_seconds:8.1f} s  "
+                 + ("ok" if result.book_error is None and result.index else "FAILED" if result.book_error else "-"))
+    lines.append(f"  {'total (wall)':<32} {result.seconds:8.1f} s")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="run_all.py",
+        description="Execute the numbered notebooks (notebooks/NN_*.py) with papermill and publish them as an "
+                    "offline Jupyter Book (build/index.html).",
+    )
+    p.add_argument("--quick", action="store_true", help="pass quick=True (small, fast runs)")
+    p.add_argument("--only", metavar="NN,NN",
+                   help="run only these notebooks, e.g. 02,04 or 02_rationality (the other pages are kept)")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="CPU budget: N notebooks at a time; notebooks declaring n_jobs get n_jobs=N and run alone")
+    p.add_argument("--seed", type=int, default=None, help="pass seed=S to every notebook")
+    p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                   help="extra parameter (Python literal or string) for the notebooks that declare NAME")
+    p.add_argument("--out", "-o", default=None, metavar="DIR", help="output folder (default: build/)")
+    p.add_argument("--notebooks", default=None, metavar="DIR", help="notebooks folder (default: notebooks/)")
+    p.add_argument("--figures-dir", default=None, metavar="DIR",
+                   help="where notebooks write figures (sets MORALKIT_FIGURES_DIR; default figures/)")
+    p.add_argument("--tables-dir", default=None, metavar="DIR",
+                   help="where notebooks write CSV tables (sets MORALKIT_TABLES_DIR; default <figures>/tables/)")
+    p.add_argument("--keep-going", action="store_true", help="run every notebook even after a failure")
+    p.add_argument("--no-book", action="store_true", help="execute the notebooks but do not build the book")
+    p.add_argument("--kernel", default=DEFAULT_KERNEL, help="Jupyter kernel name (default python3)")
+    p.add_argument("--list", action="store_true", help="list the notebooks, titles and parameters, then exit")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line of ``run_all.py``; returns the exit status (0 ok, 1 a notebook or the book failed, 2 bad usage)."""
+    from moralkit.paths import project_root
+
+    parser = _parser()
+    a = parser.parse_args(argv)
+    params: dict[str, Any] = {}
+    for item in a.parameter:
+        if "=" not in item:
+            parser.error(f"-p expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        params[k.strip()] = parse_value(v.strip())
+    root = project_root()
+    out = Path(a.out) if a.out else root / "build"
+    if a.list:
+        try:
+            sources = discover_notebooks(a.notebooks or root / "notebooks", a.only)
+        except ValueError as e:
+            print(f"run_all: error: {e}", file=sys.stderr)
+            return 2
+        for s in sources:
+            nb = read_notebook(s)
+            decl = ", ".join(f"{k}={v}" for k, v in declared_parameters(nb).items()) or "no parameters cell"
+            print(f"{s.name:<28} {notebook_title(nb, s.stem)}\n{'':<28} parameters: {decl}")
+        return 0
+    try:
+        result = run_all(a.notebooks or root / "notebooks", out, only=a.only, quick=a.quick, seed=a.seed,
+                         jobs=a.jobs, parameters=params, figures_dir=a.figures_dir, tables_dir=a.tables_dir,
+                         keep_going=a.keep_going, kernel_name=a.kernel, book=not a.no_book)
+    except ValueError as e:
+        print(f"run_all: error: {e}", file=sys.stderr)
+        return 2
+    print(format_timing(result))
+    if result.index is not None:
+        print(f"book:     {_shown(result.index)}")
+    print(f"figures:  {_shown(result.figures_dir)}\ntables:   {_shown(result.tables_dir)}")
+    if not result.ok:
+        for r in result.failures:
+            print("run_all: FAILED " + format_failure(r, root), file=sys.stderr)
+        if result.not_run:
+            print("run_all: not run after the failure: " + ", ".join(p.name for p in result.not_run)
+                  + " (use --keep-going to run them anyway)", file=sys.stderr)
+        if result.book_error:
+            print(f"run_all: the book was not built: {result.book_error}", file=sys.stderr)
+        return 1
+    return 0
