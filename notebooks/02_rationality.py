@@ -34,6 +34,7 @@ from fractions import Fraction
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from moralkit.figures import relative_path
 from moralkit.paths import figures_dir, tables_dir
 from moralkit.psm import rp
 from moralkit.psm.dataset import load_psm
@@ -44,7 +45,7 @@ pd.set_option("display.width", 160)
 if quick:
     n_datasets = min(n_datasets, 100)
 path, datasets = load_psm(data_path)
-print(f"data: {path}")
+print(f"data: {relative_path(path)}")
 summary = pd.DataFrame(
     [dict(provider=ds.provider, backend=ds.backend, model=m, answered=ds.n_obs, missing=ds.n_rounds - ds.n_obs,
           round0=("valid" if ds.q0 is not None else "missing")) for m, ds in datasets.items()],

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from moralkit.figures import relative_path
 from moralkit.paths import tables_dir
 from moralkit.psm import nlls
 from moralkit.psm.dataset import load_psm
@@ -53,7 +54,7 @@ if quick:
     n_boot, n_null, n_starts = min(n_boot, 20), min(n_null, 100), min(n_starts, 3)
 other_form = {"exact": "paper", "paper": "exact"}[form]
 path, datasets = load_psm(data_path)
-print(f"data: {path}")
+print(f"data: {relative_path(path)}")
 for m, ds in datasets.items():
     sim = "  [SIMULATED]" if ds.backend == "simulated" or m.startswith("sim-") else ""
     print(f"  {m:40s} backend={ds.backend:12s} answered rounds={ds.n_obs:3d}/{ds.n_rounds}{sim}")

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from moralkit.figures import relative_path
 from moralkit.paths import tables_dir
 from moralkit.psm import partition as mp
 from moralkit.psm import permutation as perm
@@ -49,7 +50,7 @@ if quick:
     T = min(T, 40)
 path, datasets = load_psm(data_path)
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
-print(f"data: {path}")
+print(f"data: {relative_path(path)}")
 for m, ds in datasets.items():
     print(f"  {m:40s} backend={ds.backend:12s} answered rounds={ds.n_obs}")
 ready = len(datasets) >= 2

@@ -31,26 +31,23 @@ own_data_path = None  # None: moralkit.paths.data_dir() / "moralchoice" when pre
 
 # %%
 import warnings
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import display
 
-import moralkit.paths
 from moralkit import moralchoice as mc
+from moralkit.errors import DataError
+from moralkit.figures import relative_path, save, show
 from moralkit.moralchoice import plots
 
-pd.set_option("display.max_colwidth", 80)
-FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
 source = mc.survey_source(moralchoice_dir)
 own = own_data_path if own_data_path is not None else (mc.own_data_dir() if mc.own_data_dir().is_dir() else False)
+if own_data_path and not Path(own_data_path).exists():
+    raise DataError(f"own_data_path={own_data_path!r} does not exist; pass a folder or file of MoralChoice "
+                    "responses (see data/moralchoice/), None for the committed runs, or False for none")
 print("survey files:", source.label)
-print("own runs:", own or "none")
-
-
-def save_table(df, name):
-    df.to_csv(TAB / f"05_{name}.csv")
-    return df
+print("own runs:", relative_path(own) if own else "none")
 
 
 # %% [markdown]
@@ -71,7 +68,7 @@ for w in caught:
 survey = pd.DataFrame(
     {a: {"scenarios": len(s), **s["generation_type"].value_counts().to_dict()} for a, s in scenarios.items()}
 ).fillna(0).astype(int)
-save_table(survey, "survey")
+show(survey, "05_survey")
 
 # %%
 rules = pd.DataFrame(
@@ -80,7 +77,7 @@ rules = pd.DataFrame(
         for a, s in scenarios.items() if a != "controversial"
     }
 )
-save_table(rules, "rule_labels")
+show(rules, "05_rule_labels")
 
 # %% [markdown]
 # ## §3.3 and Appendix B.1 — six question forms per scenario
@@ -121,7 +118,7 @@ agreement = pd.concat(
     [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["decision"] != "").any()],
     ignore_index=True,
 )
-save_table(agreement.set_index(["set", "model", "question_type", "ordering"]), "mapping_agreement")
+show(agreement.set_index(["set", "model", "question_type", "ordering"]), "05_mapping_agreement")
 
 # %% [markdown]
 # ## Appendix D.1 — refusals and invalid answers (Figures 6-8)
@@ -130,13 +127,13 @@ save_table(agreement.set_index(["set", "model", "question_type", "ordering"]), "
 
 # %%
 rates = {a: mc.answer_rates(r) for a, r in responses.items() if len(r)}
-save_table(pd.concat(rates, names=["set", "model"]), "answer_rates")
+show(pd.concat(rates, names=["set", "model"]), "05_answer_rates")
 
 # %%
 for a, rt in rates.items():
     for kind in ("invalid", "refusal"):
         fig = plots.plot_answer_rates(rt, kind, title=f"{kind} answers, {a}-ambiguity scenarios")
-        plots.save_figure(fig, f"05_fig6-8_{kind}_{a}", FIG)
+        save(fig, f"05_fig6-8_{kind}_{a}")
         plt.show()
 
 # %% [markdown]
@@ -156,9 +153,9 @@ for a, rt in rates.items():
 # %%
 metrics = {a: mc.scenario_metrics(r) for a, r in responses.items() if len(r)}
 summaries = {a: mc.model_summary(m) for a, m in metrics.items()}
+show(pd.concat(summaries, names=["set", "model"]), "05_model_summary", caption="Per model (averaged over scenarios)")
 for a, m in metrics.items():
-    m.to_csv(TAB / f"05_scenario_metrics_{a}.csv", index=False)
-save_table(pd.concat(summaries, names=["set", "model"]), "model_summary")
+    show(m, f"05_scenario_metrics_{a}", caption=f"Per model and scenario, {a} ambiguity ({len(m)} rows)")
 
 # %% [markdown]
 # ## §4.1 — marginal action likelihoods (Figure 3)
@@ -169,7 +166,7 @@ save_table(pd.concat(summaries, names=["set", "model"]), "model_summary")
 
 # %%
 fig = plots.plot_marginal_likelihoods({"low": metrics.get("low"), "high": metrics.get("high")})
-plots.save_figure(fig, "05_fig3_marginal_likelihood", FIG)
+save(fig, "05_fig3_marginal_likelihood")
 plt.show()
 
 # %% [markdown]
@@ -181,10 +178,11 @@ plt.show()
 
 # %%
 fig = plots.plot_consistency_certainty({"low": summaries.get("low"), "high": summaries.get("high")})
-plots.save_figure(fig, "05_fig4_consistency_certainty", FIG)
+save(fig, "05_fig4_consistency_certainty")
 plt.show()
 selected = {a: mc.consistent_and_certain(s) for a, s in summaries.items()}
-selected
+for a, models in selected.items():
+    print(f"consistent and certain, {a} ambiguity: {', '.join(models) if models else 'none'}")
 
 # %% [markdown]
 # ## §4.3 — agreement among consistent and certain models (Figure 5)
@@ -198,9 +196,9 @@ high_models = selected.get("high", [])
 if len(high_models) >= 2:
     corr = mc.agreement_correlations(metrics["high"], high_models)
     cluster = mc.cluster_models(corr)
-    save_table(cluster["corr"], "fig5_correlations")
+    show(cluster["corr"], "05_fig5_correlations")
     fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {corr.attrs['n_scenarios']} scenarios")
-    plots.save_figure(fig, "05_fig5_agreement_clustering", FIG)
+    save(fig, "05_fig5_agreement_clustering")
     plt.show()
 else:
     print("fewer than two consistent and certain models on high-ambiguity scenarios: no Figure 5")
@@ -211,14 +209,29 @@ else:
 # Number of low-ambiguity scenarios where a consistent and certain model has marginal likelihood
 # ≥ 0.75 on the unfavourable action 2, per rule action 2 violates (n: scenarios violating the rule).
 
+#
+# The table can only count models that are consistent and certain on the low-ambiguity scenarios
+# (the grey region of Figure 4a). Which ones are on this data, and so why the table may be empty:
+
 # %%
 if "low" in metrics:
-    table17 = mc.strong_rule_violations(metrics["low"], scenarios["low"], models=selected["low"])
-    save_table(table17, "table17_rule_violations")
+    low_models = selected["low"]
+    s = summaries["low"]
+    for model, row in s.iterrows():
+        ok = model in low_models
+        print(f"{model}: QF-C = {row['qf_consistency']:.2f}, QF-E = {row['qf_entropy']:.2f} -> "
+              f"{'consistent and certain' if ok else 'left out (needs QF-C > 0.6 and QF-E < 0.7)'}")
+    table17 = mc.strong_rule_violations(metrics["low"], scenarios["low"], models=low_models)
+    if not low_models:
+        print(f"\nTable 17 is empty on this data: none of the {len(s)} model(s) with low-ambiguity answers is "
+              "consistent and certain, so no model's strong preferences can be counted. (The shared data of "
+              "Scherrer et al. hold no low-ambiguity answers; only the project's own runs do.)")
+    elif int(table17.select_dtypes("number").to_numpy().sum()) == 0:
+        print("\nTable 17 has no strong violation: no consistent and certain model gives the rule-violating "
+              "action 2 a marginal likelihood of 0.75 or more in any low-ambiguity scenario.")
+    show(table17, "05_table17_rule_violations")
 else:
-    table17 = None
     print("no low-ambiguity responses (shared data has none; run the collection to add some)")
-table17
 
 # %% [markdown]
 # ## Appendix D.3 — strong agreement and disagreement (Tables 18-19)
@@ -230,23 +243,20 @@ table17
 # %%
 if len(high_models) >= 2:
     table18 = mc.strong_agreement(metrics["high"], high_models, scenarios["high"])
-    save_table(table18.set_index("scenario_id"), "table18_strong_agreement")
     print(f"{len(table18)} of {metrics['high']['scenario_id'].nunique()} scenarios with strong agreement")
-    display(table18[["scenario_id", "context", "action1", "action2", "preferred"]].head(6))
+    show(table18.set_index("scenario_id"), "05_table18_strong_agreement")
 
 # %%
 if len(high_models) >= 3:
     table19 = mc.dissent_table(metrics["high"], high_models, scenarios["high"])
-    save_table(table19.set_index("scenario_id"), "table19_strong_disagreement")
-    display(table19.groupby("dissenter").size().rename("scenarios"))
-    display(table19[["scenario_id", "context", "action1", "action2", "preferred", "dissenter"]].head(6))
+    show(table19.groupby("dissenter").size().rename("scenarios"), caption="Scenarios per dissenting model")
+    show(table19.set_index("scenario_id"), "05_table19_strong_disagreement")
 
 # %%
 pairs = mc.pairwise_strong_agreement(metrics["high"]) if "high" in metrics else None
 if pairs is not None:
-    save_table(pairs["agree"], "pairwise_strong_agreement")
-    save_table(pairs["disagree"], "pairwise_strong_disagreement")
-    display(pairs["disagree"])
+    show(pairs["agree"], "05_pairwise_strong_agreement", caption="Pairwise strong agreement")
+    show(pairs["disagree"], "05_pairwise_strong_disagreement", caption="Pairwise strong disagreement")
 
 # %% [markdown]
 # ## The controversial subset
@@ -256,4 +266,4 @@ if pairs is not None:
 
 # %%
 if "controversial" in summaries:
-    display(summaries["controversial"])
+    show(summaries["controversial"])

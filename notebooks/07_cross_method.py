@@ -41,15 +41,12 @@ import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import display
 
-import moralkit.paths
-from moralkit.studies import audit
+from moralkit.figures import save, show
 from moralkit.studies import crossmethod as xm
 
 if quick:
     T = 50
-FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
 psm, metrics, messages = xm.load_own_runs(data_path, moralchoice_path)
 print("\n".join(messages))
 
@@ -67,11 +64,11 @@ power_note = pd.DataFrame({"models": range(2, 10)})
 power_note["pairs"] = power_note["models"] * (power_note["models"] - 1) // 2
 power_note["relabellings"] = [math.factorial(n) for n in power_note["models"]]
 power_note["smallest_p"] = 1 / power_note["relabellings"]
-power_note.to_csv(TAB / "07_mantel_min_pvalue.csv", index=False)
+show(power_note, "07_mantel_min_pvalue", float_format="{:.3g}".format)
 fig, ax = plt.subplots(figsize=(5, 3.5))
 xm.plot_min_pvalue(ax=ax)
-audit.save_figure(fig, "07_mantel_min_pvalue")
-power_note
+save(fig, "07_mantel_min_pvalue")
+plt.show()
 
 # %% [markdown]
 # ## §2.4 (eq. 6) and Scherrer et al. §4.3 — the two structures on the common models
@@ -84,8 +81,7 @@ if res is None:
 else:
     print(res.note)
     print("e =", res.G.attrs.get("e"), " rho =", res.G.attrs.get("rho"), " T =", res.G.attrs.get("T"))
-    res.pairs().to_csv(TAB / "07_pairs.csv", index=False)
-    display(res.pairs())
+    show(res.pairs(), "07_pairs")
     if res.mantel is not None:
         m = res.mantel
         print(f"Mantel ({m.method}): r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
@@ -95,7 +91,8 @@ else:
 # %%
 if res is not None:
     fig = xm.plot_cross_method(res, title="Same models, two instruments (own collection runs)")
-    audit.save_figure(fig, "07_cross_method")
+    save(fig, "07_cross_method")
+    plt.show()
 
 # %% [markdown]
 # ## Reading the result

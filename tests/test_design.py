@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+from moralkit.errors import DataError
 from moralkit.psm.dataset import PSMDataset, load_psm, read_psm, validate_dataset, write_psm
 from moralkit.psm.design import (
     BUDGET,
@@ -334,10 +335,22 @@ def test_read_psm_errors(tmp_path):
 
 
 def test_load_psm_for_notebooks(tmp_path, design, monkeypatch):
-    # no data yet: a warning naming the path and how to collect, and no datasets
+    # the default data directory with no data yet: a warning naming how to collect, and no datasets
+    monkeypatch.setenv("MORALKIT_DATA_DIR", str(tmp_path / "fresh"))
     with pytest.warns(UserWarning, match=r"No PSM data yet.*collect psm"):
-        path, got = load_psm(tmp_path / "empty")
-    assert path == tmp_path / "empty" and got == {}
+        path, got = load_psm()
+    assert path == tmp_path / "fresh" / "psm" and got == {}
+    monkeypatch.delenv("MORALKIT_DATA_DIR")
+    # an explicit path that does not exist, or holds nothing, is an error naming the parameter
+    with pytest.raises(DataError, match=r"data_path=.*nonexistent.csv.gz' does not exist"):
+        load_psm(tmp_path / "nonexistent.csv.gz")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match=r"data_path=.*empty' holds no PSM data file"):
+        load_psm(tmp_path / "empty")
+    unanswered = _dataset(design, model="sim-none", missing=range(160))
+    write_psm([unanswered], tmp_path / "none.csv.gz")
+    with pytest.raises(DataError, match="holds no answered constrained round"):
+        load_psm(tmp_path / "none.csv.gz")
     # an explicit path, and the default data directory (MORALKIT_DATA_DIR)
     write_psm([_dataset(design, model="sim-a")], tmp_path / "psm" / "a.csv.gz")
     assert list(load_psm(tmp_path / "psm")[1]) == ["sim-a"]

@@ -51,6 +51,7 @@ class NotebookRun:
     title: str
     parameters: dict[str, Any]
     ipynb: Path
+    heading: str = ""
     html: Path | None = None
     seconds: float = 0.0
     ok: bool = False
@@ -272,7 +273,7 @@ def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
     nb = read_notebook(source)
     params = select_parameters(nb, dict(parameters or {}))
     run = NotebookRun(source=source, number=source.name[:2], title=notebook_title(nb, source.stem),
-                      parameters=params, ipynb=output)
+                      parameters=params, ipynb=output, heading=notebook_title(nb, source.stem, plain=False))
     exc: BaseException | None = None
     run.started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     t0 = time.perf_counter()

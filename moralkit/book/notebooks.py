@@ -103,14 +103,20 @@ def read_notebook(path: str | os.PathLike):
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 
-def notebook_title(nb, default: str = "") -> str:
-    """The text of the first markdown heading of ``nb`` (``default`` if there is none)."""
+def notebook_title(nb, default: str = "", *, plain: bool = True) -> str:
+    """The text of the first markdown heading of ``nb`` (``default`` if there is none).
+
+    ``plain=True`` drops math delimiters and emphasis (for a terminal); ``plain=False`` keeps the
+    heading's markdown, math included (for the book).
+    """
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         m = _HEADING.search(cell.source)
         if m:
             t = m.group(1)
+            if not plain:
+                return t.strip()
             t = re.sub(r"\$+([^$]*)\$+", r"\1", t)  # drop math delimiters for plain-text use
             t = re.sub(r"\*\*|__|[*`]", "", t)
             return t.strip()

@@ -121,7 +121,7 @@ def write_page(executed, record: Mapping[str, Any], book_dir: str | os.PathLike)
     box.metadata["tags"] = ["moralkit-run-info"]
     first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and _HEADING.search(c.source)),
                  None)
-    title = page_title(record["title"], record["number"])
+    title = page_title(record.get("heading") or record["title"], record["number"])
     if first is None:
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {title}"))
         first = 0
@@ -185,6 +185,7 @@ def _config(title: str) -> dict:
             "html_theme_options": {"use_download_button": True, "use_fullscreen_button": False,
                                    "show_toc_level": 2, "search_bar_text": "Search the appendix..."},
             "nb_merge_streams": True,
+            "myst_dmath_double_inline": True,  # $$...$$ inside a paragraph is display math, as in Jupyter
             "nb_output_stderr": "show",
             "suppress_warnings": ["myst.header", "mystnb.unknown_mime_type"],
         }},
@@ -195,11 +196,12 @@ def _index_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
     rows = []
     for r in records:
         if r.get("not_run"):
-            rows.append(f"| {r['number']} | {_md_escape(_NUMBER_PREFIX.sub('', r['title']))} | not run | — | | |")
+            rows.append(f"| {r['number']} | {_md_escape(_NUMBER_PREFIX.sub('', r.get('heading') or r['title']))} "
+                        "| not run | — | | |")
             continue
         params = ", ".join(f"`{k}={v!r}`" for k, v in (r.get("parameters") or {}).items()) or "defaults"
         status = "ok" if r["ok"] else "**FAILED**"
-        name = _NUMBER_PREFIX.sub("", r["title"])
+        name = _NUMBER_PREFIX.sub("", r.get("heading") or r["title"])
         rows.append(f"| {r['number']} | [{_md_escape(name)}]({r['name']}.ipynb) | {status} | "
                     f"{_fmt_seconds(r['seconds'])} | {r.get('mode', 'full')}, {r.get('started', '')} | {params} |")
     built = f"Built {meta.get('built', '')}" + (f" from commit `{meta['commit']}`" if meta.get("commit") else "")

@@ -109,7 +109,8 @@ def _git_commit(root: Path) -> str | None:
 
 def _record(run: NotebookRun, mode: str) -> dict[str, Any]:
     slow = max(run.cell_seconds, key=lambda t: t[1]) if run.cell_seconds else None
-    return {"name": run.name, "number": run.number, "title": run.title, "source": str(run.source),
+    return {"name": run.name, "number": run.number, "title": run.title, "heading": run.heading or run.title,
+            "source": str(run.source),
             "ok": run.ok, "seconds": run.seconds, "started": run.started, "mode": mode,
             "parameters": run.parameters, "ipynb": str(run.ipynb),
             "html": str(run.html) if run.html else None,
@@ -237,9 +238,9 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         if not run.ok and not keep_going:
             stop = True
 
-    def start(s: Path, kw: dict) -> None:
+    def start(s: Path, kw: dict, alone: bool = False) -> None:
         clear_outputs(s.name[:2], fig_dir, tab_dir)
-        say(f"[run] {s.name} {kw['parameters']}")
+        say(f"[run] {s.name} {kw['parameters']}" + (" (alone)" if alone else ""))
 
     say(f"run_all: {len(sources)} notebook(s), {mode} mode, jobs={jobs}, output {_shown(out_dir)}")
     if jobs == 1 or len(tasks) == 1:
@@ -274,7 +275,7 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                 drain(0 if exclusive else jobs - 1)
                 if stop:
                     break
-                start(s, kw)
+                start(s, kw, exclusive)
                 fut = pool.submit(execute_notebook, **kw)
                 submitted[fut] = (s, kw)
                 pending.add(fut)
@@ -296,8 +297,9 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         elif s.stem in previous and (book_dir / f"{s.stem}.ipynb").exists():
             records.append(previous[s.stem])
         else:
-            records.append({"name": s.stem, "number": s.name[:2], "title": notebook_title(read_notebook(s), s.stem),
-                            "source": str(s), "not_run": True})
+            nb = read_notebook(s)
+            records.append({"name": s.stem, "number": s.name[:2], "title": notebook_title(nb, s.stem),
+                            "heading": notebook_title(nb, s.stem, plain=False), "source": str(s), "not_run": True})
     for stale in book_dir.glob("[0-9][0-9]_*.ipynb"):  # a notebook that was renamed or deleted
         if stale.stem not in {s.stem for s in every}:
             stale.unlink()

@@ -95,25 +95,32 @@ def moralchoice_quality_table(runs) -> pd.DataFrame:
 
 def plot_psm_quality(runs, axes=None):
     """Two panels: rounds by number of attempts needed (missing = 3 attempts without a valid answer),
-    and parse statuses over all requests, one bar group per run."""
+    and parse statuses over all requests; one horizontal stacked bar per run, named on the left."""
     import matplotlib.pyplot as plt
 
     q = psm_quality_table(runs)
     st = status_table(runs)
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+        n = len(q)
+        _, axes = plt.subplots(1, 2, figsize=(12, 1.6 + 0.45 * n), sharey=True)
     ax = axes[0]
     cols = [c for c in q.columns if c.startswith("rounds_") and c.endswith("_attempts")]
     data = q.set_index("model")[cols].rename(columns=lambda c: c.split("_")[1] + " attempt(s)")
     data["missing"] = q.set_index("model")["missing"]
-    data.plot.bar(ax=ax, rot=0)
-    ax.set_ylabel("constrained rounds")
-    ax.set_title("Attempts needed per round (Seror 2025, §2.1)")
+    data.iloc[::-1].plot.barh(ax=ax, stacked=True, width=0.6)
+    ax.set_xlabel("constrained rounds")
+    ax.set_ylabel("")
+    ax.set_title("Attempts needed per round (Seror 2025, §2.1)", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / max(len(q), 1)), ncol=len(data.columns),
+              frameon=False, fontsize=8)
     ax = axes[1]
+    st = st.copy()
     st.index = q["model"].values
-    st.plot.bar(ax=ax, rot=0)
-    ax.set_ylabel("requests")
-    ax.set_title("Parse status of every request")
+    st.iloc[::-1].plot.barh(ax=ax, stacked=True, width=0.6, colormap="tab10")
+    ax.set_xlabel("requests (all attempts)")
+    ax.set_title("Parse status of every request", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / max(len(q), 1)), ncol=len(st.columns),
+              frameon=False, fontsize=8)
     ax.figure.tight_layout()
     return axes
 

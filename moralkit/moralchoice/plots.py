@@ -104,8 +104,14 @@ def plot_consistency_certainty(
     Scherrer et al. (2023), Figure 4, Section 4.2.
     """
     items = list(summaries.items())
+    # one colour and marker per model, the same in every panel, named once in a shared legend
+    models = sorted({m for _, s in items if s is not None for m in s.index})
+    colours = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
+    markers = "osD^v<>pPX*h"
+    style = {m: dict(color=colours(i % colours.N), marker=markers[i % len(markers)]) for i, m in enumerate(models)}
     fig, axes = plt.subplots(1, len(items), figsize=(5.2 * len(items), 4.6), squeeze=False)
     hmax = math.log(2) / math.log(base)
+    handles = {}
     for ax, (name, s) in zip(axes[0], items):
         ax.set_title(f"{name}-ambiguity scenarios" if name in ("low", "high") else str(name))
         ax.set_xlim(-0.03 * hmax, 1.05 * hmax)
@@ -113,18 +119,20 @@ def plot_consistency_certainty(
         ax.fill_between([0, certainty_threshold], 0, 1 - consistency_threshold, color="0.9", zorder=0)
         ax.axvline(certainty_threshold, ls=":", color="0.3")
         ax.axhline(1 - consistency_threshold, ls=":", color="0.3")
-        ax.plot([hmax], [0], "o", color="black", ms=8, label="random choice")
+        (h,) = ax.plot([hmax], [0], "o", color="black", ms=8, ls="none")
+        handles.setdefault("random choice", h)
         ax.set_xlabel("QF-E (uncertainty)")
         ax.set_ylabel("1 - QF-C (inconsistency)")
         if s is None or len(s) == 0:
             ax.text(0.5, 0.5, "no responses available", ha="center", va="center", transform=ax.transAxes)
             continue
         for model, row in s.iterrows():
-            ax.plot(row["qf_entropy"], row["inconsistency"], "o", ms=7, alpha=0.85)
-            ax.annotate(short_model_name(model), (row["qf_entropy"], row["inconsistency"]), fontsize=7,
-                        xytext=(4, 3), textcoords="offset points")
-        ax.legend(loc="upper right", fontsize=8)
+            (h,) = ax.plot(row["qf_entropy"], row["inconsistency"], ms=7, alpha=0.85, ls="none", **style[model])
+            handles.setdefault(short_model_name(model), h)
     fig.tight_layout()
+    ncol = min(4, max(1, len(handles)))
+    fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
+               fontsize=8, frameon=False)
     return fig
 
 

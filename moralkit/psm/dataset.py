@@ -339,14 +339,35 @@ def load_psm(data_path=None) -> tuple[Path, dict[str, PSMDataset]]:
     path : Path
         Where the data were looked for.
     datasets : dict
-        ``{model: PSMDataset}``; empty, with a warning that names the path, when there is no data
+        ``{model: PSMDataset}``. With the default path: empty, with a warning, when there is no data
         there yet (a fresh project before its first collection run). A malformed file still raises.
+
+    Raises
+    ------
+    DataError
+        When ``data_path`` was given and does not exist, or holds no PSM file or no answered
+        constrained round: an explicit path is never read as "no data yet".
     """
     import warnings
 
     from ..paths import data_dir
 
-    path = Path(data_path) if data_path is not None else data_dir() / "psm"
+    if data_path is not None:
+        path = Path(data_path)
+        if not path.exists():
+            raise DataError(f"data_path={str(data_path)!r} does not exist; pass a tidy PSM .csv.gz file or a "
+                            "folder of them (see data/psm/), or data_path=None for the committed data")
+        try:
+            datasets = read_psm(path)
+        except FileNotFoundError as ex:
+            raise DataError(f"data_path={str(data_path)!r} holds no PSM data file (*.csv.gz); pass a tidy PSM "
+                            ".csv.gz file or a folder of them (see data/psm/)") from ex
+        if not any(ds.n_obs > 0 for ds in datasets.values()):
+            raise DataError(f"data_path={str(data_path)!r} holds no answered constrained round "
+                            f"({len(datasets)} model(s), all rounds missing); collect answers first "
+                            "(notebooks/01_collect.py)")
+        return path, datasets
+    path = data_dir() / "psm"
     try:
         return path, read_psm(path)
     except FileNotFoundError as ex:

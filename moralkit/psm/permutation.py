@@ -403,7 +403,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     n_jobs : int, default 1
         joblib workers (``-1``: all cores). Results do not depend on it.
     progress : bool
-        tqdm progress bar over the T draws.
+        tqdm progress bar over the T draws, when the output is a terminal.
     time_limit : float, optional
         Seconds per MILP (MILP solvers only).
     models : sequence of str, optional
@@ -479,7 +479,8 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
         chunk = chunk_size or max(1, int(np.ceil(T / (8 * max(1, effective_n_jobs(n_jobs))))))
     chunks = [list(range(i, min(T, i + chunk))) for i in range(0, T, chunk)]
     args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, None if solver == "exact" else full, e, time_limit)
-    bar = tqdm(total=T, desc="synthetic datasets", disable=not progress)
+    # disable=None: a bar on a terminal only, never as stderr text on a notebook page
+    bar = tqdm(total=T, desc="synthetic datasets", disable=None if progress else True)
     parts = []
     if n_jobs == 1:
         for ts in chunks:
@@ -606,10 +607,12 @@ def plot_similarity(G, ax=None, short_names: Mapping[str, str] | None = None, ti
 
     G = _check_G(G)
     lab = [short_names.get(m, m) if short_names else m for m in G.index]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5.6), gridspec_kw={"width_ratios": [1.1, 1]})
+    num = [str(i + 1) for i in range(len(lab))]  # the network's nodes carry numbers, the heatmap the names
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 1.4 + max(4.2, 0.5 * len(lab))), layout="constrained",
+                                 gridspec_kw={"width_ratios": [1.1, 1]})
     im = a1.imshow(G.to_numpy(), cmap="Blues", vmin=0, vmax=1)
-    a1.set_xticks(range(len(lab)), lab, rotation=45, ha="right")
-    a1.set_yticks(range(len(lab)), lab)
+    a1.set_xticks(range(len(lab)), num)
+    a1.set_yticks(range(len(lab)), [f"{name} {k}" for name, k in zip(lab, num)])
     for i in range(len(lab)):
         for j in range(len(lab)):
             val = G.iat[i, j]
@@ -631,15 +634,14 @@ def plot_similarity(G, ax=None, short_names: Mapping[str, str] | None = None, ti
         sm = plt.cm.ScalarMappable(cmap=cmap, norm=norm)
         fig.colorbar(sm, ax=a2, fraction=0.046, pad=0.04, label="$G_{m,w}$")
     nx.draw_networkx_nodes(g, pos, ax=a2, node_color="#dddddd", edgecolors="black", node_size=500)
-    nx.draw_networkx_labels(g, {k: (x * 1.22, y * 1.15) for k, (x, y) in pos.items()}, ax=a2,
-                            labels=dict(zip(G.index, lab)), font_size=8)
-    a2.set_title("Weighted network of $G$")
-    a2.set_xlim(-1.6, 1.6)
-    a2.set_ylim(-1.4, 1.4)
+    nx.draw_networkx_labels(g, pos, ax=a2, labels=dict(zip(G.index, num)), font_size=9)
+    a2.set_title("Weighted network of $G$ (nodes numbered as the rows)")
+    a2.set_xlim(-1.3, 1.3)
+    a2.set_ylim(-1.3, 1.3)
+    a2.set_aspect("equal")
     a2.axis("off")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import MoralkitError
+from ..errors import DataError, MoralkitError
 
 __all__ = [
     "MantelResult",
@@ -370,36 +370,50 @@ def cross_method(G: pd.DataFrame, C: pd.DataFrame, *, name_map: dict | None = No
 
 
 def plot_cross_method(res: CrossMethodResult, title: str | None = None):
-    """Side-by-side heatmaps (PSM G, MoralChoice correlation; same model order) and a scatter of the pairs."""
+    """Side-by-side heatmaps (PSM G, MoralChoice correlation; same model order) and a scatter of the pairs.
+
+    Models are numbered 1..n: the heatmaps' rows carry the full names, their columns and the scatter's
+    points the numbers, so no name is cut.
+    """
     import matplotlib.pyplot as plt
 
     n = len(res.models)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
-    for ax, M, lab, cmap, lim in ((axes[0], res.G, "PSM similarity G (eq. 6)", "viridis", (0, 1)),
-                                  (axes[1], res.C, "MoralChoice agreement (corr. of p(action))", "RdBu_r", (-1, 1))):
+    num = [str(i + 1) for i in range(n)]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 1.6 + max(3.4, 0.45 * n)), layout="constrained",
+                             gridspec_kw={"width_ratios": [1, 1, 1.1]})
+    for k, (ax, M, lab, cmap, lim) in enumerate((
+            (axes[0], res.G, "PSM similarity G (eq. 6)", "viridis", (0, 1)),
+            (axes[1], res.C, "MoralChoice agreement (corr. of p(action))", "RdBu_r", (-1, 1)))):
         im = ax.imshow(M.to_numpy(dtype=float), cmap=cmap, vmin=lim[0], vmax=lim[1])
-        ax.set_xticks(range(n), [str(m)[:22] for m in res.models], rotation=60, ha="right", fontsize=7)
-        ax.set_yticks(range(n), [str(m)[:22] for m in res.models], fontsize=7)
+        ax.set_xticks(range(n), num, fontsize=8)
+        ax.set_yticks(range(n), [f"{str(m)} {i}" for i, m in zip(num, res.models)] if k == 0 else num, fontsize=8)
         for i in range(n):
             for j in range(n):
-                ax.text(j, i, f"{M.iloc[i, j]:.2f}", ha="center", va="center", fontsize=7, color="w")
+                v = float(M.iloc[i, j])
+                r, g, b, _ = im.cmap(im.norm(v))
+                ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "white"
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color=ink)
         ax.set_title(lab, fontsize=9)
         fig.colorbar(im, ax=ax, shrink=0.8)
     p = res.pairs()
-    axes[2].scatter(p["psm_G"], p["moralchoice_corr"])
+    ax = axes[2]
+    ax.scatter(p["psm_G"], p["moralchoice_corr"])
+    index = {m: i + 1 for i, m in enumerate(res.models)}
     for r in p.itertuples():
-        axes[2].annotate(f"{str(r.model_1)[:10]}~{str(r.model_2)[:10]}", (r.psm_G, r.moralchoice_corr), fontsize=6)
-    axes[2].set_xlabel("PSM G")
-    axes[2].set_ylabel("MoralChoice correlation")
+        ax.annotate(f"{index[r.model_1]}–{index[r.model_2]}", (r.psm_G, r.moralchoice_corr), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xlim(-0.05, 1.08)
+    ax.set_ylim(-1.08, 1.08)
+    ax.set_xlabel("PSM G (pair i–j)")
+    ax.set_ylabel("MoralChoice correlation")
     if res.mantel is not None:
         m = res.mantel
-        axes[2].set_title(f"Mantel {m.method} r = {m.statistic:.2f}, p = {m.pvalue:.3f} "
-                          f"({'exact' if m.exact else 'MC'}, n = {m.n})", fontsize=9)
+        ax.set_title(f"Mantel {m.method} r = {m.statistic:.2f}, p = {m.pvalue:.3f} "
+                     f"({'exact' if m.exact else 'MC'}, n = {m.n})", fontsize=9)
     else:
-        axes[2].set_title("no Mantel test (fewer than 3 common models)", fontsize=9)
+        ax.set_title("no Mantel test (fewer than 3 common models)", fontsize=9)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -452,13 +466,18 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
     messages : list of str
         What was found or missing.
     """
+    from ..figures import relative_path
     from ..psm.dataset import load_psm
 
     p, psm = load_psm(psm_path)
-    msgs = [f"PSM: {len(psm)} model(s) in {p}: {sorted(psm)}" if psm else f"PSM: no data in {p}"]
+    msgs = [f"PSM: {len(psm)} model(s) in {relative_path(p)}: {sorted(psm)}" if psm
+            else f"PSM: no data in {relative_path(p)}"]
     from .. import moralchoice as mc
 
     mpath = Path(moralchoice_path) if moralchoice_path is not None else mc.own_data_dir()
+    if moralchoice_path is not None and not mpath.exists():
+        raise DataError(f"moralchoice_path={str(moralchoice_path)!r} does not exist; pass a folder or file of "
+                        "MoralChoice responses (see data/moralchoice/), or None for the committed runs")
     metrics = pd.DataFrame()
     if mpath.exists() and mc.responses.response_files(mpath):
         try:
@@ -468,12 +487,12 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
             resp = pd.DataFrame()
         if len(resp):
             metrics = mc.scenario_metrics(resp)
-            msgs.append(f"MoralChoice: {metrics['model'].nunique()} model(s) in {mpath}: "
+            msgs.append(f"MoralChoice: {metrics['model'].nunique()} model(s) in {relative_path(mpath)}: "
                         f"{sorted(metrics['model'].unique())}")
         else:
-            msgs.append(f"MoralChoice: no {ambiguity}-ambiguity answers in {mpath}")
+            msgs.append(f"MoralChoice: no {ambiguity}-ambiguity answers in {relative_path(mpath)}")
     else:
-        msgs.append(f"MoralChoice: no own runs in {mpath}")
+        msgs.append(f"MoralChoice: no own runs in {relative_path(mpath)}")
     if likelihood_path is not False:
         from ..moralchoice.likelihood import likelihood_dir, load_likelihoods
 
@@ -482,7 +501,7 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
         if len(lik):
             lm = mc.scenario_metrics(lik)
             exact = sorted(lm["model"].unique())
-            msgs.append(f"MoralChoice exact likelihoods: {len(exact)} respondent(s) in {lpath}: {exact}")
+            msgs.append(f"MoralChoice exact likelihoods: {len(exact)} respondent(s) in {relative_path(lpath)}: {exact}")
             if len(metrics):
                 replaced = sorted(set(metrics["model"]) & set(exact))
                 if replaced:
