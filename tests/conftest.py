@@ -3,7 +3,7 @@
 ``tiny_run``
     (session) four small notebooks written by the tests (a figure with math, a
     parameter probe, one that raises in cell 3, one after it) executed once by
-    ``run_all.py`` as a subprocess, sequentially, ``--quick --seed 7``.
+    ``run_all.py`` as a subprocess, ``--quick --seed 7 --jobs 1`` (one after the other).
 ``quick_run``
     (session) ``run_all --quick`` over the project's real ``notebooks/`` into a
     temporary book, with ``MORALKIT_FIGURES_DIR`` in a temporary folder,
@@ -138,7 +138,7 @@ def tiny_run(tmp_path_factory) -> TinyRun:
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, str(ROOT / "run_all.py"), "--notebooks", str(nbdir), "--out", str(build),
-         "--figures-dir", str(figs), "--quick", "--seed", "7"],
+         "--figures-dir", str(figs), "--quick", "--seed", "7", "--jobs", "1"],
         capture_output=True, text=True, timeout=600, cwd=str(base),
     )
     return TinyRun(nbdir, build, figs, proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - t0)

@@ -113,3 +113,20 @@ def test_appendix_pages_render_offline(quick_run):
     pages = [quick_run.index] + [r.html for r in quick_run.runs if r.html is not None]
     for page in pages:
         assert find_remote_assets(page.read_text(encoding="utf-8")) == [], page.name
+
+
+def test_an_explicit_data_path_that_does_not_exist_fails_the_run(tmp_path):
+    """``run_all -p data_path=/nonexistent.csv.gz --only 02`` exits 1 and names the parameter."""
+    import subprocess
+    import sys
+
+    figs = tmp_path / "figures"
+    (figs / "tables").mkdir(parents=True)
+    (figs / "tables" / "02_table1.csv").write_text("model,alpha\nold,0.5\n")  # an earlier run's table
+    proc = subprocess.run([sys.executable, str(ROOT / "run_all.py"), "--only", "02", "--quick", "--no-book",
+                           "-p", "data_path=/nonexistent.csv.gz", "--out", str(tmp_path / "build"),
+                           "--figures-dir", str(figs)], capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAILED" in proc.stdout and "02_rationality.py failed" in proc.stderr
+    assert "data_path='/nonexistent.csv.gz' does not exist" in proc.stderr
+    assert not (figs / "tables" / "02_table1.csv").exists()  # no page or folder mixes two runs

@@ -142,7 +142,7 @@ def test_only_declared_parameters_are_passed(tiny_run):
     inj1 = _injected(tiny_run.build / "executed" / "01_plot.ipynb")
     assert "quick = True" in inj1 and "seed = 7" in inj1 and "n_jobs" not in inj1
     inj2 = _injected(tiny_run.build / "executed" / "02_params.ipynb")
-    assert "quick = True" in inj2 and "seed" not in inj2 and "n_jobs" not in inj2  # no --jobs given
+    assert "quick = True" in inj2 and "seed" not in inj2 and "n_jobs = 1" in inj2  # --jobs 1
     assert "received True 1 'default' False" in _stdout(tiny_run.build / "executed" / "02_params.ipynb")
 
 

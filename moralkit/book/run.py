@@ -6,8 +6,8 @@
    notebook receives only the parameters its ``parameters`` cell declares, and a ``-p`` name that no
    selected notebook declares is an error;
 2. before a notebook runs, the figures and tables it wrote last time (``NN_*``) are removed;
-3. papermill executes it (up to ``jobs`` notebooks at a time; a notebook declaring ``n_jobs`` gets
-   ``n_jobs=jobs`` and runs alone); a failure names the cell and its line in the ``.py`` file;
+3. papermill executes it (up to ``jobs`` notebooks at a time, longest first; a notebook declaring
+   ``n_jobs`` gets ``n_jobs=jobs``); a failure names the cell and its line in the ``.py`` file;
 4. its page is written into the book's sources (:mod:`moralkit.book.publish`), with a box giving its
    status, run time and parameters;
 5. the book is built into ``build/`` (entry point ``build/index.html``) and ``build/run.json`` records
@@ -142,9 +142,10 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     seed : int, optional
         Passed as ``seed`` to notebooks that declare it.
     jobs : int, optional
-        CPU budget. Up to ``jobs`` notebooks run at the same time; a notebook whose
-        parameters cell declares ``n_jobs`` gets ``n_jobs=jobs`` and runs alone.
-        ``None`` (default): one notebook at a time, ``n_jobs`` left at the notebook's default.
+        CPU budget (default: the number of CPUs). Up to ``jobs`` notebooks run at the same time,
+        the longest first (by the earlier run's times), and a notebook whose parameters cell
+        declares ``n_jobs`` gets ``n_jobs=jobs`` (``-p n_jobs=K`` overrides it). ``jobs=1`` runs the
+        notebooks one after the other, in number order. Results do not depend on it.
     parameters : mapping, optional
         Further parameters (``-p name=value``); each notebook receives only those it declares.
     figures_dir, tables_dir : path, optional
@@ -175,8 +176,7 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     say = log or (lambda s: None)
     if jobs is not None and int(jobs) < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    jobs_given = jobs is not None
-    jobs = int(jobs) if jobs_given else 1
+    jobs = int(jobs) if jobs is not None else (os.cpu_count() or 1)
     every = discover_notebooks(notebooks_dir)
     sources = discover_notebooks(notebooks_dir, only)
     if not sources:
@@ -200,9 +200,7 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         requested["quick"] = True
     if seed is not None:
         requested["seed"] = int(seed)
-    requested_n_jobs = "n_jobs" in requested
-    if jobs_given:
-        requested.setdefault("n_jobs", jobs)
+    requested.setdefault("n_jobs", jobs)
 
     nbs = {s: read_notebook(s) for s in sources}
     declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
@@ -214,13 +212,15 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     for d in (out_dir, book_dir, executed_dir):
         d.mkdir(parents=True, exist_ok=True)
 
+    previous = {r["name"]: r for r in read_json(out_dir / "run.json").get("notebooks", [])}
     tasks = []
     for s in sources:
         params = {k: v for k, v in requested.items() if k in declared[s]}
-        exclusive = "n_jobs" in params and jobs > 1 and not requested_n_jobs
         kw = {"source": str(s), "output": str(executed_dir / f"{s.stem}.ipynb"), "parameters": params,
               "kernel_name": kernel_name, "env": env}
-        tasks.append((s, kw, exclusive))
+        tasks.append((s, kw))
+    if jobs > 1:  # longest first (by the earlier run's times), so that the last to finish is a short one
+        tasks.sort(key=lambda t: -float(previous.get(t[0].stem, {}).get("seconds") or 1e9))
 
     t0 = time.perf_counter()
     runs: dict[Path, NotebookRun] = {}
@@ -238,13 +238,13 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         if not run.ok and not keep_going:
             stop = True
 
-    def start(s: Path, kw: dict, alone: bool = False) -> None:
+    def start(s: Path, kw: dict) -> None:
         clear_outputs(s.name[:2], fig_dir, tab_dir)
-        say(f"[run] {s.name} {kw['parameters']}" + (" (alone)" if alone else ""))
+        say(f"[run] {s.name} {kw['parameters']}")
 
     say(f"run_all: {len(sources)} notebook(s), {mode} mode, jobs={jobs}, output {_shown(out_dir)}")
     if jobs == 1 or len(tasks) == 1:
-        for s, kw, _ in tasks:
+        for s, kw in tasks:
             if stop:
                 break
             start(s, kw)
@@ -269,18 +269,16 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                                                  failure=CellFailure(None, "", None, None, "",
                                                                      type(e).__name__, str(e))))
 
-            for s, kw, exclusive in tasks:
+            for s, kw in tasks:
                 if stop:
                     break
-                drain(0 if exclusive else jobs - 1)
+                drain(jobs - 1)
                 if stop:
                     break
-                start(s, kw, exclusive)
+                start(s, kw)
                 fut = pool.submit(execute_notebook, **kw)
                 submitted[fut] = (s, kw)
                 pending.add(fut)
-                if exclusive:
-                    drain(0)
             drain(0)
 
     ordered = [runs[s] for s in sources if s in runs]
@@ -288,7 +286,6 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     run_seconds = time.perf_counter() - t0
 
     # the book: this run's pages, and the earlier run's pages of the notebooks not run now
-    previous = {r["name"]: r for r in read_json(out_dir / "run.json").get("notebooks", [])}
     records = []
     for s in every:
         run = runs.get(s)
@@ -305,7 +302,7 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
             stale.unlink()
     meta = {"built": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": _git_commit(paths.project_root()), "seconds": run_seconds, "mode": mode,
-            "jobs": jobs if jobs_given else None}
+            "jobs": jobs}
     index, book_error, t_book = None, None, time.perf_counter()
     write_book_sources(book_dir, records, meta)
     if book:
@@ -325,7 +322,10 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                 if remote:
                     say(f"warning: {r.html.name} loads {len(remote)} asset(s) from the network and will not "
                         f"render fully offline (an output embedding a CDN script?): {remote[:2]}")
-        say(f"[book] {_shown(index)} ({_fmt_seconds(book_seconds)})")
+        warnings = [ln for ln in (book_dir / "sphinx.log").read_text(encoding="utf-8").splitlines()
+                    if "WARNING" in ln or "ERROR" in ln]
+        note = f"; {len(warnings)} Sphinx warning(s) in {_shown(book_dir / 'sphinx.log')}" if warnings else ""
+        say(f"[book] {_shown(index)} ({_fmt_seconds(book_seconds)}){note}")
     seconds = time.perf_counter() - t0
     result = BookRun(runs=ordered, not_run=not_run, out_dir=out_dir, index=index, figures_dir=fig_dir,
                      tables_dir=tab_dir, seconds=seconds, parameters=dict(requested), book_seconds=book_seconds,
@@ -397,7 +397,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--only", metavar="NN,NN",
                    help="run only these notebooks, e.g. 02,04 or 02_rationality (the other pages are kept)")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                   help="CPU budget: N notebooks at a time; notebooks declaring n_jobs get n_jobs=N and run alone")
+                   help="CPU budget (default: the number of CPUs): N notebooks at a time, longest first; "
+                        "notebooks declaring n_jobs get n_jobs=N")
     p.add_argument("--seed", type=int, default=None, help="pass seed=S to every notebook")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="extra parameter (Python literal or string) for the notebooks that declare NAME")
