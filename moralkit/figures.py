@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import html as _html
+import itertools
 import os
 from pathlib import Path
 
@@ -41,6 +42,10 @@ __all__ = ["LONG_TABLE_ROWS", "Saved", "relative_path", "save", "save_figure", "
 
 #: tables with more rows than this are shown in a box of fixed height that scrolls
 LONG_TABLE_ROWS = 15
+_TABLE_IDS = itertools.count(1)
+
+#: text columns with longer values than this wrap (the others stay on one line and the table scrolls)
+LONG_TEXT = 40
 
 
 def relative_path(path) -> str:
@@ -168,14 +173,25 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
 
     if isinstance(df, pd.Series):
         df = df.to_frame()
-    body = df.to_html(max_rows=None, max_cols=None, border=0, classes=["mk-table"],
-                      float_format=float_format, na_rep="", escape=True)
+    tid = f"mk-table-{os.getpid()}-{next(_TABLE_IDS)}"  # unique on a page (one kernel writes it)
+    body = df.to_html(max_rows=None, max_cols=None, border=0, classes=["mk-table"], float_format=float_format,
+                      na_rep="", escape=True, sparsify=False, table_id=tid)
+    # one line per cell, so that a wide table scrolls instead of squeezing its columns; columns of long
+    # text (a scenario, a command) wrap at a readable width
+    nidx = df.index.nlevels
+    rules = [f"#{tid}{{width:max-content;max-width:none}}", f"#{tid} th,#{tid} td{{white-space:nowrap}}"]
+    for j, c in enumerate(df.columns):
+        col = df[c]
+        text = col.dtype == object or pd.api.types.is_string_dtype(col.dtype)
+        if text and len(col) and col.astype(str).str.len().max() > LONG_TEXT:
+            rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;min-width:22em;"
+                         "max-width:36em}")
     long = len(df) > LONG_TABLE_ROWS
     style = "overflow:auto;max-width:100%;" + (f"max-height:{max_height};" if long else "")
     cls = "mk-table-scroll" + (" mk-table-long" if long else "")
     cap = (f'<p class="mk-table-caption">{_html.escape(caption)}</p>') if caption else ""
     data = f' data-mk-table="{_html.escape(name, quote=True)}"' if name else ""
-    return f'{cap}<div class="{cls}"{data} style="{style}">{body}</div>'
+    return f'{cap}<style>{"".join(rules)}</style><div class="{cls}"{data} style="{style}">{body}</div>'
 
 
 def show(df, stem: str | None = None, *, caption: str | None = None, directory=None,

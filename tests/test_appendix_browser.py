@@ -49,6 +49,8 @@ PAGE_CHECK = r"""
   const article = document.querySelector('article') || document.body;
   const prose = article.cloneNode(true);  // the page as read, code cells aside
   prose.querySelectorAll('.cell_input, div.highlight, script, style').forEach(e => e.remove());
+  const page = document.body.cloneNode(true);  // with the navigation, whose titles hold math too
+  page.querySelectorAll('.cell_input, div.highlight, script, style').forEach(e => e.remove());
   const imgs = Array.from(document.images);
   const decoded = await Promise.all(imgs.map(i => i.decode().then(() => i.naturalWidth > 0, () => false)));
   return {
@@ -64,7 +66,7 @@ PAGE_CHECK = r"""
     mk_tables: Array.from(article.querySelectorAll('[data-mk-table]')).map(e => e.getAttribute('data-mk-table')),
     tables: Array.from(article.querySelectorAll('table')).map(t => t.innerText.slice(0, 4000)),
     stderr: Array.from(article.querySelectorAll('.output.stderr')).map(e => e.innerText.slice(0, 200)),
-    raw_math: (prose.innerText.match(/\$\$|\\mathbf|\\text\b/g) || []).length,
+    raw_math: (page.textContent.match(/\$\$|\\mathbf|\\text\b|\\\(|\\\)/g) || []).length,
   };
 })()
 """

@@ -75,3 +75,12 @@ def test_show_displays_html_and_saves(tmp_path, monkeypatch):
     assert "<table" in shown[0].data and "c</p>" in shown[0].data
     with pytest.raises(TypeError):
         figures.show("not a table")
+
+
+def test_table_html_keeps_cells_on_one_line_and_wraps_long_text():
+    df = pd.DataFrame({"model": ["m1", "m2"], "context": ["a long scenario " * 5, "short"]}).set_index("model")
+    html = figures.table_html(df)
+    tid = html.split('id="', 1)[1].split('"', 1)[0]
+    assert f"#{tid}{{width:max-content" in html and "white-space:nowrap" in html
+    assert f"#{tid} tbody td:nth-child(2){{white-space:normal" in html  # the index cell is child 1
+    assert figures.table_html(df) != html  # every table gets its own id on a page

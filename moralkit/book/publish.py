@@ -165,7 +165,7 @@ def _config(title: str) -> dict:
                  "home_page_in_navbar": True},
         "launch_buttons": {"notebook_interface": "classic", "binderhub_url": "", "jupyterhub_url": "",
                            "thebe": False, "colab_url": ""},
-        "sphinx": {"config": {
+        "sphinx": {"extra_extensions": ["moralkit.book.sphinx_build"], "config": {
             # MathJax 2 from the book's own _static folder: nothing is fetched from the network
             "mathjax_path": "MathJax.js?config=TeX-AMS-MML_HTMLorMML-full",
             "mathjax3_config": None,

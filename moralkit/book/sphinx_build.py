@@ -9,7 +9,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["build"]
+__all__ = ["build", "setup"]
+
+
+def setup(app):
+    """Sphinx extension: MathJax on every page, since the navigation shows titles with math."""
+    app.set_html_assets_policy("always")
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 def build(book: Path, out: Path) -> int:
