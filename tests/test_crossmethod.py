@@ -179,13 +179,22 @@ def test_psm_similarity_uses_the_permutation_rule_for_e_and_rho():
     assert G.attrs["e"] == min(cceis) - E_BELOW_CCEI
 
 
-def test_load_own_runs_without_data(tmp_path):
+def test_load_own_runs_without_data(tmp_path, monkeypatch):
+    from moralkit.errors import DataError
     from moralkit.studies.crossmethod import cross_method_from_data, load_own_runs
 
+    # a fresh project: the default folders are empty
+    monkeypatch.setenv("MORALKIT_DATA_DIR", str(tmp_path))
     with pytest.warns(UserWarning, match="No PSM data yet"):
-        psm, metrics, msgs = load_own_runs(tmp_path / "psm", tmp_path / "mc")
+        psm, metrics, msgs = load_own_runs()
     assert psm == {} and len(metrics) == 0 and len(msgs) == 2 and "no data" in msgs[0]
+    assert str(tmp_path) not in " ".join(msgs)  # no machine path on a page
     assert cross_method_from_data(psm, metrics) is None
+    # a path given explicitly that does not exist is an error naming the parameter
+    with pytest.raises(DataError, match="data_path=.*does not exist"):
+        load_own_runs(tmp_path / "psm")
+    with pytest.raises(DataError, match="moralchoice_path=.*does not exist"):
+        load_own_runs(None, tmp_path / "mc")
 
 
 def test_cross_method_from_data_on_simulated_inputs(tmp_path):
@@ -199,6 +208,7 @@ def test_cross_method_from_data_on_simulated_inputs(tmp_path):
     data = {m: simulate_quadratic(QuadraticAgent(np.full(5, 0.2), b), make_design(20 + i), model=m)
             for i, (m, b) in enumerate(bs.items())}
     write_psm(data, tmp_path / "psm" / "sim.csv.gz")
+    (tmp_path / "none").mkdir()  # a MoralChoice folder without runs
     psm, _, msgs = load_own_runs(tmp_path / "psm", tmp_path / "none")
     assert sorted(psm) == sorted(bs) and "4 model(s)" in msgs[0]
     rng = np.random.default_rng(0)
