@@ -194,15 +194,19 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     return f'{cap}<style>{"".join(rules)}</style><div class="{cls}"{data} style="{style}">{body}</div>'
 
 
-def show(df, stem: str | None = None, *, caption: str | None = None, directory=None,
+def show(df, stem: str | None = None, *, full=None, caption: str | None = None, directory=None,
          index: bool | None = None, float_format=None) -> None:
     """Display a table as HTML on the page (every row, scrollable when long) and save it as CSV.
 
     Parameters
     ----------
     df : pandas.DataFrame or pandas.Series
+        The table shown.
     stem : str, optional
         Save the table as ``<tables>/<stem>.csv`` first (see :func:`save`); ``None``: only display.
+    full : pandas.DataFrame, optional
+        Save this table under ``stem`` instead of ``df``: the page shows a view of it (a few
+        columns, a pivot), the CSV holds all of it. The view is marked as ``stem`` on the page.
     caption : str, optional
         A line of text shown above the table.
     directory, index
@@ -217,8 +221,11 @@ def show(df, stem: str | None = None, *, caption: str | None = None, directory=N
     """
     from IPython.display import HTML, display
 
-    if not _is_table(df):
-        raise TypeError(f"show() takes a pandas DataFrame or Series, got {type(df).__name__}")
+    if not _is_table(df) or (full is not None and not _is_table(full)):
+        raise TypeError(f"show() takes pandas DataFrames or Series, got {type(df).__name__}"
+                        + ("" if full is None else f" and full={type(full).__name__}"))
+    if full is not None and stem is None:
+        raise ValueError("show(view, full=table) needs the stem to save the full table under")
     if stem is not None:
-        save(df, stem, directory, index=index)
+        save(df if full is None else full, stem, directory, index=index)
     display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format)))

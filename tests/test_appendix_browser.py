@@ -245,8 +245,9 @@ def test_project_book_in_browser(browser, quick_run):
         if r.figures:
             assert info["images"] >= 1, f"{r.html.name} wrote figures but shows no image"
         missing = [t.stem for t in r.tables if t.suffix == ".csv" and t.stem not in info["mk_tables"]]
-        assert not missing, (f"{r.html.name} saved these tables but does not show them as HTML tables "
-                             f"(moralkit.figures.show): {missing}")
+        assert not missing, (f"{r.html.name} saved these tables but does not show them as HTML tables: {missing}; "
+                             "use moralkit.figures.show(table, stem), or show(view, stem, full=table) to show a "
+                             "view (some columns, a pivot) of the table saved")
 
 
 def test_table1_is_an_html_table_with_the_models_and_alpha(browser, quick_run):

@@ -84,3 +84,14 @@ def test_table_html_keeps_cells_on_one_line_and_wraps_long_text():
     assert f"#{tid}{{width:max-content" in html and "white-space:nowrap" in html
     assert f"#{tid} tbody td:nth-child(2){{white-space:normal" in html  # the index cell is child 1
     assert figures.table_html(df) != html  # every table gets its own id on a page
+
+
+def test_show_a_view_and_save_the_full_table(tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    full = pd.DataFrame({"model": ["a", "b"], "alpha": [0.5, 0.01], "n_obs": [160, 150]})
+    figures.show(full[["model", "alpha"]], "02_table1", full=full, directory=tmp_path)
+    assert (tmp_path / "02_table1.csv").read_text().splitlines()[0] == "model,alpha,n_obs"
+    assert 'data-mk-table="02_table1"' in shown[0].data and "n_obs" not in shown[0].data
+    with pytest.raises(ValueError, match="needs the stem"):
+        figures.show(full, full=full)
