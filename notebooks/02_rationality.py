@@ -34,8 +34,7 @@ from fractions import Fraction
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from moralkit.figures import relative_path
-from moralkit.paths import figures_dir, tables_dir
+from moralkit.figures import relative_path, save, show
 from moralkit.psm import rp
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, budget_set, make_design
@@ -50,12 +49,11 @@ summary = pd.DataFrame(
     [dict(provider=ds.provider, backend=ds.backend, model=m, answered=ds.n_obs, missing=ds.n_rounds - ds.n_obs,
           round0=("valid" if ds.q0 is not None else "missing")) for m, ds in datasets.items()],
     columns=["provider", "backend", "model", "answered", "missing", "round0"])
-summary.to_csv(tables_dir() / "02_data_summary.csv", index=False)
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
 ready = len(datasets) > 0
 if not ready:
     print("No model with answered constrained rounds: collect answers first (notebook 01) and re-run.")
-summary
+show(summary, "02_data_summary")
 
 # %% [markdown]
 # ## §2.2 — The PSM design and the expenditure matrix
@@ -124,11 +122,10 @@ print(f"{len(results)} models, {n_datasets} random datasets each")
 # %%
 if ready:
     tab = table1(results)
-    tab.to_csv(tables_dir() / "02_table1.csv", index=False)
     for level, s in ((0.01, "***"), (0.05, "**"), (0.10, "*")):
         print(f"reject H0 at {level:.0%}: {int((tab['alpha'] <= level).sum())} of {len(tab)} models")
     display_cols = ["provider", "model", "label", "ccei_exact", "alpha", "n_obs"]
-    tab[display_cols]
+    show(tab[display_cols], "02_table1", full=tab, caption="Table 1: rationality test")
 
 # %% [markdown]
 # ### Null distributions
@@ -139,8 +136,7 @@ if ready:
 # %%
 if ready:
     fig = plot_null_distributions(tab, ncols=4)
-    fig.savefig(figures_dir() / "02_null_distributions.png", dpi=150)
-    fig.savefig(figures_dir() / "02_null_distributions.svg")
+    save(fig, "02_null_distributions")
     plt.show()
 
 # %% [markdown]

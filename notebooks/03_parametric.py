@@ -42,8 +42,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from moralkit.figures import relative_path
-from moralkit.paths import tables_dir
+from moralkit.figures import relative_path, save, show
 from moralkit.psm import nlls
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import CORNERS, PRICES
@@ -156,12 +155,10 @@ if ready:
 if ready:
     t2a, t2b = nlls.table2(fits, uncertainty="se", table1=table1)
     ci_a, ci_b = nlls.table2(fits, uncertainty="ci" if n_boot else None, table1=table1)
-    pd.concat([t2a, ci_a.filter(regex="low|high")], axis=1).to_csv(tables_dir() / "03_table2a.csv")
-    pd.concat([t2b, ci_b.filter(regex="low|high")], axis=1).to_csv(tables_dir() / "03_table2b.csv")
-    print("(a) Parameters b_1 to b_5")
-    display(t2a.round(3))
-    print("(b) Parameters a_1 to a_5")
-    display(t2b.round(3))
+    show(t2a.round(3), "03_table2a", full=pd.concat([t2a, ci_a.filter(regex="low|high")], axis=1),
+         caption="(a) Parameters b_1 to b_5")
+    show(t2b.round(3), "03_table2b", full=pd.concat([t2b, ci_b.filter(regex="low|high")], axis=1),
+         caption="(b) Parameters a_1 to a_5")
 
 # %% [markdown]
 # ## Figure 1: utility parameters
@@ -172,7 +169,7 @@ if ready:
 # %%
 if ready:
     fig1 = nlls.plot_parameters(fits)
-    nlls.save_figure(fig1, "03_fig1_parameters")
+    save(fig1, "03_fig1_parameters")
     plt.show()
 
 # %% [markdown]
@@ -185,7 +182,7 @@ if ready:
 # %%
 if ready:
     fig2 = nlls.plot_q0_minus_b(fits)
-    nlls.save_figure(fig2, "03_fig2_q0_minus_b")
+    save(fig2, "03_fig2_q0_minus_b")
     plt.show()
     d = pd.DataFrame({m: f.q0 - f.b for m, f in fits.items() if f.q0 is not None},
                      index=[c.split(" ")[1].strip("()") for c in t2a.columns[:5]]).T
@@ -204,10 +201,9 @@ if ready:
                                  seed=seed, n_boot=0, errors="warn")
     by_form = {form: fits, other_form: fits_other}
     cmp = nlls.compare_forms(by_form["exact"], by_form["paper"])
-    cmp.to_csv(tables_dir() / "03_paper_vs_exact.csv", index=False)
     summ = cmp.assign(abs_diff=cmp["difference"].abs()).groupby(
         ["model", cmp["parameter"].str[0]])["abs_diff"].agg(["mean", "max"]).unstack()
-    display(summ.round(3))
+    show(summ.round(3), "03_paper_vs_exact", full=cmp, caption="|paper - exact| per model and parameter")
     ssr = cmp.groupby("model")[["ssr_exact", "ssr_paper"]].first()
     display(ssr.round(2))
     print(f"mean |paper - exact|: b {cmp.loc[cmp.parameter.str[0] == 'b', 'difference'].abs().mean():.3f}, "

@@ -38,8 +38,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from moralkit.figures import relative_path
-from moralkit.paths import tables_dir
+from moralkit.figures import relative_path, save, show
 from moralkit.psm import partition as mp
 from moralkit.psm import permutation as perm
 from moralkit.psm.dataset import load_psm
@@ -155,8 +154,7 @@ if ready:
 # %%
 if ready:
     t3 = study.table3()
-    t3.to_csv(tables_dir() / "04_table3.csv")
-    display(t3)
+    show(t3, "04_table3")
 
 # %% [markdown]
 # ### Figure 3: similarity network $G$
@@ -166,7 +164,7 @@ if ready:
 # %%
 if ready:
     fig3 = perm.plot_similarity(study.G)
-    perm.save_figure(fig3, "04_fig3_similarity")
+    save(fig3, "04_fig3_similarity")
     plt.show()
 
 # %% [markdown]
@@ -178,7 +176,7 @@ if ready:
 # %%
 if ready:
     fig4 = perm.plot_networks(study.G, alphas)
-    perm.save_figure(fig4, "04_fig4_networks")
+    save(fig4, "04_fig4_networks")
     plt.show()
 
 # %% [markdown]

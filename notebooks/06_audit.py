@@ -39,7 +39,7 @@ n_jobs = 1
 import matplotlib.pyplot as plt
 import pandas as pd
 
-import moralkit.paths
+from moralkit.figures import save, show
 from moralkit.psm import reference
 from moralkit.studies import audit
 from moralkit.studies import conventions as cv
@@ -48,13 +48,7 @@ if quick:
     n_agents, n_random, n_null = 6, 12, 100
     noise_levels = [0.0, 0.3, 1.0, 3.0]
     n_convention_null, n_envelope = 15, 6
-FIG, TAB = moralkit.paths.figures_dir(), moralkit.paths.tables_dir()
 pd.set_option("display.width", 160)
-
-
-def save_table(df, name):
-    df.to_csv(TAB / f"06_{name}.csv")
-    return df
 
 
 # %% [markdown]
@@ -70,13 +64,14 @@ def save_table(df, name):
 # %%
 power = audit.power_study(noise_levels, n_agents=n_agents, n_random=n_random, n_datasets=n_null,
                           seed=seed, n_jobs=n_jobs)
-power_tab = save_table(audit.power_table(power), "power")
-power_tab
+power_tab = audit.power_table(power)
+show(power_tab, "06_power")
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
 audit.plot_power(power_tab, ax)
-audit.save_figure(fig, "06_power_curve")
+save(fig, "06_power_curve")
+plt.show()
 
 # %% [markdown]
 # ## §2.2, Definition 3 and Table 1 — which CCEI convention produced the published values?
@@ -101,8 +96,7 @@ support = pd.DataFrame({
     "fractions_m<=30": [", ".join(f"{f.numerator}/{f.denominator}" for f in cv.matching_fractions(v)) for v in vals],
     **{c.name: cv.in_support(vals, c) for c in cv.CONVENTIONS},
 })
-save_table(support, "printed_values_support")
-support
+show(support, "06_printed_values_support")
 
 # %% [markdown]
 # The supports of `x/e` and `x/1-e` are mirror images (a/b ↔ (b−a)/b), so the printed values alone
@@ -117,10 +111,10 @@ support
 null, predicted = audit.convention_audit(t1, n_datasets=n_convention_null, seed=seed)
 envelope = audit.alpha_envelope(t1, n_datasets=n_envelope, seed=seed,
                                 q0s=None if not quick else [(0, 0, 0, 0, 0), (5, 5, 5, 5, 5), (2, 2, 2, 2, 2)])
-summary = save_table(audit.convention_summary(predicted, null, envelope), "convention_summary")
-save_table(predicted.merge(envelope[["model", "convention", "alpha_min", "alpha_max"]], on=["model", "convention"]),
-           "convention_predicted_alpha")
-summary
+summary = audit.convention_summary(predicted, null, envelope)
+show(summary, "06_convention_summary")
+show(predicted.merge(envelope[["model", "convention", "alpha_min", "alpha_max"]], on=["model", "convention"]),
+     "06_convention_predicted_alpha", caption="Predicted alpha per published model and convention")
 
 # %% [markdown]
 # How each convention treats simulated utility maximisers (best of the 100 options, and best of the
@@ -130,15 +124,16 @@ summary
 
 # %%
 rational = audit.rational_agent_indices(n_agents=3 if quick else 100, seed=seed)
-rat_tab = save_table(rational.groupby(["convention", "agent_kind"])["index"].describe()[["mean", "min", "max"]],
-                     "convention_rational_agents")
-rat_tab
+rat_tab = rational.groupby(["convention", "agent_kind"])["index"].describe()[["mean", "min", "max"]]
+show(rat_tab, "06_convention_rational_agents")
 
 # %%
 fig = audit.plot_convention_nulls(null, t1, rational)
-audit.save_figure(fig, "06_convention_nulls")
+save(fig, "06_convention_nulls")
+plt.show()
 fig = audit.plot_alpha_fit(predicted, envelope)
-audit.save_figure(fig, "06_convention_alpha_fit")
+save(fig, "06_convention_alpha_fit")
+plt.show()
 
 # %%
 best = summary.sort_values("mae_alpha").index[0]
@@ -186,8 +181,8 @@ print("\nmean index, rational (best of 100) vs random agents:\n", r.round(3).to_
 
 # %%
 cross = audit.nlls_cross_forms(n_agents=2 if quick else 40, seed=seed)
-save_table(cross, "nlls_cross_forms")
-cross.pivot_table(index="param", columns=["generated", "fitted"], values=["bias", "rmse"]).round(3)
+show(cross.pivot_table(index="param", columns=["generated", "fitted"], values=["bias", "rmse"]).round(3),
+     "06_nlls_cross_forms", full=cross)
 
 # %% [markdown]
 # Second, recovery from the PSM's discrete choices: simulated agents with known (a, b) pick from the
@@ -195,9 +190,9 @@ cross.pivot_table(index="param", columns=["generated", "fitted"], values=["bias"
 # (`moralkit.psm.nlls.fit_utility`). Bias and RMSE per parameter:
 
 # %%
-nlls_tab = save_table(audit.nlls_recovery(n_agents=2 if quick else 40, noise_levels=(0.0, 0.3), seed=seed),
-                      "nlls_recovery")
-nlls_tab.pivot_table(index=["noise", "param"], columns="form", values=["bias", "rmse"]).round(3)
+nlls_tab = audit.nlls_recovery(n_agents=2 if quick else 40, noise_levels=(0.0, 0.3), seed=seed)
+show(nlls_tab.pivot_table(index=["noise", "param"], columns="form", values=["bias", "rmse"]).round(3),
+     "06_nlls_recovery", full=nlls_tab)
 
 # %% [markdown]
 # ## §2.4 and §3.3 — Partition sanity: does the permutation approach recover known groups?
@@ -214,13 +209,13 @@ nlls_tab.pivot_table(index=["noise", "param"], columns="form", values=["bias", "
 part = audit.partition_recovery(rhos=(10, 20) if quick else (5, 10, 20),
                                 es=(0.333, 0.8, 1.0) if quick else (0.2, 0.333, 0.5, 0.667, 0.8, 0.9, 1.0),
                                 T=10 if quick else 200, seed=seed)
-save_table(part, "partition_recovery")
-part
+show(part, "06_partition_recovery")
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 4))
 audit.plot_partition_recovery(part, ax)
-audit.save_figure(fig, "06_partition_recovery")
+save(fig, "06_partition_recovery")
+plt.show()
 
 # %% [markdown]
 # The paper's e = 0.333 (the smallest CCEI among the models passing at 5 %) sits where, for these
