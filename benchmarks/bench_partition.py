@@ -8,11 +8,14 @@ study at a stricter e (``--stress-e``, more types per draw) is timed too.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_partition.py [--milp-instances 2] [--time-limit 120] [--n-jobs 1]
+    .venv/bin/python benchmarks/bench_partition.py [--cuts-instances 50] [--milp-instances 2] \
+        [--time-limit 120] [--n-jobs 1] [--perm-solvers highs]
 
-The last line printed is one JSON object with (at least) the keys ``exact_ms_per_partition``,
-``milp_highs_s_per_partition`` and ``permutation_paper_scale_s``. MILP times stopped by the time
-limit are lower bounds (``milp_<solver>_time_limited`` says so).
+At the paper's size (7 models x rho = 20 = 140 pooled rounds, e binding) it times, per LS(e), the
+exact solver and every MILP solver with formulation="cuts" (median and max), a few literal
+Proposition-1 MILPs (formulation="prop1", under the time limit), and the paper-scale permutation
+study with the exact solver and with solver="highs" (max |dG|). The last line printed is one JSON
+object.
 """
 
 from __future__ import annotations
@@ -47,12 +50,14 @@ def simulated_agents(seed=0):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exact-instances", type=int, default=50)
-    ap.add_argument("--milp-instances", type=int, default=2)
+    ap.add_argument("--milp-instances", type=int, default=2, help="140-round instances for formulation='prop1'")
+    ap.add_argument("--cuts-instances", type=int, default=50, help="140-round instances for formulation='cuts'")
     ap.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP")
     ap.add_argument("--solvers", default="highs,glpk,gurobi")
     ap.add_argument("--T", type=int, default=500)
     ap.add_argument("--rho", type=int, default=20)
     ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--perm-solvers", default="highs", help="MILP solvers for the paper-scale permutation study")
     ap.add_argument("--stress-e", type=float, default=0.75)
     ap.add_argument("--small-instances", type=int, default=5)
     ap.add_argument("--small-rho", type=int, default=3)
@@ -82,52 +87,61 @@ def main(argv=None):
           f"{np.bincount([p.n_types for p in parts]).tolist()})")
 
     out = {"exact_ms_per_ls": round(ls_ms, 3), "exact_ms_per_partition": round(part_ms, 3)}
-    for solver in [s.strip() for s in args.solvers.split(",") if s.strip()]:
-        if solver == "glpk" and find_glpsol() is None:
-            print("glpk: not installed, skipped")
-            continue
-        ls_times, part_times, limited, agree, note = [], [], False, 0, ""
-        for i, P in enumerate(inst[:args.milp_instances]):
-            t0 = time.perf_counter()
+    solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
+    if "glpk" in solvers and find_glpsol() is None:
+        print("glpk: not installed, skipped")
+        solvers.remove("glpk")
+    # per LS(e) at the paper's size, at the paper's rule for e and at the stricter --stress-e (e binds)
+    for tag, lev in (("", e), ("stress_", args.stress_e)):
+        ex_t, lev_sizes = [], []
+        for P in inst[:args.cuts_instances]:
+            t = time.perf_counter()
+            lev_sizes.append(len(largest_subsets(P, lev)[0]))
+            ex_t.append(time.perf_counter() - t)
+        out[f"{tag}exact_ms_per_ls_median"] = round(1e3 * float(np.median(ex_t)), 3)
+        out[f"{tag}exact_ms_per_ls_max"] = round(1e3 * float(np.max(ex_t)), 3)
+        print(f"e = {lev:.6f}: exact per LS(e) on {len(ex_t)} instances of {inst[0].n_obs} rounds: median "
+              f"{1e3 * np.median(ex_t):.2f} ms, max {1e3 * np.max(ex_t):.2f} ms (|LS| distribution "
+              f"{np.bincount(lev_sizes, minlength=8).tolist()})")
+        for solver in solvers:
+            times, agree, n_solves = [], 0, []
             try:
-                within, n_solves, types = list(P.models), 0, []
-                while within:
-                    r = solve_ls_milp(P, e, within=within, solver=solver, time_limit=args.time_limit)
-                    n_solves += 1
-                    ls_times.append(r.wall_s)
-                    if not r.optimal:
-                        limited = True
-                        print(f"  {solver} instance {i} step {n_solves}: hit the {args.time_limit:.0f} s time "
-                              f"limit ({r.status})")
-                        break
-                    if n_solves == 1:
-                        agree += int(len(r.models) == sizes[i])
-                    types.append(r.models)
-                    within = [m for m in within if m not in r.models]
-                    if not r.models:
-                        break
+                for i, P in enumerate(inst[:args.cuts_instances]):
+                    r = solve_ls_milp(P, lev, solver=solver, formulation="cuts", time_limit=args.time_limit)
+                    times.append(r.wall_s)
+                    n_solves.append(r.n_solves)
+                    agree += int(r.optimal and len(r.models) == lev_sizes[i])
+            except ValueError as ex:
+                print(f"  {solver} cuts: {ex}")
+                out[f"{tag}milp_{solver}_cuts_note"] = str(ex)[:160]
+            if times:
+                out[f"{tag}milp_{solver}_cuts_s_per_ls_median"] = round(float(np.median(times)), 4)
+                out[f"{tag}milp_{solver}_cuts_s_per_ls_max"] = round(float(np.max(times)), 4)
+                out[f"{tag}milp_{solver}_cuts_agree"] = f"{agree}/{len(times)}"
+                print(f"  {solver}, formulation='cuts': median {np.median(times):.3f} s, max {np.max(times):.3f} s "
+                      f"per LS(e) ({np.mean(n_solves):.1f} master solves on average); |LS(e)| agrees with the "
+                      f"exact solver on {agree}/{len(times)}; median ratio to exact "
+                      f"{np.median(times) / np.median(ex_t):,.0f}x")
+    # formulation="prop1" (the literal MILP): a few instances at the paper's rule, under the time limit
+    for solver in solvers:
+        p_times, p_status, note = [], [], ""
+        for i, P in enumerate(inst[:args.milp_instances]):
+            try:
+                r = solve_ls_milp(P, e, solver=solver, formulation="prop1", time_limit=args.time_limit)
             except ValueError as ex:
                 note = str(ex)
-                print(f"  {solver}: {note}")
+                print(f"  {solver} prop1: {note}")
                 break
-            part_times.append(time.perf_counter() - t0)
-            if not limited:
-                print(f"  {solver} instance {i}: {n_solves} MILPs, {part_times[-1]:.1f} s, types "
-                      f"{[len(t) for t in types]} (exact: {[len(t) for t in parts[i].types]})")
-        if note and not part_times:
-            out[f"milp_{solver}_s_per_partition"] = None
-            out[f"milp_{solver}_note"] = note[:160]
-            continue
-        out[f"milp_{solver}_s_per_ls"] = round(float(np.mean(ls_times)), 2) if ls_times else None
-        out[f"milp_{solver}_s_per_partition"] = round(float(np.mean(part_times)), 2) if part_times else None
-        out[f"milp_{solver}_time_limited"] = limited
-        n_opt = len(part_times) - (1 if limited else 0) if part_times else 0
-        out[f"milp_{solver}_first_ls_agrees"] = f"{agree}/{n_opt} solved" if not limited else "n/a (time limit)"
-        if part_times:
-            print(f"{solver}: {np.mean(ls_times):.1f} s per LS(e) MILP, {np.mean(part_times):.1f} s per partition"
-                  f"{' (lower bound: time limit hit)' if limited else ''}; "
-                  f"ratio to exact {1e3 * np.mean(part_times) / part_ms:,.0f}x")
-    out.setdefault("milp_highs_s_per_partition", None)
+            p_times.append(r.wall_s)
+            ok = r.optimal and len(r.models) == sizes[i]
+            p_status.append(r.status if not r.optimal else ("optimal, agrees" if ok else "optimal, DISAGREES"))
+            print(f"  {solver} prop1 instance {i} ({inst[0].n_obs} rounds): {r.wall_s:.1f} s including "
+                  f"{r.build_s:.1f} s to build the Pyomo model, {p_status[-1]}")
+        if note:
+            out[f"milp_{solver}_prop1_note"] = note[:160]
+        if p_times:
+            out[f"milp_{solver}_prop1_s_per_ls"] = [round(x, 2) for x in p_times]
+            out[f"milp_{solver}_prop1_status"] = p_status
 
     # small instances every solver can finish (and gurobipy's pip licence can hold): rho = 3 x 7 models
     small = [pool(ds, draw_rounds(ds, args.small_rho, 1000 + s)) for s in range(args.small_instances)]
@@ -143,13 +157,13 @@ def main(argv=None):
         times, agree = [], 0
         try:
             for P, k in zip(small, small_sizes):
-                r = solve_ls_milp(P, e, solver=solver, time_limit=args.time_limit)
+                r = solve_ls_milp(P, e, solver=solver, formulation="prop1", time_limit=args.time_limit)
                 times.append(r.wall_s)
                 agree += int(r.optimal and len(r.models) == k)
         except ValueError as ex:
             print(f"  {solver}: {ex}")
             continue
-        print(f"  {solver}: {np.mean(times):.2f} s per LS(e) MILP ({agree}/{len(small)} agree with the exact "
+        print(f"  {solver} prop1: {np.mean(times):.2f} s per LS(e) MILP ({agree}/{len(small)} agree with the exact "
               f"solver); ratio to exact {1e3 * np.mean(times) / small_ms:,.0f}x")
         out[f"small_milp_{solver}_s_per_ls"] = round(float(np.mean(times)), 3)
 
@@ -166,6 +180,20 @@ def main(argv=None):
     res2 = permutation_study(ds, args.stress_e, T=args.T, rho=args.rho, seed=0, n_jobs=args.n_jobs, progress=False)
     wall2 = time.perf_counter() - t
     print(f"permutation study at e={args.stress_e}: {wall2:.2f} s, mean types per draw {res2.n_types.mean():.2f}")
+    for solver in [s for s in args.perm_solvers.split(",") if s]:
+        for tag, lev, ref in (("", e, res), ("stress_", args.stress_e, res2)):
+            t = time.perf_counter()
+            resm = permutation_study(ds, lev, T=args.T, rho=args.rho, seed=0, n_jobs=args.n_jobs, progress=False,
+                                     solver=solver, formulation="cuts")
+            wallm = time.perf_counter() - t
+            dG = float(np.abs(resm.G.to_numpy() - ref.G.to_numpy()).max())
+            same = bool(np.array_equal(resm.labels, ref.labels))
+            print(f"permutation study at e={lev:.6f} with solver={solver!r} (formulation='cuts'): {wallm:.1f} s "
+                  f"(exact: {ref.wall_s:.2f} s); max |dG| against the exact solver {dG:g}; every draw's "
+                  f"partition identical: {same}")
+            out[f"{tag}permutation_{solver}_s"] = round(wallm, 2)
+            out[f"{tag}permutation_{solver}_max_abs_dG"] = dG
+            out[f"{tag}permutation_{solver}_labels_identical"] = same
     out["permutation_stress_e_s"] = round(wall2, 2)
     out["e"] = round(e, 4)
     print(json.dumps(out))

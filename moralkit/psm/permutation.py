@@ -358,7 +358,7 @@ def _types_to_labels(type_masks, left, M):
     return lab
 
 
-def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, time_limit):
+def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, time_limit, formulation="cuts"):
     """Draws ``ts`` (with their SeedSequences); returns labels (len(ts), M)."""
     M = len(ri.models)
     out = np.empty((len(ts), M), dtype=np.int64)
@@ -372,7 +372,8 @@ def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, 
             masks, _, left = procedure2_masks(ex, (1 << M) - 1, rng)
             out[j] = _types_to_labels(masks, left, M)
         else:
-            part = partition_types(full.subset(obs), e, solver=solver, seed=rng, time_limit=time_limit)
+            part = partition_types(full.subset(obs), e, solver=solver, seed=rng, time_limit=time_limit,
+                                   formulation=formulation)
             lab = part.labels()
             out[j] = [lab[m] for m in ri.models]
     return out
@@ -381,7 +382,7 @@ def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, 
 def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: int = PAPER_RHO, seed: int = 0,
                       solver: str = "exact", n_jobs: int = 1, progress: bool = True,
                       time_limit: float | None = None, models: Sequence[str] | None = None,
-                      chunk_size: int | None = None) -> PermutationResult:
+                      chunk_size: int | None = None, formulation: str = "cuts") -> PermutationResult:
     """Similarity matrix G of the permutation approach (Section 2.4, eq. (6)).
 
     Parameters
@@ -398,12 +399,15 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     seed : int, default 0
         Root of the per-draw seeds (``SeedSequence(seed).spawn(T)``).
     solver : {"exact", "highs", "glpk", "gurobi", "cbc"}, default "exact"
-        LS(e) solver; the exact cut solver is thousands of times faster than
-        the MILP (``benchmarks/bench_partition.py``) and gives the same |LS(e)|.
+        LS(e) solver. A MILP solver enumerates every maximum subset and breaks
+        ties with the same random draw as the exact solver, so G is identical
+        (``benchmarks/bench_partition.py`` measures both).
     n_jobs : int, default 1
         joblib workers (``-1``: all cores). Results do not depend on it.
     progress : bool
         tqdm progress bar over the T draws, when the output is a terminal.
+    formulation : {"cuts", "prop1"}, default "cuts"
+        MILP formulation (MILP solvers only; :func:`moralkit.psm.milp.solve_ls_milp`).
     time_limit : float, optional
         Seconds per MILP (MILP solvers only).
     models : sequence of str, optional
@@ -478,7 +482,8 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
 
         chunk = chunk_size or max(1, int(np.ceil(T / (8 * max(1, effective_n_jobs(n_jobs))))))
     chunks = [list(range(i, min(T, i + chunk))) for i in range(0, T, chunk)]
-    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, None if solver == "exact" else full, e, time_limit)
+    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, None if solver == "exact" else full, e, time_limit,
+            formulation)
     # disable=None: a bar on a terminal only, never as stderr text on a notebook page
     bar = tqdm(total=T, desc="synthetic datasets", disable=None if progress else True)
     parts = []

@@ -57,6 +57,8 @@ __all__ = [
     "random_choice_test",
     "random_choice_tests",
     "table1",
+    "HMTestResult",
+    "hm_random_choice_test",
     "stars",
     "plot_null_distributions",
 ]
@@ -292,7 +294,7 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
 
 
 def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, progress: bool = False,
-           min_obs: int = 1) -> pd.DataFrame:
+           min_obs: int = 1, hm: bool = False, hm_time_limit: float = 10.0) -> pd.DataFrame:
     """Table 1: the rationality test of every model, as a tidy DataFrame sorted by alpha.
 
     Parameters
@@ -303,6 +305,12 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         As in :func:`random_choice_tests`.
     min_obs : int, default 1
         Models with fewer answered rounds are left out (with a warning naming them).
+    hm : bool, default False
+        Add the Houtman–Maks index with its own alpha (:func:`hm_random_choice_test`,
+        on the same random datasets): columns ``hm``, ``hm_exact``, ``alpha_hm``,
+        ``alpha_hm_low``, ``alpha_hm_high``, ``stars_hm``.
+    hm_time_limit : float, default 10
+        Seconds per random dataset for the Houtman–Maks decision (see there).
 
     Returns
     -------
@@ -329,7 +337,9 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     >>> t["stars"].tolist()  # the random respondent does not pass
     ['***', '']
     """
-    if isinstance(datasets, dict) and datasets and all(isinstance(v, RandomChoiceResult) for v in datasets.values()):
+    precomputed = isinstance(datasets, dict) and datasets and all(
+        isinstance(v, RandomChoiceResult) for v in datasets.values())
+    if precomputed:
         results = datasets
     else:
         if isinstance(datasets, PSMDataset):
@@ -343,10 +353,121 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     rows = [dict(provider=r.provider, model=r.model, ccei=r.ccei, ccei_exact=str(r.ccei_exact), alpha=r.alpha,
                  stars=r.stars, label=f"{r.ccei:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
     df = pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
+    if hm:
+        if precomputed:
+            raise MoralkitError("hm=True needs the datasets themselves, not precomputed results; pass the datasets")
+        by_model = {ds.model: ds for ds in items}
+        hres = {m: hm_random_choice_test(by_model[m], n_datasets=n_datasets, seed=seed, n_jobs=n_jobs,
+                                         time_limit=hm_time_limit) for m in results}
+        df["hm"] = [float(hres[m].hm) for m in df["model"]]
+        df["hm_exact"] = [f"{hres[m].n_kept}/{hres[m].n_obs}" for m in df["model"]]
+        df["alpha_hm"] = [hres[m].alpha for m in df["model"]]
+        df["alpha_hm_low"] = [hres[m].alpha_low for m in df["model"]]
+        df["alpha_hm_high"] = [hres[m].alpha_high for m in df["model"]]
+        df["stars_hm"] = [hres[m].stars for m in df["model"]]
+        df.attrs["hm_results"] = hres
     df = df.sort_values(["alpha", "ccei", "model"], ascending=[True, False, True], kind="mergesort")
     df = df.reset_index(drop=True)
     df.attrs["results"] = results
     return df
+
+
+# --------------------------------------------------------------------------- the Houtman–Maks index
+
+
+@dataclass(frozen=True)
+class HMTestResult:
+    """The random-choice test with the Houtman–Maks index (:func:`hm_random_choice_test`).
+
+    Attributes
+    ----------
+    model : str
+    hm : fractions.Fraction
+        The model's Houtman–Maks index, ``n_kept / n_obs``.
+    n_kept, n_obs : int
+    n_at_least, n_below, n_undecided : int
+        Random datasets whose HM is at least the model's, below it, and not
+        decided within the time limit.
+    n_datasets, seed : int
+    """
+
+    model: str
+    hm: Fraction
+    n_kept: int
+    n_obs: int
+    n_at_least: int
+    n_below: int
+    n_undecided: int
+    n_datasets: int
+    seed: int
+
+    @property
+    def alpha_low(self) -> float:
+        return self.n_at_least / self.n_datasets
+
+    @property
+    def alpha_high(self) -> float:
+        return (self.n_at_least + self.n_undecided) / self.n_datasets
+
+    @property
+    def alpha(self) -> float:
+        """The share of random datasets with an HM at least the model's; NaN when some are undecided."""
+        return self.alpha_low if self.n_undecided == 0 else float("nan")
+
+    @property
+    def stars(self) -> str:
+        """Stars when the interval [alpha_low, alpha_high] decides them, else ``"?"``."""
+        lo, hi = stars(Fraction(self.n_at_least, self.n_datasets)), stars(
+            Fraction(self.n_at_least + self.n_undecided, self.n_datasets))
+        return lo if lo == hi else "?"
+
+
+def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_limit):
+    from .houtman_maks import houtman_maks_at_least
+
+    T, n_opt = options.shape[0], options.shape[1]
+    V = rp.option_expenditures(corners, prices, options).astype(np.int64)
+    cols = np.arange(T)
+    out = []
+    for c, m in zip(chunks, sizes):
+        C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))  # the CCEI test's random datasets
+        for row in C:
+            d = houtman_maks_at_least(V[:, cols, row], k, time_limit=time_limit)
+            out.append(-1 if d is None else int(d))
+    return out
+
+
+def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 0, *, n_jobs: int = 1,
+                          time_limit: float = 10.0) -> HMTestResult:
+    """The random-choice rationality test (Procedure 1) with the Houtman–Maks index in corner coordinates.
+
+    The model's HM (:func:`moralkit.psm.houtman_maks.houtman_maks`, exact) is compared
+    with that of the same random datasets as the CCEI test (same seeds). Each
+    random dataset is decided by an upper bound first and by the exact
+    computation only when needed (:func:`moralkit.psm.houtman_maks.houtman_maks_at_least`).
+    A dataset not decided within ``time_limit`` seconds is counted as undecided:
+    alpha is then reported as the interval [``alpha_low``, ``alpha_high``] and
+    ``alpha`` is NaN. Near-random data at T = 160 are slow to decide (see
+    ``benchmarks/bench_houtman_maks.py``).
+
+    References
+    ----------
+    Seror (2025), Section 2.3, eq. (4) and footnote 6; Houtman and Maks (1985).
+    """
+    from joblib import Parallel, delayed
+
+    from .houtman_maks import houtman_maks
+
+    v = _prepare(dataset)
+    own = houtman_maks(rp.psm_expenditure_matrix(v))
+    sizes = _chunk_sizes(int(n_datasets))
+    tasks = [delayed(_hm_decisions)(v.model, v.corners, v.prices, v.options, int(seed), [c], [sizes[c]],
+                                    own.n_kept, time_limit) for c in range(len(sizes))]
+    parts = Parallel(n_jobs=n_jobs)(tasks) if n_jobs != 1 else [f(*a, **kw) for f, a, kw in tasks]
+    d = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
+    return HMTestResult(model=v.model, hm=own.index, n_kept=own.n_kept, n_obs=v.n_obs,
+                        n_at_least=int((d == 1).sum()), n_below=int((d == 0).sum()),
+                        n_undecided=int((d == -1).sum()), n_datasets=len(d), seed=int(seed))
 
 
 # --------------------------------------------------------------------------- plots
