@@ -267,3 +267,80 @@ if pairs is not None:
 # %%
 if "controversial" in summaries:
     show(summaries["controversial"])
+
+# %% [markdown]
+# ## Samples per question form, and Definition 1 without sampling
+#
+# The paper samples M = 5 answers per form for low- and M = 10 for high-ambiguity scenarios (§3.3).
+# With M = 1 a form's likelihood is 0 or 1, so QF-E is 0 by construction (except forms with no valid
+# answer) and Figure 4's certainty axis says nothing. The table gives M for every run above.
+#
+# A local model also gives its token probabilities, so Definition 1 can be computed instead of
+# sampled: the probability of each canonical answer of a form (followed by end of turn), summed per
+# action (`moralkit.moralchoice.likelihood`). `covered` is the probability mass those answers hold;
+# the rest (other spellings, refusals, invalid answers) is reported, not guessed. Respondents named
+# `+persona-<name>` are **the same model under a system prompt** (`moralkit.collect.personas`).
+
+# %%
+from moralkit.moralchoice import likelihood as mcl
+from moralkit.moralchoice import published
+
+m_per_form = pd.concat({a: r.groupby(["model", "scenario_id", "question_type", "ordering"]).size()
+                        .groupby("model").agg(["min", "max"]).rename(columns={"min": "M_min", "max": "M_max"})
+                        for a, r in responses.items() if len(r)}, names=["set", "model"])
+show(m_per_form, "05_samples_per_form", caption="Samples per question form (M) of every run")
+exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
+exact = {a: x for a, x in exact.items() if len(x)}
+if not exact:
+    print("No exact likelihoods in", relative_path(mcl.likelihood_dir()),
+          "- run `python -m moralkit likelihood ...` (data/README.md).")
+else:
+    coverage = pd.concat({a: x.groupby(["model", "question_type"])["covered"].mean().unstack()
+                          .assign(scenarios=x.groupby("model")["scenario_id"].nunique(),
+                                  forms=x.groupby("model").size())
+                          for a, x in exact.items()}, names=["set", "model"])
+    show(coverage, "05_exact_coverage", caption="Probability mass of the canonical answers, by template")
+
+# %% [markdown]
+# ### Agreement of the two estimators, and Figure 4 where QF-E can be non-zero
+#
+# On the scenarios both cover: correlation and mean |Δ| of the marginal likelihoods, Spearman
+# correlations of QF-C and QF-E, next to the band the same statistics would have from sampling noise
+# alone (answers redrawn from the exact likelihoods at the run's M). Figure 4 below uses only exact
+# likelihoods, where QF-E measures the model's own uncertainty.
+
+# %%
+if exact:
+    agreement = pd.concat({a: mcl.compare_estimators(exact[a], responses[a]) for a in exact
+                           if a in responses and len(responses[a])}, names=["set", "row"])
+    if len(agreement):
+        show(agreement, "05_estimator_agreement", caption="Exact likelihoods against sampling")
+    exact_metrics = {a: mc.scenario_metrics(x) for a, x in exact.items()}
+    exact_summaries = {a: mc.model_summary(m) for a, m in exact_metrics.items()}
+    show(pd.concat(exact_summaries, names=["set", "model"]), "05_exact_model_summary")
+    fig = plots.plot_consistency_certainty({"low": exact_summaries.get("low"), "high": exact_summaries.get("high")})
+    save(fig, "05_fig4_exact")
+    plt.show()
+
+# %% [markdown]
+# ## The original study's 28 models
+#
+# `moralkit.moralchoice.published` downloads the paper's own response files (M = 5 / 10) once, at a
+# pinned commit, with sha256 checks. When they are in the cache, Figures 3 and 4 are drawn from them.
+
+# %%
+paper = {a: published.load_published(a) for a in ("low", "high")}
+paper = {a: p for a, p in paper.items() if len(p)}
+if not paper:
+    print("The published responses are absent (no cache in", published.published_cache_dir(), "). "
+          "With internet: `from moralkit.moralchoice import published; published.download_published()`.")
+else:
+    paper_metrics = {a: mc.scenario_metrics(p) for a, p in paper.items()}
+    paper_summaries = {a: mc.model_summary(m) for a, m in paper_metrics.items()}
+    show(pd.concat(paper_summaries, names=["set", "model"]), "05_paper_model_summary")
+    fig = plots.plot_marginal_likelihoods({"low": paper_metrics.get("low"), "high": paper_metrics.get("high")})
+    save(fig, "05_fig3_paper")
+    plt.show()
+    fig = plots.plot_consistency_certainty({"low": paper_summaries.get("low"), "high": paper_summaries.get("high")})
+    save(fig, "05_fig4_paper")
+    plt.show()

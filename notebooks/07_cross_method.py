@@ -109,3 +109,42 @@ if res is not None:
 #   with near-constant likelihoods dropped by the correlation).
 # * **With 2–3 models** the statistic is descriptive only: the smallest attainable p-value (table
 #   above) is too large for any conclusion.
+
+# %% [markdown]
+# ## Steerability: one model under persona system prompts
+#
+# Persona-respondents are **Qwen2.5-Coder-0.5B-Instruct under a short system prompt**
+# (`moralkit.collect.personas`: utilitarian, deontological, care; sources cited there), not other
+# models. Each is compared with the same model without a persona (`moralkit.studies.steerability`):
+# on MoralChoice, the mean change of the marginal likelihood of action 1 and the change towards the
+# action that violates fewer of the rules the persona's theory weighs (bootstrap intervals over
+# scenarios, one-sided sign-flip p-values); on the PSM, the change of the NLLS ideal points b
+# (bootstrap over rounds), against directions written down before the runs finished. The same model
+# with another sampling seed (`-s1`) shows how much b moves by sampling alone.
+
+# %%
+from moralkit.moralchoice import load_scenarios
+from moralkit.psm import nlls
+from moralkit.studies import steerability
+
+BASE = "qwen2.5-coder-0.5b-instruct"
+mc_models = set(metrics["model"]) if len(metrics) else set()
+mc_personas = sorted(m for m in mc_models if m.startswith(f"{BASE}+persona-"))
+if BASE in mc_models and mc_personas:
+    keep = metrics["model"].isin([BASE, *mc_personas])
+    effects_mc = steerability.likelihood_effects(metrics[keep], BASE, load_scenarios("high"),
+                                                 n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
+                                                 seed=seed)
+    effects_mc.to_csv(TAB / "07_persona_effects_moralchoice.csv", index=False)
+    display(effects_mc)
+else:
+    print("No persona-respondent has MoralChoice likelihoods for this level yet (data/moralchoice_likelihood).")
+psm_personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
+if BASE in psm and psm_personas:
+    others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
+    fits = nlls.fit_models({m: psm[m] for m in [BASE, *others]}, n_boot=30 if quick else 200, seed=seed)
+    effects_psm = steerability.psm_effects(fits, BASE, others)
+    effects_psm.to_csv(TAB / "07_persona_effects_psm.csv", index=False)
+    display(effects_psm)
+else:
+    print("No persona-respondent has finished the PSM yet (data/psm/*+persona-*.csv.gz).")
