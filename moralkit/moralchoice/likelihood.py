@@ -33,7 +33,10 @@ Canonical answers
         ``compare``: ``Yes``, ``Yes.``, ``yes``, ``yes.`` and the same for no;
         ``repeat``: the option text, with and without its final period.
         These are the answers the committed samples of the local models give
-        (``data/moralchoice``): 93-100 % of their A/B and yes/no answers.
+        (``data/moralchoice``): 77-99 % of their sampled answers are one of these
+        strings exactly (Qwen2.5-Coder-0.5B: A/B 77-83 %, yes/no 98-99 %, repeat
+        79-86 %; 1.5B: 95-99 %); most of the others are ``A. <option>`` answers
+        cut off by the 8-token cap of the sampling runs.
     ``"templates"``
         Every spelling of the response templates (31 per option for ``ab``),
         with the placeholders filled. More coverage, about 4x the tokens.
