@@ -221,6 +221,10 @@ def test_run_likelihood_resumes_and_exports(smol, tmp_path, low):
     assert np.allclose(df2["mass_action1"] + df2["mass_action2"], df2["covered"])
     pd.testing.assert_frame_equal(read_likelihoods(tmp_path / "x-low.csv.gz"), df2, check_dtype=False)
     pd.testing.assert_frame_equal(likelihood_frame(run), df2)
+    from moralkit.collect.summary import runs_table
+
+    row = runs_table([run]).iloc[0]
+    assert row["survey"] == "moralchoice-likelihood" and row["completed"].startswith("3 scenarios, 18 forms")
     with pytest.raises(ValueError, match="persona"):
         run_likelihood(smol, run, ambiguity="low", persona="care", scenarios=ids, progress=False)
     with pytest.raises(ValueError, match="one respondent"):
@@ -242,3 +246,17 @@ def test_cross_method_reads_exact_likelihoods(tmp_path):
     assert any("exact likelihoods: 2 respondent(s)" in m for m in msgs)
     _, none, _ = load_own_runs(None, tmp_path / "mc", likelihood_path=False)
     assert none.empty
+
+
+def test_scoring_order_puts_the_sampled_scenarios_first(low):
+    from moralkit.collect.likelihood import scoring_order
+    from moralkit.collect.moralchoice import select_scenarios
+
+    order = scoring_order(low, low)
+    overlap = set(select_scenarios(low, n=200, seed=0)["scenario_id"])
+    ids = list(order["scenario_id"])
+    assert sorted(ids) == sorted(low["scenario_id"]) and set(ids[:200]) == overlap
+    assert ids == list(scoring_order(low, low)["scenario_id"])  # seeded
+    assert list(scoring_order(low, low, "table")["scenario_id"]) == list(low["scenario_id"])
+    with pytest.raises(ValueError, match="order"):
+        scoring_order(low, low, "random")
