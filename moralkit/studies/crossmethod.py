@@ -454,8 +454,9 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
         MoralChoice survey source (:func:`moralkit.moralchoice.survey_source`).
     likelihood_path : path or False, optional
         Exact token-probability likelihoods (:func:`moralkit.moralchoice.likelihood.load_likelihoods`);
-        default ``data_dir() / "moralchoice_likelihood"``; ``False``: none. A respondent with both
-        sampled answers and exact likelihoods is represented by the exact ones (column ``estimator``).
+        default ``data_dir() / "moralchoice_likelihood"`` when ``moralchoice_path`` is also the default,
+        none when ``moralchoice_path`` is given; ``False``: none. A respondent with both sampled answers
+        and exact likelihoods is represented by the exact ones (column ``estimator``).
 
     Returns
     -------
@@ -493,6 +494,8 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
             msgs.append(f"MoralChoice: no {ambiguity}-ambiguity answers in {relative_path(mpath)}")
     else:
         msgs.append(f"MoralChoice: no own runs in {relative_path(mpath)}")
+    if likelihood_path is None and moralchoice_path is not None:
+        likelihood_path = False  # explicit MoralChoice data: only what was asked for
     if likelihood_path is not False:
         from ..moralchoice.likelihood import likelihood_dir, load_likelihoods
 
