@@ -135,8 +135,8 @@ if BASE in mc_models and mc_personas:
     effects_mc = steerability.likelihood_effects(metrics[keep], BASE, load_scenarios("high"),
                                                  n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
                                                  seed=seed)
-    effects_mc.to_csv(TAB / "07_persona_effects_moralchoice.csv", index=False)
-    display(effects_mc)
+    show(effects_mc, "07_persona_effects_moralchoice", index=False,
+         caption="Persona effects on the marginal likelihood of action 1 (high ambiguity)")
 else:
     print("No persona-respondent has MoralChoice likelihoods for this level yet (data/moralchoice_likelihood).")
 psm_personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
@@ -144,7 +144,6 @@ if BASE in psm and psm_personas:
     others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
     fits = nlls.fit_models({m: psm[m] for m in [BASE, *others]}, n_boot=30 if quick else 200, seed=seed)
     effects_psm = steerability.psm_effects(fits, BASE, others)
-    effects_psm.to_csv(TAB / "07_persona_effects_psm.csv", index=False)
-    display(effects_psm)
+    show(effects_psm, "07_persona_effects_psm", index=False, caption="Persona effects on the ideal points b")
 else:
     print("No persona-respondent has finished the PSM yet (data/psm/*+persona-*.csv.gz).")
