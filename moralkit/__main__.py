@@ -1,4 +1,8 @@
-"""Command line: ``python -m moralkit collect psm|moralchoice ...``, ``export``, ``models``, ``serve``.
+"""Command line: ``python -m moralkit collect psm|moralchoice ...``, ``export``, ``repair``, ``models``, ``serve``.
+
+Exit status: 0 done; 2 bad input or damaged data (the message names the fix); 3 a collection ended
+with tasks undone (its completeness line and the failing requests are printed; re-run to resume);
+4 the run directory is in use by another collector.
 
 Examples
 --------
@@ -19,6 +23,18 @@ import argparse
 import sys
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors never echo values: an unknown option's value may be a key."""
+
+    def error(self, message):
+        if message.startswith("unrecognized arguments:"):
+            names = [t.split("=", 1)[0] for t in message.split(":", 1)[1].split() if t.startswith("-")]
+            message = ("unrecognized arguments: " + (" ".join(names) or "(positional values)")
+                       + " (values are not shown; no option takes an API key: put it in an environment variable "
+                         "and pass its name with --api-key-env)")
+        super().error(message)
+
+
 def _add_backend_args(p):
     g = p.add_argument_group("backend")
     g.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
@@ -31,11 +47,16 @@ def _add_backend_args(p):
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     g.add_argument("--batch-size", type=int, default=None, help="requests per forward pass / batch")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="name of the env variable holding the key")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                   help="NAME of the environment variable holding the key (the key itself is never an option, "
+                        "and is never written or printed)")
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (openai)")
     g.add_argument("--rpm", type=int, default=None, help="requests-per-minute cap (openai)")
     g.add_argument("--timeout", type=float, default=60.0)
-    g.add_argument("--max-retries", type=int, default=6)
+    g.add_argument("--max-retries", type=int, default=6,
+                   help="failed tries of one request before it is left undone for this session (openai)")
+    g.add_argument("--backoff", type=float, default=1.0,
+                   help="base of the exponential backoff between retries, seconds (jittered; Retry-After honoured)")
     s = p.add_argument_group("sampling")
     s.add_argument("--temperature", type=float, default=1.0)
     s.add_argument("--top-p", type=float, default=1.0)
@@ -63,7 +84,8 @@ def _backend(a, default_batch):
     if a.model is None:
         raise SystemExit("--model is required with --backend openai")
     return make_backend("openai", model, base_url=a.base_url, api_key_env=a.api_key_env,
-                        concurrency=a.concurrency, rpm=a.rpm, timeout=a.timeout, max_retries=a.max_retries)
+                        concurrency=a.concurrency, rpm=a.rpm, timeout=a.timeout, max_retries=a.max_retries,
+                        backoff=a.backoff)
 
 
 def _sampling(a, default_max):
@@ -91,31 +113,32 @@ def cmd_collect_psm(a):
     from moralkit.collect.psm import psm_quality, run_psm
 
     b = _backend(a, 1)
-    ds = run_psm(b, a.out, label=a.label, design_seed=a.design_seed, seed=a.seed, order=a.order,
-                 sampling=_sampling(a, 16), system=a.system, max_attempts=a.attempts, limit=a.limit,
-                 progress=not a.no_progress, export=a.export)
+    ds, rep = run_psm(b, a.out, label=a.label, design_seed=a.design_seed, seed=a.seed, order=a.order,
+                      sampling=_sampling(a, 16), system=a.system, max_attempts=a.attempts, limit=a.limit,
+                      progress=not a.no_progress, export=a.export, return_report=True)
     q = psm_quality(a.out)
     print(f"{ds.model}: {q['rounds']} constrained rounds completed, {q['answered']} answered, {q['missing']} "
           f"missing, {q['attempts']} attempts, statuses {dict(q['status'])}, q0={q['q0']}")
     if a.export:
         print(f"wrote {a.export}")
+    print(rep.line("rounds (incl. round 0)") + (f" [--limit {a.limit}]" if a.limit is not None else ""))
 
 
 def cmd_collect_moralchoice(a):
     _apply_persona(a)
-    from moralkit.collect.moralchoice import moralchoice_quality, run_moralchoice
+    from moralkit.collect.moralchoice import MC_LINE, moralchoice_quality, run_moralchoice
 
     b = _backend(a, 8)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
-    df = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
-                         n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
-                         question_types=qt, sampling=_sampling(a, 8), max_tokens=a.max_tokens, seed=a.seed,
-                         system=a.system,
-                         progress=not a.no_progress, export=a.export)
+    df, rep = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
+                              n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
+                              question_types=qt, sampling=_sampling(a, 8), max_tokens=a.max_tokens, seed=a.seed,
+                              system=a.system, progress=not a.no_progress, export=a.export, return_report=True)
     q = moralchoice_quality(a.out)
     print(f"{len(df)} answers; decisions {q['decision']}")
     if a.export:
         print(f"wrote {a.export}")
+    print(rep.line(*MC_LINE))
 
 
 def cmd_likelihood(a):
@@ -149,6 +172,15 @@ def cmd_export(a):
         print(export_moralchoice(a.run_dirs, a.out))
 
 
+def cmd_repair(a):
+    from moralkit.collect.store import repair_run
+
+    r = repair_run(a.run_dir)
+    print(f"{a.run_dir}: {r['kept']} records kept, {r['quarantined']} lines moved to quarantine.jsonl "
+          f"{r['reasons'] or ''}, {r['merged_from_gz']} merged from records.jsonl.gz; records.jsonl and "
+          "records.jsonl.gz rewritten. Re-run the collection command to resume.")
+
+
 def cmd_models(a):
     from moralkit.collect.localmodels import LOCAL_MODELS, local_model_available
 
@@ -164,18 +196,20 @@ def cmd_serve(a):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="python -m moralkit", description=__doc__.split("\n")[0])
+    # allow_abbrev=False everywhere: an abbreviation must never turn into another option (a key typed
+    # as ``--api-key sk-...`` would otherwise be taken for ``--api-key-env`` and recorded)
+    p = _Parser(prog="python -m moralkit", description=__doc__.split("\n")[0], allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("collect", help="administer a survey to an LLM")
+    c = sub.add_parser("collect", help="administer a survey to an LLM", allow_abbrev=False)
     csub = c.add_subparsers(dest="survey", required=True)
-    ps = csub.add_parser("psm", help="Priced Survey Methodology (Seror 2025, Section 2.1)")
+    ps = csub.add_parser("psm", help="Priced Survey Methodology (Seror 2025, Section 2.1)", allow_abbrev=False)
     _add_backend_args(ps)
     ps.add_argument("--design-seed", type=int, default=0)
     ps.add_argument("--order", choices=["paper", "shuffled"], default="paper")
     ps.add_argument("--attempts", type=int, default=3)
     ps.add_argument("--limit", type=int, default=None, help="only the first N constrained rounds")
     ps.set_defaults(func=cmd_collect_psm)
-    mc = csub.add_parser("moralchoice", help="MoralChoice (Scherrer et al. 2023, Section 3.3)")
+    mc = csub.add_parser("moralchoice", help="MoralChoice (Scherrer et al. 2023, Section 3.3)", allow_abbrev=False)
     _add_backend_args(mc)
     mc.add_argument("--ambiguity", choices=["low", "high"], required=True)
     mc.add_argument("--scenarios", default=None, help="comma-separated scenario ids (default: all or --n-scenarios)")
@@ -185,7 +219,8 @@ def build_parser():
     mc.add_argument("--question-types", default=None, help="subset of ab,compare,repeat")
     mc.set_defaults(func=cmd_collect_moralchoice)
     lk = sub.add_parser("likelihood", help="exact MoralChoice action likelihoods from token probabilities "
-                                            "(local transformers models; Scherrer et al. 2023, Definition 1)")
+                                            "(local transformers models; Scherrer et al. 2023, Definition 1)",
+                        allow_abbrev=False)
     _add_backend_args(lk)
     lk.add_argument("--ambiguity", choices=["low", "high"], required=True)
     lk.add_argument("--scenarios", default=None, help="comma-separated scenario ids (default: all)")
@@ -197,13 +232,19 @@ def build_parser():
     lk.add_argument("--order", choices=["overlap-first", "table"], default="overlap-first")
     lk.add_argument("--limit", type=int, default=None, help="score at most N new scenarios in this session")
     lk.set_defaults(func=cmd_likelihood)
-    e = sub.add_parser("export", help="write the tidy .csv.gz of one or more run directories")
+    e = sub.add_parser("export", help="write the tidy .csv.gz of one or more run directories", allow_abbrev=False)
     e.add_argument("run_dirs", nargs="+")
     e.add_argument("--out", required=True)
     e.set_defaults(func=cmd_export)
-    m = sub.add_parser("models", help="list the offline models shipped by PyPI packages")
+    r = sub.add_parser("repair", allow_abbrev=False,
+                       help="make a damaged run directory resumable: quarantine corrupt or duplicated lines "
+                            "(nothing is deleted), merge records.jsonl with records.jsonl.gz")
+    r.add_argument("run_dir")
+    r.set_defaults(func=cmd_repair)
+    m = sub.add_parser("models", help="list the offline models shipped by PyPI packages", allow_abbrev=False)
     m.set_defaults(func=cmd_models)
-    s = sub.add_parser("serve", help="OpenAI-compatible chat-completions server for a local model (loopback)")
+    s = sub.add_parser("serve", help="OpenAI-compatible chat-completions server for a local model (loopback)",
+                       allow_abbrev=False)
     s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     s.add_argument("--gguf-file", default=None)
     s.add_argument("--host", default="127.0.0.1")
@@ -230,13 +271,23 @@ def main(argv=None):
     """Run the command line; returns the exit status.
 
     A :class:`moralkit.errors.MoralkitError` (any ``ValueError``), a missing file, or a backend's
-    ``RuntimeError`` is printed as one line on stderr, without a traceback, and gives status 2.
+    ``RuntimeError`` is printed as one line on stderr, without a traceback, and gives status 2; a
+    collection that ends with tasks undone gives 3, a run directory in use by another collector 4.
     """
+    from moralkit.collect.runner import CollectionIncompleteError
+    from moralkit.collect.store import RunLockedError
+
     a = build_parser().parse_args(argv)
     if getattr(a, "scenarios", None):
         a.scenarios = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     try:
         a.func(a)
+    except CollectionIncompleteError as e:
+        print(one_line(e), file=sys.stderr)
+        return 3
+    except RunLockedError as e:
+        print(one_line(e), file=sys.stderr)
+        return 4
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(one_line(e), file=sys.stderr)
         return 2

@@ -92,6 +92,23 @@ def test_case_count():
     ("Answers: [3, 2]", None, "no_option"),
     ("I cannot answer.", None, "refusal"),
     ("", None, "empty"),
+    # labelled answers: the label's number is never read as an answer (it used to give (1, 3, 2, 2, 3))
+    ("Question 1: 3, Question 2: 2, Question 3: 2, Question 4: 3, Question 5: 1", (3, 2, 2, 3, 1), "ok"),
+    ("Question 1: 3\nQuestion 2: 2\nQuestion 3: 4\nQuestion 4: 1\nQuestion 5: 0", (3, 2, 4, 1, 0), "ok"),
+    ("Q1=5 Q2=0 Q3=5 Q4=0 Q5=5", (5, 0, 5, 0, 5), "ok"),
+    ("Question 5: 0, Question 4: 1, Question 3: 4, Question 2: 2, Question 1: 3", (3, 2, 4, 1, 0), "ok"),
+    ("1. 3\n2. 2\n3. 4\n4. 1\n5. 0", (3, 2, 4, 1, 0), "ok"),
+    ("Answers: [3, 4, 5, 4, 5]\nNote: on a scale of 0 to 5", (3, 4, 5, 4, 5), "ok"),
+    ("Answers: 1,2,3,4,5", (1, 2, 3, 4, 5), "ok"),
+    # refused rather than guessed (it used to read [3.5, ...] as (3, 5, ...))
+    ("Answers: [3.5, 2, 4, 1, 0]", None, "ambiguous"),
+    ("Answers: 3.5, 2, 4, 1, 0", None, "ambiguous"),
+    ("Question 1: 3, Question 1: 4, Question 3: 1", None, "ambiguous"),
+    ("Question 1: 3, Question 2: 2", None, "no_option"),
+    ("3 2 4 1 0 5", None, "ambiguous"),
+    ("Answers: [1, 2, 3, 4, 5] or maybe [2, 2, 2, 2, 2]", None, "ambiguous"),
+    ("Answers: [3, 2, 4, 1, 0, 5]", None, "ambiguous"),
+    ("Question 1: 3, Question 2: 2, Question 3: 4, Question 4: 1, Question 5: 7", None, "out_of_range"),
 ])
 def test_parse_unconstrained_cases(text, value, status):
     r = parse_unconstrained(text)

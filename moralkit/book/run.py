@@ -415,8 +415,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_data(data: str | os.PathLike | None = None) -> None:
+    """Read the project's data strictly before any notebook runs (``data/psm`` with
+    :func:`moralkit.psm.dataset.read_psm`, ``data/moralchoice`` with
+    :func:`moralkit.moralchoice.responses.read_responses`). A bad file raises
+    :class:`~moralkit.errors.DataError` naming the file, the row and the fix. ``data`` defaults to
+    :func:`moralkit.paths.data_dir`."""
+    from moralkit.moralchoice.responses import read_responses
+    from moralkit.paths import data_dir
+    from moralkit.psm.dataset import read_psm
+
+    d = Path(data) if data is not None else data_dir()
+    if any((d / "psm").glob("*.csv.gz")):
+        read_psm(d / "psm")
+    if any((d / "moralchoice").glob("*.csv*")):
+        read_responses(d / "moralchoice")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line of ``run_all.py``; returns the exit status (0 ok, 1 a notebook or the book failed, 2 bad usage)."""
+    """Command line of ``run_all.py``; returns the exit status (0 ok, 1 a notebook or the book failed, 2 bad usage
+    or bad data)."""
     from moralkit.paths import project_root
 
     parser = _parser()
@@ -440,6 +458,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             decl = ", ".join(f"{k}={v}" for k, v in declared_parameters(nb).items()) or "no parameters cell"
             print(f"{s.name:<28} {notebook_title(nb, s.stem)}\n{'':<28} parameters: {decl}")
         return 0
+    try:
+        check_data()
+    except ValueError as e:
+        print(f"run_all: error: bad data, no notebook was run: {e}", file=sys.stderr)
+        return 2
     try:
         result = run_all(a.notebooks or root / "notebooks", out, only=a.only, quick=a.quick, seed=a.seed,
                          jobs=a.jobs, parameters=params, figures_dir=a.figures_dir, tables_dir=a.tables_dir,

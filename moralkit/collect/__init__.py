@@ -2,22 +2,30 @@
 
 - :mod:`~moralkit.collect.backends`: ``make_backend("transformers" | "openai", model, ...)``.
 - :mod:`~moralkit.collect.localmodels`: real small instruct models shipped by PyPI packages (offline default).
-- :mod:`~moralkit.collect.store`: append-only, crash-safe JSONL records and the run manifest.
+- :mod:`~moralkit.collect.runner`: the one request runner of both surveys (``run_tasks``): a pool,
+  per-request error handling and retries, the completeness report.
+- :mod:`~moralkit.collect.store`: append-only, crash-safe JSONL records, the run manifest, the
+  run-directory lock and ``repair_run``.
+- :mod:`~moralkit.collect.secrets`: keeping API keys and URL credentials out of files and output.
+- :mod:`~moralkit.collect.faultserver`: a fault-injecting OpenAI-compatible test double (tests, benchmarks).
 - :mod:`~moralkit.collect.psm`: ``run_psm``, ``psm_dataset``, ``export_psm``, ``psm_quality``.
 - :mod:`~moralkit.collect.moralchoice`: ``run_moralchoice``, ``moralchoice_frame``, ``export_moralchoice``.
 - :mod:`~moralkit.collect.server`: a minimal OpenAI-compatible chat-completions server for local models.
 - :mod:`~moralkit.collect.summary`: data-quality tables and a figure for collection runs.
 
-Command line: ``python -m moralkit collect psm|moralchoice ...`` (``python -m moralkit --help``).
+Command line: ``python -m moralkit collect psm|moralchoice ...``, ``export``, ``repair``
+(``python -m moralkit --help``).
 """
 
 from .backends import Backend, Completion, OpenAIBackend, Request, Sampling, TransformersBackend, make_backend
 from .localmodels import DEFAULT_MODEL, LOCAL_MODELS, local_model_path
 from .moralchoice import export_moralchoice, moralchoice_frame, moralchoice_quality, run_moralchoice
 from .psm import export_psm, psm_dataset, psm_quality, run_psm
-from .store import RecordStore, read_records
+from .runner import CollectionIncompleteError, RunReport, Task, run_tasks
+from .store import CorruptRecordsError, RecordStore, RunLockedError, read_records, repair_run
 
 __all__ = ["Backend", "Completion", "OpenAIBackend", "Request", "Sampling", "TransformersBackend", "make_backend",
            "DEFAULT_MODEL", "LOCAL_MODELS", "local_model_path", "run_psm", "psm_dataset", "export_psm",
            "psm_quality", "run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
-           "RecordStore", "read_records"]
+           "RecordStore", "read_records", "repair_run", "CorruptRecordsError", "RunLockedError", "Task", "run_tasks",
+           "RunReport", "CollectionIncompleteError"]

@@ -24,14 +24,17 @@ Scherrer et al. (2023), Section 3.3 (temperature-1 sampling, context reset per q
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import random
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["Sampling", "Request", "Completion", "Backend", "TransformersBackend", "OpenAIBackend",
-           "make_backend", "BACKENDS"]
+           "make_backend", "BACKENDS", "retry_delay", "parse_retry_after", "run_sync", "completion_from_json",
+           "MalformedResponse", "FATAL_STATUS"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,12 @@ class Completion:
     model: str | None = None
     error: str | None = None
     started: float = 0.0
+    #: HTTP status of a failed request, when there was one
+    status_code: int | None = None
+    #: seconds the server asked to wait (``Retry-After``)
+    retry_after: float | None = None
+    #: True when retrying cannot help (wrong key, unknown model): the run stops
+    fatal: bool = False
 
 
 class Backend:
@@ -95,18 +104,39 @@ class Backend:
 
     Subclasses set ``name`` (backend kind), ``model`` (label as recorded) and
     implement :meth:`generate`. :meth:`info` returns provenance for the manifest.
+
+    The collectors (:mod:`moralkit.collect.runner`) drive a backend in one of two ways:
+
+    - a backend with ``open_session()`` (an async context manager whose ``complete(request)``
+      sends one request once, like :class:`OpenAIBackend`) runs as a pool: ``concurrency``
+      requests in flight at all times, each record written as its response arrives;
+    - any other backend gets :meth:`generate` calls of up to ``batch_size`` requests
+      (local models batch their forward passes).
+
+    A failed request is a :class:`Completion` with ``error`` set; the runner records it and
+    retries up to ``max_retries`` times, waiting :func:`retry_delay` (base ``backoff`` seconds).
     """
 
     name = "base"
     model = ""
     #: how many requests to pass to one :meth:`generate` call for best throughput
     batch_size = 1
+    #: requests in flight (pool backends)
+    concurrency = 1
+    #: failed tries of one request before the runner gives up on it for this session
+    max_retries = 6
+    #: base of the exponential backoff between retries, in seconds
+    backoff = 1.0
 
     def generate(self, requests: list[Request]) -> list[Completion]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def info(self) -> dict:
         return {"backend": self.name, "model": self.model}
+
+    def secrets(self) -> list[str]:
+        """Values that must never be written or printed (API keys, URL credentials)."""
+        return []
 
     def close(self) -> None:
         pass
@@ -291,6 +321,78 @@ class TransformersBackend(Backend):
         return ids if isinstance(ids, (list, tuple)) else [ids]
 
 
+# --------------------------------------------------------------------------- retries, event loops
+
+
+def retry_delay(k: int, retry_after: float | None = None, base: float = 1.0, cap: float = 60.0,
+                max_retry_after: float = 300.0, rng=None) -> float:
+    """Seconds to wait before retry ``k`` (0-based): exponential backoff with jitter, or ``Retry-After``.
+
+    The backoff is ``base * 2**k`` capped at ``cap``, multiplied by a uniform factor in [0.5, 1]
+    ("equal jitter"), so that clients that failed together do not retry together. A server's
+    ``Retry-After`` is honoured when it asks for longer (up to ``max_retry_after`` seconds). Jitter
+    changes only *when* a request is re-sent, never its seed or prompt.
+
+    Examples
+    --------
+    >>> import random
+    >>> 0.5 <= retry_delay(0, rng=random.Random(0)) <= 1.0
+    True
+    >>> retry_delay(0, retry_after=7.0, rng=random.Random(0))
+    7.0
+    """
+    rng = rng or random
+    d = min(float(cap), float(base) * 2 ** int(k)) * rng.uniform(0.5, 1.0)
+    if retry_after is not None and retry_after > d:
+        d = min(float(retry_after), float(max_retry_after))
+    return d
+
+
+def parse_retry_after(value) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); ``None`` if absent or bad."""
+    if value is None:
+        return None
+    value = str(value).strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        import datetime as _dt
+        from email.utils import parsedate_to_datetime
+
+        t = parsedate_to_datetime(value)
+        return max(0.0, (t - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def run_sync(coro):
+    """Run a coroutine to completion from synchronous code, also inside a running event loop.
+
+    ``asyncio.run`` refuses to start inside a running loop (Jupyter, IPython); there the coroutine
+    runs in a fresh loop on a worker thread, and this call blocks until it is done.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:  # re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="moralkit-async", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 # --------------------------------------------------------------------------- openai
 
 
@@ -316,6 +418,50 @@ class _RateLimiter:
                 await asyncio.sleep(self.window - (now - self.starts[0]) + 1e-3)
 
 
+#: HTTP statuses that no retry can fix: wrong key, no access, unknown model or endpoint.
+FATAL_STATUS = (401, 403, 404)
+
+
+class MalformedResponse(Exception):
+    """A 200 response that is not a usable chat completion (bad JSON, HTML, no choices, null content)."""
+
+
+def completion_from_json(data) -> tuple[str, dict]:
+    """The text and metadata of a chat-completion body, or :class:`MalformedResponse` saying what is wrong.
+
+    Empty ``choices``, a choice without a message and ``content: null`` are malformed (a transport
+    failure to retry), not an empty answer.
+
+    Examples
+    --------
+    >>> completion_from_json({"choices": [{"message": {"content": "Option 3"}, "finish_reason": "stop"}]})[0]
+    'Option 3'
+    """
+    if not isinstance(data, dict):
+        raise MalformedResponse(f"the body is a JSON {type(data).__name__}, not an object")
+    ch = data.get("choices")
+    if not isinstance(ch, list):
+        raise MalformedResponse(f"'choices' is {type(ch).__name__}, not a list")
+    if not ch:
+        raise MalformedResponse("'choices' is empty")
+    c0 = ch[0]
+    if not isinstance(c0, dict) or not isinstance(c0.get("message"), dict):
+        raise MalformedResponse("the first choice has no 'message' object")
+    text = c0["message"].get("content")
+    if not isinstance(text, str):
+        raise MalformedResponse(f"the message content is {'null' if text is None else type(text).__name__}, "
+                                "not a string")
+    u = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+
+    def _int(v):
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    fr = c0.get("finish_reason")
+    model = data.get("model")
+    return text, dict(prompt_tokens=_int(u.get("prompt_tokens")), completion_tokens=_int(u.get("completion_tokens")),
+                      finish_reason=fr if isinstance(fr, str) else None, model=model if isinstance(model, str) else None)
+
+
 class OpenAIBackend(Backend):
     """Chat completions through the official ``openai`` client (async).
 
@@ -325,23 +471,32 @@ class OpenAIBackend(Backend):
         Model name as the server knows it.
     base_url : str, optional
         An OpenAI-compatible endpoint (e.g. ``http://127.0.0.1:8000/v1``); default the OpenAI API.
+        Credentials inside it are used but never recorded (:func:`moralkit.collect.secrets.strip_url`).
     api_key_env : str, default "OPENAI_API_KEY"
         Name of the environment variable holding the key. The key itself is
         never stored on the object, logged or written. When the variable is unset
         and ``base_url`` is given, the placeholder key ``"EMPTY"`` is sent (local servers).
     concurrency : int, default 4
-        Requests in flight.
+        Requests in flight (the collectors keep this many busy at all times).
     rpm : int, optional
         Requests-per-minute cap.
     max_retries : int, default 6
-        Retries of a request on rate limits (429), server errors (5xx), timeouts
-        and connection errors, with exponential backoff (``backoff * 2**k`` s, capped at 60 s).
+        Retries of a request on rate limits (429), server errors (5xx), timeouts, dropped
+        connections, malformed responses and other 4xx (401, 403 and 404 stop at once), with
+        :func:`retry_delay` (exponential backoff with jitter, ``Retry-After`` honoured).
     timeout : float, default 60
         Seconds per request.
+    backoff : float, default 1
+        Base of the exponential backoff, in seconds.
     send_seed : bool, default True
         Send ``seed`` (honoured by OpenAI and most local servers).
     label : str, optional
         Model label recorded with each answer (default ``model``).
+
+    Notes
+    -----
+    Works inside a running event loop (Jupyter): :func:`run_sync` runs the requests on a worker
+    thread's loop there.
     """
 
     name = "openai"
@@ -350,16 +505,22 @@ class OpenAIBackend(Backend):
                  max_retries=6, timeout=60.0, backoff=1.0, send_seed=True, label=None):
         import openai
 
+        from .secrets import check_env_name
+
         if not model:
             raise ValueError("model must be a non-empty model name")
         if int(concurrency) < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if rpm is not None and int(rpm) < 1:
             raise ValueError(f"rpm must be None or >= 1, got {rpm}")
+        if int(max_retries) < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if not float(timeout) > 0 or not float(backoff) >= 0:
+            raise ValueError(f"timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}")
         self.remote_model = str(model)
         self.model = label or str(model)
-        self.base_url = base_url
-        self.api_key_env = api_key_env
+        self._base_url = base_url
+        self.api_key_env = check_env_name(api_key_env)
         self.concurrency = int(concurrency)
         self.batch_size = self.concurrency * 2
         self.rpm = None if rpm is None else int(rpm)
@@ -374,6 +535,21 @@ class OpenAIBackend(Backend):
             )
         self._openai = openai
         self._version = openai.__version__
+        self._limiter = None
+
+    @property
+    def base_url(self):
+        """The endpoint without credentials (what is recorded)."""
+        from .secrets import strip_url
+
+        return strip_url(self._base_url)
+
+    def secrets(self) -> list[str]:
+        """Values that must never be written or printed: the key and any credentials in ``base_url``."""
+        from .secrets import url_secrets
+
+        key = os.environ.get(self.api_key_env)
+        return ([key] if key else []) + url_secrets(self._base_url)
 
     def info(self) -> dict:
         return {"backend": self.name, "model": self.model, "remote_model": self.remote_model,
@@ -383,56 +559,93 @@ class OpenAIBackend(Backend):
 
     def _client(self):
         key = os.environ.get(self.api_key_env) or "EMPTY"
-        return self._openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
+        return self._openai.AsyncOpenAI(api_key=key, base_url=self._base_url, timeout=self.timeout, max_retries=0)
 
-    def generate(self, requests):
-        requests = list(requests)
-        if not requests:
-            return []
-        return asyncio.run(self._run(requests))
+    # -- one try -----------------------------------------------------------------------------
+    def open_session(self):
+        """An async context manager for a batch of :meth:`acomplete` calls (one HTTP client)."""
+        backend = self
 
-    async def _run(self, requests):
-        client = self._client()
-        sem = asyncio.Semaphore(self.concurrency)
-        limiter = _RateLimiter(self.rpm, self.rate_window)
-        try:
-            return await asyncio.gather(*(self._one(client, sem, limiter, r) for r in requests))
-        finally:
-            await client.close()
+        class _Session:
+            async def __aenter__(self):
+                self.client = backend._client()
+                backend._limiter = _RateLimiter(backend.rpm, backend.rate_window)
+                return self
 
-    async def _one(self, client, sem, limiter, req):
+            async def __aexit__(self, *exc):
+                await self.client.close()
+
+            async def complete(self, req):
+                return await backend.acomplete(self.client, req)
+
+        return _Session()
+
+    async def acomplete(self, client, req) -> Completion:
+        """Send one request once. Never raises: any failure is a :class:`Completion` with ``error`` set
+        (and ``retry_after``, ``status_code``, ``fatal`` when known)."""
         o = self._openai
-        retryable = (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, o.InternalServerError)
         s = req.sampling
         kw = dict(model=self.remote_model, messages=list(req.messages), temperature=float(s.temperature),
                   top_p=float(s.top_p), max_tokens=int(s.max_tokens))
         if self.send_seed:
             kw["seed"] = int(req.seed)
-        err = None
+        if self._limiter is not None:
+            await self._limiter.wait()
+        started = time.time()
+        t0 = time.perf_counter()
+
+        def fail(msg, **kw2):
+            return Completion(text=None, error=msg, model=self.model, latency_s=time.perf_counter() - t0,
+                              started=started, **kw2)
+
+        try:
+            raw = await client.chat.completions.with_raw_response.create(**kw)
+            body = raw.text
+            try:
+                data = json.loads(body)
+            except ValueError as e:
+                raise MalformedResponse(f"the body is not JSON ({e}); it starts with {body[:80]!r}") from None
+            text, meta = completion_from_json(data)
+        except MalformedResponse as e:
+            return fail(f"MalformedResponse: {_short(e)}", status_code=200)
+        except o.APIStatusError as e:
+            code = getattr(e, "status_code", None)
+            ra = parse_retry_after(e.response.headers.get("retry-after")) if getattr(e, "response", None) is not None \
+                else None
+            return fail(f"HTTP {code} {type(e).__name__}: {_short(e)}", status_code=code, retry_after=ra,
+                        fatal=code in FATAL_STATUS)
+        except (o.APITimeoutError, o.APIConnectionError) as e:
+            return fail(f"{type(e).__name__}: {_short(e)}")
+        except Exception as e:  # anything else in one response is this request's error, never the run's
+            return fail(f"{type(e).__name__}: {_short(e)}")
+        return Completion(text=text, prompt_tokens=meta["prompt_tokens"], completion_tokens=meta["completion_tokens"],
+                          latency_s=time.perf_counter() - t0, finish_reason=meta["finish_reason"],
+                          model=meta["model"] or self.model, started=started)
+
+    # -- many requests, with retries (direct use; the collectors use moralkit.collect.runner) --
+    def generate(self, requests):
+        """Answer ``requests`` (same order), ``concurrency`` at a time, each retried up to ``max_retries``
+        times (:func:`retry_delay`). Works inside a running event loop."""
+        requests = list(requests)
+        if not requests:
+            return []
+        return run_sync(self._run(requests))
+
+    async def _run(self, requests):
+        sem = asyncio.Semaphore(self.concurrency)
+        async with self.open_session() as session:
+            return list(await asyncio.gather(*(self._with_retries(session, sem, r) for r in requests)))
+
+    async def _with_retries(self, session, sem, req):
         async with sem:
             for k in range(self.max_retries + 1):
-                await limiter.wait()
-                started = time.time()
-                t0 = time.perf_counter()
-                try:
-                    r = await client.chat.completions.create(**kw)
-                except retryable as e:
-                    err = f"{type(e).__name__}: {_short(e)}"
-                    if k < self.max_retries:
-                        await asyncio.sleep(min(60.0, self.backoff * 2 ** k))
-                    continue
-                except o.APIStatusError as e:  # 4xx other than 429: not retried
-                    return Completion(text=None, error=f"{type(e).__name__}: {_short(e)}", model=self.model,
-                                      latency_s=time.perf_counter() - t0, started=started)
-                ch = r.choices[0] if r.choices else None
-                u = r.usage
-                return Completion(
-                    text=(ch.message.content if ch is not None else None) or "",
-                    prompt_tokens=getattr(u, "prompt_tokens", None), completion_tokens=getattr(u, "completion_tokens", None),
-                    latency_s=time.perf_counter() - t0, finish_reason=getattr(ch, "finish_reason", None),
-                    model=getattr(r, "model", None) or self.model, started=started)
-        return Completion(text=None, error=f"gave up after {self.max_retries + 1} tries: {err}", model=self.model,
-                          started=time.time())
+                c = await session.complete(req)
+                if c.error is None or c.fatal:
+                    return c
+                if k < self.max_retries:
+                    await asyncio.sleep(retry_delay(k, c.retry_after, self.backoff))
+        c.error = f"gave up after {self.max_retries + 1} tries: {c.error}"
+        return c
 
 
 def _short(e, n=300) -> str:

@@ -33,9 +33,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomicfile import atomic_path
 from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import Backend, Sampling
-from .psm import _check_label, _Task
+from .runner import CollectionIncompleteError, Task, check_label, run_tasks
 from .store import RecordStore, git_commit, package_versions, provider_of, read_records, session_info, utc_now
 
 __all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
@@ -49,6 +50,8 @@ DEFAULT_MAX_TOKENS = {"ab": 8, "compare": 8, "repeat": 48}
 
 MC_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "seed", "sampling", "header", "system")
 
+#: How the completeness line names MoralChoice tasks, valid answers and the others.
+MC_LINE = ("answers", "mapped to an action", "refusal or invalid")
 
 
 def select_scenarios(scenarios: pd.DataFrame, ids=None, n=None, seed: int = 0) -> pd.DataFrame:
@@ -79,7 +82,8 @@ def _task_id(sid, qt, o, m):
 def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label=None, scenarios=None,
                     n_scenarios=None, scenario_seed: int = 0, samples=None, question_types=None,
                     sampling: Sampling | None = None, max_tokens=None, seed: int = 0, header: str = "system",
-                    system=None, source=None, progress: bool = True, export=None) -> pd.DataFrame:
+                    system=None, source=None, progress: bool = True, export=None,
+                    return_report: bool = False) -> pd.DataFrame:
     """Administer MoralChoice (six forms x ``samples``) and return the answers in the response layout.
 
     Parameters
@@ -110,11 +114,20 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     progress : bool
     export : path-like, optional
         Also write the response file (:func:`export_moralchoice`) there.
+    return_report : bool, default False
+        Also return the session's :class:`~moralkit.collect.runner.RunReport`.
 
     Returns
     -------
     DataFrame
-        Columns of :data:`RESPONSE_COLUMNS` (the shared response files' layout).
+        Columns of :data:`RESPONSE_COLUMNS` (the shared response files' layout); with
+        ``return_report``, ``(frame, report)``.
+
+    Raises
+    ------
+    CollectionIncompleteError
+        Answers are left undone (requests that kept failing); the message names them and the
+        server's last message. Completed records are saved and re-running resumes.
 
     References
     ----------
@@ -127,7 +140,7 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     if header not in ("system", "prepend"):
         raise ValueError(f"header must be 'system' or 'prepend', got {header!r}")
     label = label or backend.model
-    _check_label(label)
+    check_label(label)
     sampling = sampling or Sampling(temperature=1.0, top_p=1.0)
     qts = tuple(question_types) if question_types else tuple(mc.QUESTION_TYPES)
     bad = [q for q in qts if q not in mc.QUESTION_TYPES]
@@ -151,7 +164,7 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         session=dict(session_info(), scenarios=len(chosen), samples=M, question_types=list(qts),
                      n_scenarios=n_scenarios, scenario_seed=scenario_seed),
     )
-    store = RecordStore(run_dir, manifest, identity_keys=MC_IDENTITY)
+    store = RecordStore(run_dir, manifest, identity_keys=MC_IDENTITY, secrets=getattr(backend, "secrets", list)())
     common = dict(run=Path(run_dir).name, survey="moralchoice", label=label, backend=backend.name,
                   model=backend.model, ambiguity=ambiguity)
     tasks_by_qt = {q: [] for q in qts}
@@ -162,30 +175,42 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
                 h, text = mc.build_prompt(sc, q, o, templates)
                 headers[q] = h
                 for m in range(M):
-                    tasks_by_qt[q].append((
-                        _Task(_task_id(sc["scenario_id"], q, o, m), 0, h + text if header == "prepend" else text,
-                              {"scenario_id": sc["scenario_id"], "question_type": q, "ordering": o, "sample": m}),
-                        (sc["action1"], sc["action2"], o)))
+                    tasks_by_qt[q].append(Task(
+                        _task_id(sc["scenario_id"], q, o, m), h + text if header == "prepend" else text,
+                        {"scenario_id": sc["scenario_id"], "question_type": q, "ordering": o, "sample": m},
+                        context=(sc["action1"], sc["action2"], o)))
     total = sum(len(v) for v in tasks_by_qt.values())
+    # Scenario-major blocks, so that a run stopped early holds complete scenarios (all six forms and
+    # samples); within a block, a batch backend gets one question type at a time (one header, one token cap).
+    B = max(1, int(getattr(backend, "batch_size", 1)))
+    per_scenario = 2 * M
+    block = max(1, B // per_scenario) if per_scenario <= B else 1
+    tasks = []
+    for b0 in range(0, len(chosen), block):
+        for q, qtasks in tasks_by_qt.items():
+            s_q = Sampling(**{**sampling.to_dict(), "max_tokens": mt[q]})
+            system_msg = None if header == "prepend" else headers.get(q)
+            part = qtasks[b0 * per_scenario:(b0 + block) * per_scenario]
+            for i, t in enumerate(part):
+                t.sampling, t.system, t.group = s_q, system_msg, (b0, q, i // B)
+                tasks.append(t)
+
+    def parse(t, text):
+        a1, a2, o = t.context
+        d = mc.map_answer(text, t.fields["question_type"], o, a1, a2, templates)
+        return d, "ok" if d in ("action1", "action2") else d
+
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=f"MoralChoice {ambiguity} {label}", unit="answer")
-    # Scenario-major blocks, so that a run stopped early holds complete scenarios (all six forms and
-    # samples); within a block, requests are batched by question type (one header, one token cap).
-    B = max(1, int(getattr(backend, "batch_size", 1)))
-    per_scenario = 2 * M
-    block = max(1, B // per_scenario) if per_scenario <= B else 1
-    n_sc = len(chosen)
     try:
-        for b0 in range(0, n_sc, block):
-            for q, tasks in tasks_by_qt.items():
-                s_q = Sampling(**{**sampling.to_dict(), "max_tokens": mt[q]})
-                system_msg = None if header == "prepend" else headers.get(q)
-                part = tasks[b0 * per_scenario:(b0 + block) * per_scenario]
-                for i in range(0, len(part), B):
-                    _run_batch(backend, store, part[i:i + B], q, templates, s_q, system_msg, seed, common, bar)
+        report = run_tasks(backend, store, tasks, parse, seed=seed, sampling=sampling, max_attempts=1,
+                           common=common, bar=bar, record_batch=True)
+        sess = store.manifest["sessions"][-1] if store.manifest.get("sessions") else None
+        if sess is not None:
+            sess["result"] = report.to_dict()
         store.update_manifest(last_finished=utc_now())
     finally:
         if bar is not None:
@@ -195,43 +220,9 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     df = moralchoice_frame(run_dir)
     if export is not None:
         _write(df, export)
-    return df
-
-
-def _run_batch(backend, store, chunk, q, templates, sampling, system, seed, common, bar):
-    """One backend batch of MoralChoice requests (one attempt each), mapped and stored."""
-    from .. import moralchoice as mc
-    from .backends import Request
-    from .psm import _iso
-    from .store import derive_seed, prompt_sha256
-
-    todo = [(t, m) for t, m in chunk if not store.attempts(t.task)]
-    if bar is not None:
-        bar.update(len(chunk) - len(todo))
-    if not todo:
-        return
-    reqs = [Request.from_prompt(t.prompt, system=system, seed=derive_seed(seed, t.task, 1), sampling=sampling)
-            for t, _ in todo]
-    comps = backend.generate(reqs)
-    n_err = 0
-    for (t, (a1, a2, o)), rq, c in zip(todo, reqs, comps):
-        base = dict(common, task=t.task, **t.extra, seed=rq.seed, prompt_sha256=prompt_sha256(rq.messages),
-                    sampling=rq.sampling.to_dict(), started=_iso(c.started), finished=utc_now(),
-                    latency_s=round(c.latency_s, 4), prompt_tokens=c.prompt_tokens,
-                    completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, response_model=c.model,
-                    batch=len(reqs))
-        if c.error is not None:
-            n_err += 1
-            store.append(dict(base, kind="error", attempt=1, error=c.error))
-            continue
-        d = mc.map_answer(c.text if c.text is not None else "", q, o, a1, a2, templates)
-        store.append(dict(base, kind="attempt", attempt=1, raw=c.text, parsed=d,
-                          status="ok" if d in ("action1", "action2") else d))
-    if bar is not None:
-        bar.update(len(todo))
-    if n_err == len(todo):
-        raise RuntimeError(f"the backend failed a whole batch (last error: {comps[-1].error}); completed "
-                           "records are saved, re-run the same command to resume")
+    if not report.complete:
+        raise CollectionIncompleteError(report, *MC_LINE)
+    return (df, report) if return_report else df
 
 
 def _timestamp(iso):
@@ -269,9 +260,8 @@ def moralchoice_frame(run_dir_or_records, label=None) -> pd.DataFrame:
             question_type=r["question_type"], question_ordering=int(r["ordering"]),
             eval_technique="top_p_sampling" if s["temperature"] > 0 else "greedy",
             eval_top_p=float(s["top_p"]), eval_temperature=float(s["temperature"]), eval_sample_nb=int(r["sample"]),
-            timestamp=_timestamp(r.get("finished")), answer_raw=r["raw"] if r["raw"] is not None else "",
-            answer=r["raw"] if r["raw"] is not None else "", decision=r["parsed"], backend=r["backend"],
-            provider=provider))
+            timestamp=_timestamp(r.get("finished")), answer_raw=_text(r["raw"]), answer=_text(r["raw"]),
+            decision=r["parsed"], backend=r["backend"], provider=provider))
     df = pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
     if len(df):
         df = df.sort_values(["scenario_id", "question_type", "question_ordering", "eval_sample_nb"],
@@ -279,11 +269,19 @@ def moralchoice_frame(run_dir_or_records, label=None) -> pd.DataFrame:
     return df
 
 
+def _text(raw) -> str:
+    """A raw answer as exported: ``""`` for none; text UTF-8 cannot hold (lone surrogates) as ``\\udXXX``
+    escapes (the records keep it exactly)."""
+    if raw is None:
+        return ""
+    return raw.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _write(df, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False, compression={"method": "gzip", "mtime": 0})
-    return path
+    """Write the response file atomically (a kill mid-export leaves the previous file intact)."""
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0})
+    return Path(path)
 
 
 def export_moralchoice(run_dirs, path) -> Path:

@@ -27,10 +27,7 @@ Seror, A. (2025). *The Moral Mind(s) of Large Language Models*, Section 2.1
 
 from __future__ import annotations
 
-import datetime as _dt
-import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +41,10 @@ from ..psm.design import (
     parse_unconstrained,
     unconstrained_prompt,
 )
-from .backends import Backend, Request, Sampling
+from .backends import Backend, Sampling
+from .runner import CollectionIncompleteError, Task, check_label, run_tasks
 from .store import (
     RecordStore,
-    derive_seed,
     git_commit,
     package_versions,
     prompt_sha256,
@@ -70,14 +67,6 @@ PSM_IDENTITY = ("survey", "label", "backend", "model", "design_seed", "seed", "s
 # (seed, round, attempt) only, so the order changes which rounds are done first, not the answers.
 # Each session records the order it used.
 
-_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
-
-
-def _check_label(label):
-    if not isinstance(label, str) or not _LABEL_RE.match(label):
-        raise ValueError(f"label must be a file-name-safe string (letters, digits, . _ @ + -), got {label!r}")
-
-
 def round_order(order: str = "paper", seed: int = 0, n: int = 160) -> list[int]:
     """Round numbers (1..n) in presentation order: ``"paper"`` (1..n) or ``"shuffled"`` (seeded)."""
     if order == "paper":
@@ -88,77 +77,10 @@ def round_order(order: str = "paper", seed: int = 0, n: int = 160) -> list[int]:
     raise ValueError(f"order must be 'paper' or 'shuffled', got {order!r}")
 
 
-@dataclass
-class _Task:
-    task: str
-    round: int
-    prompt: str
-    extra: dict
-
-
-def _task_done(store, task, max_attempts):
-    att = store.attempts(task)
-    return any(a["status"] == "ok" for a in att) or len(att) >= max_attempts
-
-
-def _run_tasks(backend, store, tasks, parse, sampling, system, seed, max_attempts, common, bar=None,
-               max_error_batches=3):
-    """Send every task until it has a valid answer or ``max_attempts`` attempts."""
-    pending = [t for t in tasks if not _task_done(store, t.task, max_attempts)]
-    if bar is not None:
-        bar.update(len(tasks) - len(pending))
-    B = max(1, int(getattr(backend, "batch_size", 1)))
-    error_batches = 0
-    for i in range(0, len(pending), B):
-        chunk = pending[i:i + B]
-        while True:
-            todo = [t for t in chunk if not _task_done(store, t.task, max_attempts)]
-            if not todo:
-                break
-            reqs, attempts = [], []
-            for t in todo:
-                a = len(store.attempts(t.task)) + 1
-                attempts.append(a)
-                reqs.append(Request.from_prompt(t.prompt, system=system, seed=derive_seed(seed, t.task, a),
-                                                sampling=sampling))
-            comps = backend.generate(reqs)
-            n_err = 0
-            for t, a, rq, c in zip(todo, attempts, reqs, comps):
-                base = dict(common, task=t.task, round=t.round, **t.extra, seed=rq.seed,
-                            prompt_sha256=prompt_sha256(rq.messages), sampling=rq.sampling.to_dict(),
-                            started=_iso(c.started), finished=utc_now(), latency_s=round(c.latency_s, 4),
-                            prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
-                            finish_reason=c.finish_reason, response_model=c.model)
-                if c.error is not None:
-                    n_err += 1
-                    store.append(dict(base, kind="error", attempt=a, error=c.error))
-                    continue
-                p = parse(c.text)
-                value = list(p.value) if isinstance(p.value, tuple) else p.value
-                store.append(dict(base, kind="attempt", attempt=a, raw=c.text, parsed=value, status=p.status))
-            if n_err == len(todo):
-                error_batches += 1
-                if error_batches >= max_error_batches:
-                    raise RuntimeError(
-                        f"the backend failed {error_batches} batches in a row (last error: "
-                        f"{comps[-1].error}); completed records are saved, re-run the same command to resume"
-                    )
-            else:
-                error_batches = 0
-        if bar is not None:
-            bar.update(len(chunk))
-
-
-def _iso(ts):
-    if not ts:
-        return None
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed: int = 0, order: str = "paper",
             sampling: Sampling | None = None, system: str | None = None, max_attempts: int = MAX_ATTEMPTS,
             limit: int | None = None, n_options: int = N_OPTIONS, progress: bool = True, export=None,
-            provider=None) -> PSMDataset:
+            provider=None, return_report: bool = False) -> PSMDataset:
     """Administer the PSM (round 0, then the constrained rounds) and return the dataset so far.
 
     Parameters
@@ -195,11 +117,26 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
         The organisation that publishes the model, the ``provider`` column of the tidy file
         (default: the organisation of the backend's upstream hub id, e.g. ``"Qwen"``, else ``""``;
         see :func:`moralkit.collect.store.provider_of`). The backend kind has its own column.
+    return_report : bool, default False
+        Also return the session's :class:`~moralkit.collect.runner.RunReport`.
 
     Returns
     -------
     PSMDataset
-        Completed rounds only (answered or missing after ``max_attempts``).
+        Completed rounds only (answered or missing after ``max_attempts``); with
+        ``return_report``, ``(dataset, report)``.
+
+    Raises
+    ------
+    CollectionIncompleteError
+        Rounds are left undone (requests that kept failing, or a server that refuses every
+        request); the message names them and the server's last message. Completed records are
+        saved, the export written, and re-running resumes.
+
+    Notes
+    -----
+    Requests go through :func:`moralkit.collect.runner.run_tasks`: a malformed or failed response
+    is recorded as an error and re-sent, never ending the run.
 
     References
     ----------
@@ -207,7 +144,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     """
     sampling = sampling or Sampling(temperature=1.0, top_p=1.0, max_tokens=16)
     label = label or backend.model
-    _check_label(label)
+    check_label(label)
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
     if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
@@ -221,7 +158,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
         unconstrained_prompt_sha256=prompt_sha256([{"role": "user", "content": unconstrained_prompt()}]),
         session=dict(session_info(), order=order, limit=limit),
     )
-    store = RecordStore(run_dir, manifest, identity_keys=PSM_IDENTITY)
+    store = RecordStore(run_dir, manifest, identity_keys=PSM_IDENTITY, secrets=getattr(backend, "secrets", list)())
     orders = {s.get("order", store.manifest.get("order")) for s in store.manifest.get("sessions", [])}
     if len(orders) > 1:
         store.update_manifest(order="mixed: " + ", ".join(
@@ -237,19 +174,29 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
 
         bar = tqdm(total=1 + len(rounds), desc=f"PSM {label}", unit="round")
     try:
-        r0 = _Task("r000", 0, unconstrained_prompt(), {})
-        _run_tasks(backend, store, [r0], parse_unconstrained, sampling.__class__(
-            **{**sampling.to_dict(), "max_tokens": max(sampling.max_tokens, 32)}), system, seed, max_attempts,
-            common, bar)
-        q0 = _q0(store)
-        tasks = []
-        for r in rounds:
-            rd = design[r - 1]
-            tasks.append(_Task(f"r{r:03d}", r, constrained_prompt(rd.options(q0)),
-                               {"corner": "".join(str(int(v)) for v in rd.corner(q0))}))
-        _run_tasks(backend, store, tasks, lambda t: parse_option(t, n_options), sampling, system, seed,
-                   max_attempts, common, bar)
-        store.update_manifest(finished=utc_now() if len(rounds) == len(design) else None)
+        r0 = Task("r000", unconstrained_prompt(), {"round": 0}, system=system,
+                  sampling=sampling.__class__(**{**sampling.to_dict(), "max_tokens": max(sampling.max_tokens, 32)}))
+        report = run_tasks(backend, store, [r0], lambda t, text: parse_unconstrained(text), seed=seed,
+                           sampling=sampling, max_attempts=max_attempts, common=common, bar=bar)
+        if report.complete:
+            q0 = _q0(store)
+            tasks = []
+            for r in rounds:
+                rd = design[r - 1]
+                tasks.append(Task(f"r{r:03d}", constrained_prompt(rd.options(q0)),
+                                  {"round": r, "corner": "".join(str(int(v)) for v in rd.corner(q0))},
+                                  system=system))
+            report = report.merge(run_tasks(backend, store, tasks, lambda t, text: parse_option(text, n_options),
+                                            seed=seed, sampling=sampling, max_attempts=max_attempts, common=common,
+                                            bar=bar))
+        else:  # without round 0 the corners are unknown: nothing else can be asked
+            report.tasks += len(rounds)
+            report.undone += [f"r{r:03d}" for r in rounds]
+        finished = report.complete and len(rounds) == len(design)
+        sess = store.manifest["sessions"][-1] if store.manifest.get("sessions") else None
+        if sess is not None:
+            sess["result"] = report.to_dict()
+        store.update_manifest(finished=utc_now() if finished else store.manifest.get("finished"))
     finally:
         if bar is not None:
             bar.close()
@@ -258,7 +205,9 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     ds = psm_dataset(run_dir)
     if export is not None:
         write_psm([ds], export)
-    return ds
+    if not report.complete:
+        raise CollectionIncompleteError(report, "rounds (incl. round 0)")
+    return (ds, report) if return_report else ds
 
 
 def _q0(store):

@@ -37,22 +37,31 @@ Scherrer et al. (2023), Section 3.3 (query timestamps recorded for provenance).
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import gzip
 import hashlib
+import io
 import json
 import os
 import platform
 import socket
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
+from ..atomicfile import atomic_write_bytes
+from ..errors import DataError, MoralkitError
+
 __all__ = ["RecordStore", "prompt_sha256", "derive_seed", "utc_now", "package_versions", "git_commit",
-           "read_records", "provider_of"]
+           "read_records", "provider_of", "repair_run", "atomic_write_bytes", "gzip_bytes", "CorruptRecordsError",
+           "RunLockedError", "session_info"]
 
 RECORDS = "records.jsonl"
 RECORDS_GZ = "records.jsonl.gz"
 MANIFEST = "manifest.json"
+LOCK = ".lock"
+QUARANTINE = "quarantine.jsonl"
 
 
 def utc_now() -> str:
@@ -100,25 +109,135 @@ def git_commit(path=None) -> str | None:
         return None
 
 
-def read_records(path) -> list[dict]:
-    """Records of a run directory, a ``records.jsonl`` or a ``records.jsonl.gz`` file (torn last line dropped)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RECORDS if (path / RECORDS).exists() else path / RECORDS_GZ
-    if not path.exists():
-        raise FileNotFoundError(f"no records at {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    out = []
-    for line in data.split(b"\n"):
+class CorruptRecordsError(DataError):
+    """A records file holds a line that is not a record, or a duplicated ``(task, attempt)``.
+
+    The message names the file, the line and the fix (``python -m moralkit repair RUN``).
+    """
+
+
+class RunLockedError(MoralkitError):
+    """Another process holds the run directory's lock (its pid and host are in the message)."""
+
+
+def _decode_lines(data: bytes, where: str, strict: bool = True):
+    """Records and problems of a JSONL byte string.
+
+    A last line without its newline is a torn write (a writer killed mid-``write``): it is returned
+    as ``torn`` and never counted as corrupt. Any other line that is not a JSON object is corrupt:
+    with ``strict`` a :class:`CorruptRecordsError` names it; else it is returned in ``bad``.
+    """
+    records, bad = [], []
+    lines = data.split(b"\n")
+    torn = lines.pop()  # b"" when the data ends with a newline
+    for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a torn line can only be the last one
-    return out
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+        except ValueError as e:
+            if strict:
+                raise CorruptRecordsError(
+                    f"{where}, line {i}: not a record ({str(e)[:80]}); the {len(lines) - i} line(s) after it "
+                    f"are intact. Run `python -m moralkit repair {Path(where).parent}` to move the bad line to "
+                    f"{QUARANTINE} (nothing is deleted), then resume.") from None
+            bad.append((i, line))
+            continue
+        records.append((i, rec))
+    return records, bad, torn
+
+
+def _gunzip(path: Path) -> bytes:
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        raise CorruptRecordsError(
+            f"{path} is not a complete gzip file ({e}); restore it from git (`git checkout -- {path}`) or, if "
+            f"{RECORDS} is complete, run `python -m moralkit repair {path.parent}`") from None
+
+
+def _record_bytes(path: Path) -> bytes:
+    """The raw bytes of a run directory's records: ``records.jsonl``, or the longer ``.gz`` it is a prefix of."""
+    if path.is_dir():
+        jl, gz = path / RECORDS, path / RECORDS_GZ
+        if jl.exists():
+            data = jl.read_bytes()
+            if gz.exists():
+                packed = _gunzip(gz)
+                if len(packed) > len(data) and packed.startswith(data):
+                    return packed  # an interrupted unpack (older versions) left a short copy
+            return data
+        path = gz
+    if not path.exists():
+        raise FileNotFoundError(f"no records at {path}")
+    return _gunzip(path) if path.suffix == ".gz" else path.read_bytes()
+
+
+def read_records(path, strict: bool = True) -> list[dict]:
+    """Records of a run directory, a ``records.jsonl`` or a ``records.jsonl.gz`` file.
+
+    A torn last line (a writer killed mid-write, or one writing right now) is left out. A corrupt
+    line anywhere else raises :class:`CorruptRecordsError` naming the file and line (``strict``),
+    instead of hiding every record after it.
+    """
+    path = Path(path)
+    where = str(path / RECORDS if path.is_dir() else path)
+    recs, _, _ = _decode_lines(_record_bytes(path), where, strict=strict)
+    return [r for _, r in recs]
+
+
+def _serialise(record: dict) -> bytes:
+    """One JSON line, UTF-8. Text UTF-8 cannot hold (lone surrogates from a broken response) is kept
+    losslessly as JSON ``\\uXXXX`` escapes instead of failing the write."""
+    try:
+        return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode("ascii")
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """Deterministic gzip (no file name, mtime 0, level 9)."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+        gz.write(data)
+    return buf.getvalue()
+
+
+class _Lock:
+    """An exclusive ``flock`` on ``run_dir/.lock`` for a whole session; released by the kernel if the
+    process dies. The file holds the holder's pid, host and start time, for the second writer's error."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / LOCK
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = json.loads(os.pread(self.fd, 4096, 0) or b"{}")
+            except ValueError:
+                holder = {}
+            os.close(self.fd)
+            self.fd = None
+            raise RunLockedError(
+                f"{run_dir} is in use by another collector (pid {holder.get('pid', '?')} on host "
+                f"{holder.get('host', '?')}, since {holder.get('since', '?')}). Two writers would duplicate "
+                "requests: wait for it to finish, or stop it, then re-run this command to resume.") from None
+        info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now()}).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, info, 0)
+
+    def release(self):
+        if self.fd is not None:
+            try:
+                os.ftruncate(self.fd, 0)
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
 
 
 class RecordStore:
@@ -135,16 +254,32 @@ class RecordStore:
     identity_keys : tuple of str
         Manifest keys that define "the same run".
     readonly : bool, default False
-        Only read (records and manifest): no repair, no writes; safe while
+        Only read (records and manifest): no lock, no repair, no writes; safe while
         another process is collecting into the same directory.
+    secrets : iterable of str, optional
+        Values (API keys, URL credentials) replaced by ``[REDACTED]`` in every line and
+        manifest written (:class:`moralkit.collect.secrets.Redactor`).
+
+    Raises
+    ------
+    RunLockedError
+        Another process is writing to ``run_dir`` (its pid and host are named).
+    CorruptRecordsError
+        A line other than a torn last one is not a record, or a ``(task, attempt)`` is duplicated:
+        ``python -m moralkit repair RUN`` quarantines it.
     """
 
-    def __init__(self, run_dir, manifest: dict | None = None, identity_keys=(), readonly: bool = False):
+    def __init__(self, run_dir, manifest: dict | None = None, identity_keys=(), readonly: bool = False,
+                 secrets=()):
+        from .secrets import Redactor
+
         self.dir = Path(run_dir)
         self.path = self.dir / RECORDS
         self.manifest_path = self.dir / MANIFEST
         self.readonly = bool(readonly)
+        self.redact = Redactor(secrets)
         self._fd = None
+        self._lock = None
         if self.readonly:
             if not self.manifest_path.exists():
                 raise FileNotFoundError(f"{self.dir} is not a run directory (no {MANIFEST})")
@@ -153,25 +288,51 @@ class RecordStore:
             self.manifest = json.loads(self.manifest_path.read_text())
             return
         self.dir.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists() and (self.dir / RECORDS_GZ).exists():
-            # resume from the committed compressed copy
-            with gzip.open(self.dir / RECORDS_GZ, "rb") as src, open(self.path, "wb") as dst:
-                dst.write(src.read())
-        self._repair()
-        self.records: list[dict] = read_records(self.path) if self.path.exists() else []
-        self._index()
-        self.manifest = self._load_manifest(manifest, identity_keys)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = _Lock(self.dir)
+        try:
+            self._reconcile()
+            self._repair()
+            self.records: list[dict] = read_records(self.path) if self.path.exists() else []
+            self._index()
+            self.manifest = self._load_manifest(manifest, identity_keys)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except BaseException:
+            self._lock.release()
+            raise
 
     def _index(self):
         self._keys: dict[tuple, dict] = {}
+        self._by_task: dict[str, list] = {}
         for r in self.records:
             if r.get("kind", "attempt") != "attempt":
                 continue
             k = (r["task"], int(r["attempt"]))
             if k in self._keys:
-                raise ValueError(f"{self.path}: duplicate record for task {k[0]!r} attempt {k[1]}")
+                raise CorruptRecordsError(
+                    f"{self.path}: duplicate record for task {k[0]!r} attempt {k[1]} (two collectors wrote to "
+                    f"this run?). Run `python -m moralkit repair {self.dir}` to keep the first and quarantine "
+                    "the others, then resume.")
             self._keys[k] = r
+            self._by_task.setdefault(r["task"], []).append(r)
+
+    def _reconcile(self):
+        """Make ``records.jsonl`` hold at least what ``records.jsonl.gz`` holds, atomically."""
+        gz = self.dir / RECORDS_GZ
+        if not gz.exists():
+            return
+        packed = _gunzip(gz)
+        if not self.path.exists():
+            atomic_write_bytes(self.path, packed)  # a fresh checkout: unpack (temporary file + rename)
+            return
+        data = self.path.read_bytes()
+        if data.startswith(packed):
+            return
+        if packed.startswith(data):
+            atomic_write_bytes(self.path, packed)  # a short copy (an interrupted unpack): take the full one
+            return
+        raise CorruptRecordsError(
+            f"{self.path} and {gz} disagree (neither is a prefix of the other). Run `python -m moralkit repair "
+            f"{self.dir}` to merge them (every record is kept; conflicting ones are quarantined).")
 
     # ------------------------------------------------------------------ manifest
     def _load_manifest(self, manifest, identity_keys):
@@ -201,9 +362,8 @@ class RecordStore:
         return merged
 
     def _write_manifest(self, m):
-        tmp = self.manifest_path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(m, indent=1, sort_keys=False, default=str) + "\n")
-        os.replace(tmp, self.manifest_path)
+        text = self.redact(json.dumps(m, indent=1, sort_keys=False, default=str) + "\n")
+        atomic_write_bytes(self.manifest_path, text.encode("utf-8", "backslashreplace"))
 
     def update_manifest(self, **kw):
         """Set manifest keys (atomically rewritten)."""
@@ -214,7 +374,8 @@ class RecordStore:
 
     # ------------------------------------------------------------------ records
     def _repair(self):
-        """Cut a torn last line (a writer killed mid-write) so appends start on a fresh line."""
+        """Cut a torn last line (a writer killed mid-write) so appends start on a fresh line; the cut
+        bytes are kept in ``quarantine.jsonl``."""
         if not self.path.exists():
             return
         size = self.path.stat().st_size
@@ -227,23 +388,28 @@ class RecordStore:
             # find the last newline
             pos = size
             step = 4096
+            cut = 0
             while pos > 0:
                 start = max(0, pos - step)
                 f.seek(start)
                 chunk = f.read(pos - start)
                 i = chunk.rfind(b"\n")
                 if i >= 0:
-                    f.truncate(start + i + 1)
-                    return
+                    cut = start + i + 1
+                    break
                 pos = start
-            f.truncate(0)
+            f.seek(cut)
+            _quarantine(self.dir, [(None, f.read(), "torn last line (a writer was killed mid-write)")])
+            f.truncate(cut)
+            f.flush()
+            os.fsync(f.fileno())
 
     def has(self, task: str, attempt: int) -> bool:
         return (task, int(attempt)) in self._keys
 
     def attempts(self, task: str) -> list[dict]:
         """Attempt records of ``task``, in attempt order."""
-        return sorted((r for (t, _), r in self._keys.items() if t == task), key=lambda r: int(r["attempt"]))
+        return sorted(self._by_task.get(task, ()), key=lambda r: int(r["attempt"]))
 
     def append(self, record: dict) -> None:
         """Append one record durably (write + fsync). Attempts must have a new ``(task, attempt)``."""
@@ -254,7 +420,9 @@ class RecordStore:
             k = (record["task"], int(record["attempt"]))
             if k in self._keys:
                 raise ValueError(f"record for task {k[0]!r} attempt {k[1]} already stored")
-        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
+        if self.redact:
+            record = json.loads(self.redact(json.dumps(record, ensure_ascii=True, default=str)))
+        line = _serialise(record)
         n = os.write(self._fd, line)
         if n != len(line):  # pragma: no cover - would need a full disk
             raise OSError(f"short write to {self.path}")
@@ -262,21 +430,19 @@ class RecordStore:
         self.records.append(record)
         if kind == "attempt":
             self._keys[k] = record
+            self._by_task.setdefault(k[0], []).append(record)
 
     def compress(self) -> Path:
-        """Write ``records.jsonl.gz`` (deterministic: no file name or mtime in the header)."""
-        out = self.dir / RECORDS_GZ
-        tmp = out.with_suffix(f".tmp{os.getpid()}")
-        with open(self.path, "rb") as src, open(tmp, "wb") as raw:
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
-                gz.write(src.read())
-        os.replace(tmp, out)
-        return out
+        """Write ``records.jsonl.gz`` atomically (deterministic: no file name or mtime in the header)."""
+        return atomic_write_bytes(self.dir / RECORDS_GZ, gzip_bytes(self.path.read_bytes()))
 
     def close(self):
         if getattr(self, "_fd", None) is not None:
             os.close(self._fd)
             self._fd = None
+        if getattr(self, "_lock", None) is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self):
         return self
@@ -291,6 +457,113 @@ class RecordStore:
             pass
 
 
+def _quarantine(run_dir: Path, items, source: str = RECORDS) -> int:
+    """Append ``(line number, raw bytes, reason)`` items to ``quarantine.jsonl`` (durably). The bytes are
+    kept exactly: ``text`` decodes them with ``surrogateescape`` (``text.encode("utf-8", "surrogateescape")``
+    gives them back)."""
+    items = [(n, b, why) for n, b, why in items if b.strip()]
+    if not items:
+        return 0
+    now = utc_now()
+    out = b"".join((json.dumps({"quarantined": now, "source": source, "line": n, "reason": why,
+                                "text": b.decode("utf-8", "surrogateescape")}, ensure_ascii=True) + "\n").encode()
+                   for n, b, why in items)
+    fd = os.open(run_dir / QUARANTINE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, out)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return len(items)
+
+
+def repair_run(run_dir) -> dict:
+    """Make a damaged run directory resumable again, losing nothing.
+
+    - lines that are not records (corrupt, or a torn last line) move to ``quarantine.jsonl``;
+    - of several attempt records with one ``(task, attempt)`` (two collectors on one run), the first
+      is kept and the others move to ``quarantine.jsonl``;
+    - when ``records.jsonl`` and ``records.jsonl.gz`` disagree, their records are merged (the
+      ``.gz``'s missing ones appended); a ``.gz`` that is not valid gzip is renamed
+      ``records.jsonl.gz.corrupt-<time>``, not deleted;
+    - ``records.jsonl`` and ``records.jsonl.gz`` are then rewritten atomically.
+
+    Holds the run's lock, so it refuses to run while a collector writes to the directory.
+
+    Returns
+    -------
+    dict
+        ``kept`` (records), ``quarantined`` (lines moved), ``reasons`` (Counter), ``merged_from_gz``.
+
+    Examples
+    --------
+    ``python -m moralkit repair data/raw/psm-mymodel`` from the command line.
+    """
+    from collections import Counter
+
+    run_dir = Path(run_dir)
+    if not (run_dir / MANIFEST).exists():
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no {MANIFEST})")
+    lock = _Lock(run_dir)
+    try:
+        jl, gz = run_dir / RECORDS, run_dir / RECORDS_GZ
+        data = jl.read_bytes() if jl.exists() else b""
+        packed = None
+        if gz.exists():
+            try:
+                packed = _gunzip(gz)
+            except CorruptRecordsError:
+                os.replace(gz, gz.with_name(f"{RECORDS_GZ}.corrupt-{utc_now().replace(':', '')}"))
+        lines = data.split(b"\n")
+        torn = lines.pop()
+        items = [(i, line, RECORDS) for i, line in enumerate(lines, 1)]
+        if torn.strip():
+            items.append((len(lines) + 1, torn, RECORDS))
+        merged = 0
+        if packed is not None and not data.startswith(packed):
+            seen = set(lines)
+            glines = packed.split(b"\n")
+            gtorn = glines.pop()
+            for i, line in enumerate(glines, 1):
+                if line not in seen:
+                    items.append((i, line, RECORDS_GZ))
+                    seen.add(line)
+                    merged += 1
+            if gtorn.strip():
+                items.append((len(glines) + 1, gtorn, RECORDS_GZ))
+        keep, bad, reasons = [], [], Counter()
+        first: dict[tuple, tuple] = {}
+        for i, line, src in items:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError("not an object")
+                if rec.get("kind", "attempt") == "attempt":
+                    k = (rec["task"], int(rec["attempt"]))
+                    if k in first:
+                        why = f"duplicate of task {k[0]!r} attempt {k[1]} ({first[k][1]} line {first[k][0]})"
+                        bad.append((i, line, why, src))
+                        reasons["duplicate"] += 1
+                        continue
+                    first[k] = (i, src)
+            except (ValueError, KeyError, TypeError) as e:
+                bad.append((i, line, f"not a record: {str(e)[:80]}", src))
+                reasons["not a record"] += 1
+                continue
+            keep.append(line)
+        for src in (RECORDS, RECORDS_GZ):
+            _quarantine(run_dir, [(i, b, why) for i, b, why, s in bad if s == src], source=src)
+        new = b"".join(line + b"\n" for line in keep)
+        if new != data:
+            atomic_write_bytes(jl, new)
+        atomic_write_bytes(gz, gzip_bytes(new))
+        return dict(kept=len(keep), quarantined=len(bad), reasons=dict(reasons), merged_from_gz=merged)
+    finally:
+        lock.release()
+
+
 def session_info(argv=None) -> dict:
     """Provenance of one collection session (time, host, command line, pid)."""
     return {"started": utc_now(), "host": socket.gethostname(), "pid": os.getpid(),
@@ -298,8 +571,11 @@ def session_info(argv=None) -> dict:
 
 
 def _portable_argv(argv) -> list:
-    """The command line without machine paths: ``.../moralkit/__main__.py`` becomes ``python -m moralkit``."""
-    argv = list(argv)
+    """The command line without machine paths (``.../moralkit/__main__.py`` becomes ``python -m moralkit``)
+    and without credentials in URLs."""
+    from .secrets import strip_url
+
+    argv = [strip_url(a) if isinstance(a, str) and "://" in a else a for a in argv]
     if argv and str(argv[0]).endswith("__main__.py"):
         return ["python", "-m", "moralkit"] + argv[1:]
     if argv:

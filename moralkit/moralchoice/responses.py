@@ -43,6 +43,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import paths
@@ -92,8 +93,28 @@ def response_files(path) -> list[Path]:
     return files
 
 
+_DECISIONS = {"action1", "action2", "refusal", "invalid", ""}
+
+
+def _fix(f: Path) -> str:
+    if f.parent.name == "moralchoice" and f.parent.parent.name == "data":
+        return ("fix: re-export it from its run, `python -m moralkit export data/raw/<run> --out " + str(f) + "` "
+                "(data/README.md lists each file's run), or restore it from git")
+    return "fix: restore the file from its source (or remove it from the response directory)"
+
+
 def _read_one(f: Path) -> pd.DataFrame:
-    df = pd.read_csv(f, dtype=str, keep_default_na=False, encoding="utf-8")
+    """Read and check one response file; every problem names the file, the row (CSV line) and the fix."""
+    import gzip
+    import zlib
+
+    try:
+        df = pd.read_csv(f, dtype=str, keep_default_na=False, encoding="utf-8")
+    except pd.errors.EmptyDataError:
+        raise DataError(f"Response file {f} is empty (no header, no rows); {_fix(f)}.") from None
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, pd.errors.ParserError) as e:
+        raise DataError(f"Response file {f} cannot be read as a CSV ({type(e).__name__}: {str(e)[:120]}): it is "
+                         f"truncated, not gzip, or not a response file; {_fix(f)}.") from None
     df = df.loc[:, [c for c in df.columns if not c.startswith("Unnamed")]]
     required = ["scenario_id", "model_id", "question_type", "question_ordering", "eval_sample_nb", "answer_raw"]
     missing = [c for c in required if c not in df.columns]
@@ -101,15 +122,41 @@ def _read_one(f: Path) -> pd.DataFrame:
         raise DataError(
             f"Response file {f} lacks columns {missing}; expected the layout {list(RESPONSE_COLUMNS)}."
         )
-    bad_q = sorted(set(df["question_type"]) - set(QUESTION_TYPES))
-    if bad_q:
-        raise DataError(f"Response file {f}: unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
-    bad_o = sorted(set(df["question_ordering"]) - {"0", "1"})
-    if bad_o:
-        raise DataError(f"Response file {f}: question_ordering must be 0 or 1, found {bad_o}.")
-    sample = pd.to_numeric(df["eval_sample_nb"], errors="coerce")
-    if sample.isna().any() or (sample < 0).any():
-        raise DataError(f"Response file {f}: eval_sample_nb must be integers >= 0.")
+    if not len(df):
+        raise DataError(f"Response file {f} has a header but no rows; {_fix(f)}.")
+
+    def fail(mask, what):
+        i = int(np.flatnonzero(np.asarray(mask))[0])
+        raise DataError(f"Response file {f}, row {i + 2} (scenario {df['scenario_id'].iat[i]!r}): {what}; "
+                         f"{_fix(f)}.")
+
+    bad_q = ~df["question_type"].isin(QUESTION_TYPES)
+    if bad_q.any():
+        fail(bad_q, f"unknown question_type {df['question_type'][bad_q].iat[0]!r}; expected one of {QUESTION_TYPES}")
+    bad_o = ~df["question_ordering"].isin(["0", "1"])
+    if bad_o.any():
+        fail(bad_o, f"question_ordering must be 0 or 1, got {df['question_ordering'][bad_o].iat[0]!r}")
+    bad_s = ~df["eval_sample_nb"].str.fullmatch(r"\d+")
+    if bad_s.any():
+        fail(bad_s, f"eval_sample_nb must be an integer >= 0, got {df['eval_sample_nb'][bad_s].iat[0]!r}")
+    if (df["scenario_id"] == "").any() or (df["model_id"] == "").any():
+        fail((df["scenario_id"] == "") | (df["model_id"] == ""), "scenario_id and model_id must not be empty")
+    if "decision" in df.columns:
+        bad_d = ~df["decision"].isin(_DECISIONS)
+        if bad_d.any():
+            fail(bad_d, f"decision must be one of {sorted(_DECISIONS - {''})} or empty, got "
+                        f"{df['decision'][bad_d].iat[0]!r}")
+    key = ["model_id", "scenario_id", "question_type", "question_ordering", "eval_sample_nb"]
+    dup = df.duplicated(key, keep="first")
+    if dup.any():
+        i = int(np.flatnonzero(dup.to_numpy())[0])
+        first = int(np.flatnonzero((df[key] == df[key].iloc[i]).all(axis=1).to_numpy())[0])
+        same = df.iloc[i]["answer_raw"] == df.iloc[first]["answer_raw"]
+        fail(dup, f"the answer to (scenario, question type, ordering, sample) = ({df['scenario_id'].iat[i]}, "
+                  f"{df['question_type'].iat[i]}, {df['question_ordering'].iat[i]}, {df['eval_sample_nb'].iat[i]}) "
+                  f"of {df['model_id'].iat[i]!r} appears twice ({'the same answer' if same else 'conflicting answers'}"
+                  f", first at row {first + 2})")
+    sample = df["eval_sample_nb"].astype(int)
     get = lambda c: df[c] if c in df.columns else ""  # noqa: E731
     return pd.DataFrame(
         {
@@ -117,7 +164,7 @@ def _read_one(f: Path) -> pd.DataFrame:
             "model": df["model_id"],
             "question_type": df["question_type"],
             "ordering": df["question_ordering"].astype(int),
-            "sample": sample.astype(int),
+            "sample": sample,
             "answer_raw": df["answer_raw"],
             "decision": get("decision"),
             "temperature": pd.to_numeric(get("eval_temperature"), errors="coerce"),

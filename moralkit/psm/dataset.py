@@ -39,8 +39,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomicfile import atomic_path
 from ..errors import DataError
-from .design import BUDGET, PRICES, to_corner
+from .design import BUDGET, CORNERS, PRICES, to_corner
 
 __all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset", "model_key"]
 
@@ -217,6 +218,9 @@ def model_key(model: str) -> int:
 
 # --------------------------------------------------------------------------- files
 
+#: Constrained rounds of the PSM: one per corner and price vector (Section 2.2).
+N_ROUNDS = len(CORNERS) * len(PRICES)
+
 _COLUMNS = ["model", "backend", "provider", "run", "round", "corner_index", "price_index", "corner",
             "options", "option", "q", "attempts"]
 
@@ -226,7 +230,10 @@ def _digits(a) -> str:
 
 
 def write_psm(datasets, path) -> Path:
-    """Write datasets (an iterable or a dict of :class:`PSMDataset`) to a tidy ``.csv.gz``."""
+    """Write datasets (an iterable or a dict of :class:`PSMDataset`) to a tidy ``.csv.gz``.
+
+    The file is replaced atomically, and its bytes depend only on the data (gzip mtime 0).
+    """
     if isinstance(datasets, dict):
         datasets = list(datasets.values())
     rows = []
@@ -248,8 +255,9 @@ def write_psm(datasets, path) -> Path:
                 attempts="" if ds.attempts is None else int(ds.attempts[t]),
             ))
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=_COLUMNS).to_csv(path, index=False, compression={"method": "gzip", "mtime": 0})
+    # atomic (a kill mid-export keeps the old file) and deterministic (gzip mtime 0)
+    with atomic_path(path) as tmp:
+        pd.DataFrame(rows, columns=_COLUMNS).to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0})
     return path
 
 
@@ -259,8 +267,99 @@ def _parse_digits(s: str, n: int) -> np.ndarray:
     return np.frombuffer(s.encode(), dtype=np.uint8).astype(np.int64) - 48
 
 
+def _read_table(path: Path) -> pd.DataFrame:
+    """Read and check a tidy PSM file; every problem names the file, the row and the fix."""
+    import gzip
+    import zlib
+
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path} is empty (no header, no rows); {_fix(path)}") from None
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, pd.errors.ParserError) as e:
+        raise DataError(f"{path} cannot be read as a gzip-compressed CSV ({type(e).__name__}: {str(e)[:120]}): "
+                         f"it is truncated, not gzip, or not a PSM file; {_fix(path)}") from None
+    if "backend" not in df.columns and "provider" in df.columns:
+        # files written before the backend had its own column held it under "provider"
+        df = df.rename(columns={"provider": "backend"}).assign(provider="")
+    missing = set(_COLUMNS) - set(df.columns)
+    if missing:
+        raise DataError(f"{path}: missing columns {sorted(missing)}; expected {_COLUMNS}")
+    if not len(df):
+        raise DataError(f"{path} has a header but no rows; {_fix(path)}")
+    _check_rows(df, path)
+    return df
+
+
+def _fix(path, run=None) -> str:
+    if run:
+        return f"fix: re-export it from its raw records, `python -m moralkit export data/raw/{run} --out {path}`"
+    return (f"fix: re-export it from its raw records (`python -m moralkit export data/raw/<run> --out {path}`) "
+            "or restore it from git")
+
+
+def _check_rows(df: pd.DataFrame, path: Path) -> None:
+    """Duplicated or conflicting rounds, out-of-range values and NaN: one message naming file, row and fix."""
+    n_prices, n_corners = len(PRICES), len(CORNERS)
+
+    rows = df.to_dict("records")
+
+    def fail(i, what):
+        r = rows[i]
+        raise DataError(f"{path}, row {i + 2} (model {r['model']!r}, round {r['round']!r}): {what}; "
+                         f"{_fix(path, r['run'] or None)}")
+
+    def integer(i, col, lo, hi, empty_ok=False):
+        v = rows[i][col]
+        if v == "" and empty_ok:
+            return None
+        if not v.isdigit() or not lo <= int(v) <= hi:
+            fail(i, f"{col} must be an integer in {lo}..{hi}{' or empty' if empty_ok else ''}, got {v!r}")
+        return int(v)
+
+    seen: dict = {}
+    for i, r in enumerate(rows):
+        if r["model"] == "":
+            fail(i, "the model label is empty")
+        rd = integer(i, "round", 0, N_ROUNDS)
+        key = (r["model"], rd)
+        if key in seen:
+            fail(i, f"round {rd} of model {r['model']!r} appears twice (first at row {seen[key] + 2})")
+        seen[key] = i
+        if rd == 0:
+            if r["q"] and not (len(r["q"]) == 5 and all(c in "012345" for c in r["q"])):
+                fail(i, f"q (round 0) must be five digits 0-5 or empty, got {r['q']!r}")
+            continue
+        ci = integer(i, "corner_index", 0, n_corners - 1, empty_ok=True)
+        integer(i, "price_index", 0, n_prices - 1)
+        integer(i, "attempts", 1, 10**6, empty_ok=True)
+        corner = r["corner"]
+        if len(corner) != 5 or any(c not in "05" for c in corner):
+            fail(i, f"corner must be five digits 0 or 5, got {corner!r}")
+        if ci is not None:
+            nominal = "".join(str(int(v)) for v in CORNERS[ci])
+            flipped = "".join("5" if c == "0" else "0" for c in nominal)
+            if corner not in (nominal, flipped):
+                fail(i, f"corner {corner} is neither corner {ci} ({nominal}) nor its flip")
+        opts = r["options"]
+        if not opts or len(opts) % 5 or not all(c in "012345" for c in opts):
+            fail(i, "options must be 5 digits 0-5 per option")
+        n_opt = len(opts) // 5
+        o = integer(i, "option", 1, n_opt, empty_ok=True)
+        if o is not None and r["q"] != opts[5 * (o - 1):5 * o]:
+            fail(i, f"q {r['q']!r} is not option {o} ({opts[5 * (o - 1):5 * o]}) of the round")
+        if o is None and r["q"]:
+            fail(i, f"q {r['q']!r} is set but no option was chosen")
+
+
 def read_psm(path) -> dict[str, PSMDataset]:
     """Read a tidy PSM file (or every ``*.csv.gz`` in a directory) into ``{model: PSMDataset}``.
+
+    Strict: an empty, header-only, non-gzip or truncated file, a NaN or an out-of-range value
+    (round, corner, price index, option), a corner that is not the round's corner or its flip, and a
+    duplicated or conflicting round all raise :class:`~moralkit.errors.DataError` with one message
+    naming the file, the row (its line in the CSV) and the fix. Files of the old layout (the backend
+    under ``provider``) are still read.
 
     Examples
     --------
@@ -287,13 +386,7 @@ def read_psm(path) -> dict[str, PSMDataset]:
         return out
     if not path.exists():
         raise FileNotFoundError(f"PSM data file not found: {path}")
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if "backend" not in df.columns and "provider" in df.columns:
-        # files written before the backend had its own column held it under "provider"
-        df = df.rename(columns={"provider": "backend"}).assign(provider="")
-    missing = set(_COLUMNS) - set(df.columns)
-    if missing:
-        raise DataError(f"{path}: missing columns {sorted(missing)}; expected {_COLUMNS}")
+    df = _read_table(path)
     out = {}
     for model, g in df.groupby("model", sort=False):
         g = g.assign(_r=g["round"].astype(int)).sort_values("_r")

@@ -370,24 +370,74 @@ def parse_option(text, n_options: int = N_OPTIONS) -> ParseResult:
     return ParseResult(n, "ok")
 
 
-_ANSWERS_RE = re.compile(r"answers?\s*:?\s*\[?\s*([0-9][^\]\n]*)", re.IGNORECASE)
+_ANSWERS_RE = re.compile(r"answers?\s*:?\s*", re.IGNORECASE)
+_NUM = r"-?\d+(?:\.\d+)?"
+_LABELLED_RE = re.compile(r"\b(?:question|statement|q|s)\s*#?\s*(\d+)\s*[:=)\-\u2013.]\s*(" + _NUM + r")(?![\d.])",
+                          re.IGNORECASE)
+_NUMBERED_LINE_RE = re.compile(r"^\s*(\d+)\s*[.):]\s*(" + _NUM + r")\s*$", re.MULTILINE)
+_BRACKETS_RE = re.compile(r"\[([^\[\]]*)\]")
+
+
+def _five(pairs) -> ParseResult:
+    """Five answers from ``(k, value-text)`` pairs labelled 1..5, each exactly once."""
+    labels = [int(k) for k, _ in pairs]
+    if sorted(labels) != [1, 2, 3, 4, 5]:
+        return ParseResult(None, "ambiguous" if len(labels) > len(set(labels)) or max(labels) > 5 else "no_option")
+    by = dict((int(k), v) for k, v in pairs)
+    return _values([by[k] for k in range(1, 6)])
+
+
+def _values(texts) -> ParseResult:
+    if len(texts) < 5:
+        return ParseResult(None, "no_option")
+    if len(texts) > 5 or any(not re.fullmatch(r"-?\d+", t) for t in texts):
+        return ParseResult(None, "ambiguous")  # more than five numbers, or a number that is not an integer
+    vals = tuple(int(t) for t in texts)
+    if any(v < 0 or v > 5 for v in vals):
+        return ParseResult(None, "out_of_range")
+    return ParseResult(vals, "ok")
 
 
 def parse_unconstrained(text) -> ParseResult:
-    """Parse the round-0 answer into five integers on the 0-5 scale.
+    """Parse the round-0 answer into five integers on the 0-5 scale, refusing to guess.
 
-    Accepts ``"Answers: [3, 2, 4, 1, 0]"`` and tolerant variants (no brackets,
-    other separators, a bare list of five numbers). Anything else is invalid.
+    Read, in this order:
+
+    1. labelled answers, ``Question 1: 3, Question 2: 2, ...`` (also ``Q1=3``, ``Statement 1 - 3``):
+       the labels must be 1..5, each once; the label's number is never taken for an answer;
+    2. a numbered list, one ``k. v`` or ``k) v`` per line, k = 1..5;
+    3. a bracketed list, ``Answers: [3, 2, 4, 1, 0]`` (after ``Answers:`` when that is present);
+    4. the five numbers after ``Answers:``, or in the whole text.
+
+    A number that is not an integer (``3.5``), more than five numbers, or two different lists is
+    ``"ambiguous"``; a value outside 0-5 is ``"out_of_range"``; fewer than five numbers is
+    ``"no_option"`` (or ``"refusal"``).
+
+    Examples
+    --------
+    >>> parse_unconstrained("Question 1: 3, Question 2: 2, Question 3: 4, Question 4: 1, Question 5: 0").value
+    (3, 2, 4, 1, 0)
+    >>> parse_unconstrained("Answers: [3.5, 2, 4, 1, 0]").status
+    'ambiguous'
     """
     if text is None or not str(text).strip():
         return ParseResult(None, "empty")
     text = str(text)
+    labelled = _LABELLED_RE.findall(text)
+    if labelled:
+        return _five(labelled)
+    numbered = _NUMBERED_LINE_RE.findall(text)
+    if len(numbered) >= 2:
+        return _five(numbered)
     m = _ANSWERS_RE.search(text)
-    candidate = m.group(1) if m else text
-    nums = re.findall(r"-?\d+", candidate)
+    after = text[m.end():] if m else text
+    lists = [g for g in _BRACKETS_RE.findall(after) if re.search(r"\d", g)]
+    if lists:
+        if len({tuple(re.findall(_NUM, g)) for g in lists}) > 1:
+            return ParseResult(None, "ambiguous")
+        return _values(re.findall(_NUM, lists[0]))
+    candidate = after.split("\n")[0] if m else text
+    nums = re.findall(_NUM, candidate)
     if len(nums) < 5:
         return ParseResult(None, "refusal" if _REFUSAL_RE.search(text) else "no_option")
-    vals = tuple(int(v) for v in nums[:5])
-    if any(v < 0 or v > 5 for v in vals):
-        return ParseResult(None, "out_of_range")
-    return ParseResult(vals, "ok")
+    return _values(nums)

@@ -321,6 +321,37 @@ def find_glpsol() -> str | None:
     return None
 
 
+def _check_glpsol(exe: str) -> None:
+    """Run ``glpsol --version``: a binary that is present but broken is reported as broken, not as a
+    ``TypeError`` from Pyomo's output parser."""
+    try:
+        r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+        ok, why = r.returncode == 0 and "GLPSOL" in r.stdout.upper(), (
+            f"exit status {r.returncode}: {(r.stderr or r.stdout).strip()[:200]!r}")
+    except (OSError, subprocess.SubprocessError) as e:
+        ok, why = False, f"{type(e).__name__}: {e}"
+    if not ok:
+        raise SolverUnavailableError(
+            f"glpsol at {exe} does not run ({why}); it is installed but broken: reinstall it "
+            f"({_INSTALL['glpk']}) or use solver='highs'")
+
+
+def _check_gurobi_licence(gurobipy) -> None:
+    """Start a silent Gurobi environment: an expired, missing or invalid licence is reported as such,
+    not as "not installed"."""
+    try:
+        env = gurobipy.Env(empty=True)
+        env.setParam("OutputFlag", 0)
+        env.start()
+        env.dispose()
+    except gurobipy.GurobiError as e:
+        raise SolverUnavailableError(
+            f"Gurobi is installed (gurobipy {getattr(gurobipy, '__version__', '?')}) but cannot start: {e} (Gurobi error "
+            f"{getattr(e, 'errno', '?')}); the licence is expired, missing or invalid: renew it or point "
+            "GRB_LICENSE_FILE to a valid one (academic licences: https://www.gurobi.com/academia/), or use "
+            "solver='highs'") from None
+
+
 def get_solver(name: str):
     """The Pyomo solver object for ``name`` (one of :data:`SOLVERS`), checked to be available.
 
@@ -338,13 +369,16 @@ def get_solver(name: str):
         opt = pyo.SolverFactory("appsi_highs")
     elif name == "glpk":
         exe = find_glpsol()
+        if exe:
+            _check_glpsol(exe)
         opt = pyo.SolverFactory("glpk", executable=exe) if exe else None
     elif name == "gurobi":
         try:
-            import gurobipy  # noqa: F401
+            import gurobipy
         except ImportError:
             opt = None
         else:
+            _check_gurobi_licence(gurobipy)
             opt = pyo.SolverFactory("gurobi_direct")
     else:
         opt = pyo.SolverFactory("cbc")
