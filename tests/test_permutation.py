@@ -174,6 +174,11 @@ def test_default_e_keeps_every_passing_model_consistent(clusters):
         default_e(PAPER_TABLE1_TOP.assign(alpha=0.5))
     with pytest.raises(ValueError, match="CCEI"):
         default_e(PAPER_TABLE1_TOP.drop(columns="CCEI"))
+    # e is on the standard-CCEI scale: a Table 1 of another index is refused
+    other = t1.copy()
+    other.attrs["index"] = "origin/1-e"
+    with pytest.raises(ValueError, match="standard-CCEI scale"):
+        study_setup(clusters, other)
 
 
 @pytest.mark.parametrize("alpha", PAPER_ALPHAS)

@@ -175,3 +175,70 @@ def test_simulated_random_agents_rarely_pass(design):
     res = random_choice_tests(agents, n_datasets=1000, seed=0, n_jobs=2)
     passed = sum(r.rejects(0.05) for r in res.values())
     assert passed <= 16, passed
+
+
+# --------------------------------------------------------------------------- index conventions (issue 12)
+
+
+def test_convention_index_uses_the_same_random_datasets(design):
+    """index='origin/1-e': rebuild the synthetic datasets from the documented seeding and score each with the
+    general exact path of moralkit.conventions (origin coordinates, 1 - e*)."""
+    from moralkit import conventions as cv
+
+    ds = simulate_quadratic(None, design, noise=0.5, seed=4, model="sim-q")
+    chosen = ds.chosen.copy()
+    chosen[[0, 7, 99]] = 0
+    ds = ds.with_choices(chosen)
+    n = 40
+    res = random_choice_test(ds, n_datasets=n, seed=2, index="origin/1-e")
+    v = ds.valid()
+    draws = _chunk_rng(2, "sim-q", 0).integers(0, 100, size=(n, v.n_obs))
+    expected = [1 - cv.critical_efficiency(v.with_choices(c + 1), "origin") for c in draws]
+    assert [Fraction(x).limit_denominator(30) for x in res.null_ccei] == expected
+    own = 1 - cv.critical_efficiency(v, "origin")
+    assert res.index == "origin/1-e" and res.ccei_exact == own and res.ccei == float(own)
+    k = sum(x >= own for x in expected)  # eq. (4) on the reported index
+    assert res.n_at_least == k and res.alpha == k / n
+
+
+def test_corner_one_minus_e_mirrors_the_standard_test(few):
+    std = random_choice_tests(few, n_datasets=150, seed=3)
+    mir = random_choice_tests(few, n_datasets=150, seed=3, index="corner/1-e")
+    for m in few:
+        assert np.allclose(mir[m].null_ccei, 1 - std[m].null_ccei)  # same random datasets
+        assert mir[m].ccei == pytest.approx(1 - std[m].ccei)
+        # "1 - e* at least the model's" counts the random datasets at most as consistent
+        le = int((std[m].null_ccei <= std[m].ccei + 1e-12).sum())
+        assert mir[m].n_at_least == le
+
+
+def test_default_index_is_the_standard_ccei(few):
+    a = table1(few, n_datasets=120, seed=1)
+    b = table1(few, n_datasets=120, seed=1, index="ccei")
+    c = table1(few, n_datasets=120, seed=1, index="corner/e")
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(a, c)
+    assert a.attrs["index"] == "ccei"
+    o = table1(few, n_datasets=60, seed=1, index="origin/1-e")
+    assert o.attrs["index"] == "origin/1-e" and set(o["model"]) == set(a["model"])
+    with pytest.raises(ValueError, match="origin/1-e"):
+        table1(few, n_datasets=10, index="polar/e")
+    fig = plot_null_distributions(o)
+    assert "origin/1-e" in fig.axes[0].get_title()
+
+
+def test_retest_reuses_the_null_of_the_same_option_sets(design):
+    from moralkit.rationality import retest
+    from moralkit.simulate import QuadraticAgent
+
+    ag = QuadraticAgent(a=[0.2, 0.25, 0.15, 0.2, 0.2], b=[2.6, 2.4, 2.9, 2.2, 2.7])
+    a = simulate_quadratic(ag, design, noise=0.2, seed=1, model="sim-a")
+    b = simulate_quadratic(ag, design, noise=1.5, seed=2, model="sim-a")  # same option sets, other answers
+    ra = random_choice_test(a, n_datasets=200, seed=9)
+    rb = random_choice_test(b, n_datasets=200, seed=9)
+    again = retest(ra, b)
+    assert (again.ccei, again.alpha, again.n_at_least) == (rb.ccei, rb.alpha, rb.n_at_least)
+    assert np.array_equal(again.null_ccei, rb.null_ccei)
+    other = simulate_quadratic(ag, make_design(1), noise=0.2, seed=1, model="sim-a")  # other option sets
+    with pytest.raises(ValueError, match="option sets"):
+        retest(ra, other)

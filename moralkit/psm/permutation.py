@@ -185,6 +185,12 @@ def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = 
     * e: the given ``e``; else the smallest CCEI among the models passing at
       ``level`` (:func:`default_e`); else the paper's value :data:`PAPER_E`.
 
+    **Scale of e.** Procedure 2 compares pooled answers through the relations
+    of Definitions 1-2 in each round's corner coordinates, the relations that
+    define the standard CCEI; e is on that scale. A Table 1 computed with
+    another index (``table1(..., index="origin/1-e")``, the paper-compatible
+    reading of the printed values) is refused: its numbers are on another scale.
+
     Returns
     -------
     models : list of str
@@ -194,6 +200,10 @@ def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = 
     """
     dd = as_datasets(datasets)
     notes = []
+    if table1 is not None and table1.attrs.get("index", "ccei") != "ccei":
+        raise ValueError(f"Table 1 was computed with index={table1.attrs['index']!r}; Procedure 2 takes e on the "
+                         "standard-CCEI scale (its relations are those of Definitions 1-2 in corner coordinates), "
+                         "so pass a Table 1 computed with the standard index (table1(..., index='ccei'))")
     passing = passing_models(table1, level) if table1 is not None else []
     passing = [m for m in passing if m in dd]
     if len(passing) >= min_models:
@@ -390,8 +400,9 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     datasets : dict {model: PSMDataset} or iterable of PSMDataset
         The models W (the paper: the 7 passing the rationality test at 5 %).
     e : float in [0, 1], default 0.333
-        Rationality level of Procedure 2 (the paper: the smallest CCEI among the
-        models passing at 5 %; see :func:`default_e`).
+        Rationality level of Procedure 2, on the standard-CCEI scale (GARP_e with
+        the relations of Definitions 1-2 in corner coordinates; the paper: the
+        smallest CCEI among the models passing at 5 %; see :func:`default_e`).
     T : int, default 500
         Number of synthetic datasets.
     rho : int, default 20

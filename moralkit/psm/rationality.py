@@ -51,10 +51,13 @@ from .dataset import PSMDataset, model_key
 from .design import BUDGET
 
 __all__ = [
+    "STANDARD_INDEX",
+    "index_convention",
     "CHUNK_SIZE",
     "SIGNIFICANCE_LEVELS",
     "RandomChoiceResult",
     "random_choice_test",
+    "retest",
     "random_choice_tests",
     "table1",
     "HMTestResult",
@@ -65,6 +68,9 @@ __all__ = [
 
 #: Synthetic datasets per seeded chunk (fixed: changing it changes the draws).
 CHUNK_SIZE: int = 100
+
+#: Name of the standard index: the CCEI in corner coordinates (Definition 3 as the supremum of e).
+STANDARD_INDEX: str = "ccei"
 
 #: Significance levels of Table 1 and their stars.
 SIGNIFICANCE_LEVELS: tuple[tuple[float, str], ...] = ((0.01, "***"), (0.05, "**"), (0.10, "*"))
@@ -92,11 +98,12 @@ class RandomChoiceResult:
     ----------
     model, provider : str
     ccei : float
-        CCEI of the model's answers (missing rounds excluded).
+        The model's index (missing rounds excluded): the CCEI under the
+        standard convention, else the index of convention ``index``.
     ccei_exact : fractions.Fraction
-        The same, exactly (a multiple of ``1 / budget``).
+        The same, exactly (a multiple of ``1 / budget`` for the standard CCEI).
     alpha : float
-        Share of synthetic datasets whose CCEI is >= the model's (eq. (4)).
+        Share of synthetic datasets whose index is >= the model's (eq. (4)).
     n_at_least : int
         Their number.
     null_ccei : ndarray (n_datasets,)
@@ -106,6 +113,10 @@ class RandomChoiceResult:
     n_datasets : int
     seed : int
     budget : int
+    index : str
+        The index convention (:data:`STANDARD_INDEX` or a :mod:`moralkit.conventions` name).
+    extra_key : str or None
+        Fingerprint of the option sets tested (lets :func:`retest` reuse the null).
     """
 
     model: str
@@ -119,6 +130,8 @@ class RandomChoiceResult:
     n_datasets: int
     seed: int
     budget: int = BUDGET
+    index: str = STANDARD_INDEX
+    extra_key: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def stars(self) -> str:
@@ -160,6 +173,48 @@ def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
+def index_convention(index=STANDARD_INDEX):
+    """Resolve an ``index=`` argument: ``None`` for the standard CCEI, else a :class:`moralkit.conventions.Convention`.
+
+    Accepted: ``"ccei"`` (the standard CCEI, also ``"corner/e"`` or ``None``), or any convention of
+    :mod:`moralkit.conventions`, e.g. ``"origin/1-e"`` (the convention that reproduces the printed
+    Table 1 best; notebook ``06_audit``).
+
+    Examples
+    --------
+    >>> index_convention("ccei") is None
+    True
+    >>> index_convention("origin/1-e").name
+    'origin/1-e'
+    """
+    if index is None or index == STANDARD_INDEX:
+        return None
+    from .conventions import convention
+
+    try:
+        c = convention(index)
+    except ValueError as ex:
+        raise ValueError(f"index must be {STANDARD_INDEX!r} (the standard CCEI) or a CCEI convention such as "
+                         f"'origin/1-e' (moralkit.conventions.CONVENTIONS); got {index!r}: {ex}") from None
+    return None if c.is_standard else c
+
+
+def _null_efficiencies(model, V, coordinates, seed, chunks, sizes):
+    """e* (floats) of the synthetic datasets of the given chunks under a non-standard convention.
+
+    The chunks draw the same random choices as the standard test (same seeds), so both indices are
+    computed on the same synthetic datasets.
+    """
+    from .conventions import critical_efficiencies
+
+    T, n_opt = V.shape[1], V.shape[2]
+    out = []
+    for c, m in zip(chunks, sizes):
+        C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))
+        out.append(np.ones(m) if T < 2 else critical_efficiencies(V, C, coordinates))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
 def _prepare(ds: PSMDataset):
     if not isinstance(ds, PSMDataset):
         raise MoralkitError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(ds).__name__}")
@@ -171,7 +226,7 @@ def _prepare(ds: PSMDataset):
 
 
 def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1,
-                        progress: bool = False) -> dict[str, RandomChoiceResult]:
+                        progress: bool = False, index=STANDARD_INDEX) -> dict[str, RandomChoiceResult]:
     """Run the random-choice rationality test for several models at once (shared worker pool).
 
     Parameters
@@ -185,6 +240,14 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
         joblib workers (-1: all cores). Results do not depend on it.
     progress : bool, default False
         Show a tqdm progress bar over work units.
+    index : str, default "ccei"
+        The rationality index: ``"ccei"``, the standard CCEI (corner coordinates,
+        Definition 3 as the supremum of e), or a convention of
+        :mod:`moralkit.conventions`, e.g. ``"origin/1-e"``, the paper-compatible
+        reading of the printed Table 1 (``1 - e*`` in unshifted coordinates; a
+        *higher* value is then *less* consistent, and a small ``alpha`` marks data
+        less consistent than random choice). The synthetic datasets are the same
+        for every index.
 
     Returns
     -------
@@ -222,8 +285,17 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
             if len(g):
                 units.append((i, [int(c) for c in g]))
 
+    conv = index_convention(index)
+    if conv is not None:
+        from .conventions import option_expenditures
+
+        V_conv = [option_expenditures(v, conv.coordinates) for v in valid]
+
     def task(i, chunks):
         v = valid[i]
+        if conv is not None:
+            return delayed(_null_efficiencies)(v.model, V_conv[i], conv.coordinates, int(seed), chunks,
+                                               [sizes[c] for c in chunks])
         return delayed(_null_levels)(v.model, v.corners, v.prices, v.options, int(seed), chunks,
                                      [sizes[c] for c in chunks], BUDGET)
 
@@ -243,6 +315,9 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
     null = {i: [] for i in range(len(valid))}
     for (i, _), p in zip(units, parts):
         null[i].append(p)
+    if conv is not None:
+        return {v.model: _convention_result(v, np.concatenate(null[i]), conv, int(seed))
+                for i, v in enumerate(valid)}
     out = {}
     for i, v in enumerate(valid):
         levels = np.concatenate(null[i])
@@ -252,13 +327,78 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
         out[v.model] = RandomChoiceResult(
             model=v.model, provider=v.provider, ccei=float(own), ccei_exact=own,
             alpha=n_ge / len(levels), n_at_least=n_ge, null_ccei=levels / BUDGET,
-            n_obs=v.n_obs, n_datasets=len(levels), seed=int(seed), budget=BUDGET,
+            n_obs=v.n_obs, n_datasets=len(levels), seed=int(seed), budget=BUDGET, extra_key=_option_key(v),
         )
     return out
 
 
+def _convention_result(v, null_e, conv, seed) -> RandomChoiceResult:
+    from .conventions import critical_efficiency
+
+    own = critical_efficiency(v, conv.coordinates)  # exact Fraction
+    # floats of e* are exactly ordered (denominators <= 30), so these comparisons are exact
+    if conv.report == "e":
+        n_ge, value, null_index = int((null_e >= float(own)).sum()), own, null_e
+    else:  # index 1 - e*: "index at least the model's" is "e* at most the model's"
+        from .conventions import exact_ratio
+
+        n_ge, value = int((null_e <= float(own)).sum()), 1 - own
+        null_index = np.array([float(1 - exact_ratio(x)) for x in null_e])
+    return RandomChoiceResult(
+        model=v.model, provider=v.provider, ccei=float(value), ccei_exact=value, alpha=n_ge / len(null_e),
+        n_at_least=n_ge, null_ccei=null_index, n_obs=v.n_obs, n_datasets=len(null_e), seed=seed, budget=BUDGET,
+        index=conv.name,
+    )
+
+
+def retest(result: RandomChoiceResult, dataset: PSMDataset) -> RandomChoiceResult:
+    """The random-choice test of another answer vector on the same option sets, reusing ``result``'s null.
+
+    The synthetic datasets of Procedure 1 depend only on the option sets the
+    model saw (and on its label and the seed), not on its answers. A dataset with
+    the same label, rounds, corners, prices, options and answered rounds as the
+    one behind ``result`` therefore has exactly the null distribution of
+    ``result``, and this returns what :func:`random_choice_test` would, without
+    redrawing it (used when one simulated agent answers the same design at
+    several noise levels).
+
+    Raises
+    ------
+    ValueError
+        If the dataset differs in anything but its answers, or the index is not the standard CCEI.
+
+    References
+    ----------
+    Seror (2025), Section 2.3, eq. (4).
+    """
+    if result.index != STANDARD_INDEX:
+        raise ValueError(f"retest reuses standard-CCEI nulls only; got a result for index {result.index!r}")
+    v = _prepare(dataset)
+    same = (v.model == result.model and v.n_obs == result.n_obs and result.extra_key is not None
+            and result.extra_key == _option_key(v))
+    if not same:
+        raise ValueError(f"{dataset.model}: retest needs the same label, rounds and option sets as the tested "
+                         "dataset (only the answers may differ); run random_choice_test instead")
+    own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
+    m = own.numerator * (BUDGET // own.denominator)
+    levels = np.rint(result.null_ccei * BUDGET).astype(np.int64)
+    n_ge = int((levels >= m).sum())
+    return RandomChoiceResult(
+        model=v.model, provider=v.provider, ccei=float(own), ccei_exact=own, alpha=n_ge / len(levels),
+        n_at_least=n_ge, null_ccei=result.null_ccei, n_obs=v.n_obs, n_datasets=len(levels), seed=result.seed,
+        budget=BUDGET, extra_key=result.extra_key,
+    )
+
+
+def _option_key(v: PSMDataset) -> str:
+    h = hashlib.sha256()
+    for a in (v.round_index, v.corners, v.prices, v.options):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
 def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1,
-                       progress: bool = False) -> RandomChoiceResult:
+                       progress: bool = False, index=STANDARD_INDEX) -> RandomChoiceResult:
     """The random-choice rationality test of one model (Procedure 1).
 
     Draws ``n_datasets`` synthetic datasets whose answers are uniform on the
@@ -274,6 +414,9 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
     n_jobs : int, default 1
         joblib workers; the result does not depend on it.
     progress : bool, default False
+    index : str, default "ccei"
+        The standard CCEI, or a convention of :mod:`moralkit.conventions` such as
+        the paper-compatible ``"origin/1-e"`` (see :func:`random_choice_tests`).
 
     Returns
     -------
@@ -289,12 +432,14 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
     ----------
     Seror (2025), Section 2.3, eq. (4), Procedure 1; Table 1.
     """
-    res = random_choice_tests([dataset], n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress)
+    res = random_choice_tests([dataset], n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress,
+                              index=index)
     return res[dataset.model]
 
 
 def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, progress: bool = False,
-           min_obs: int = 1, hm: bool = False, hm_time_limit: float = 10.0) -> pd.DataFrame:
+           min_obs: int = 1, hm: bool = False, hm_time_limit: float = 10.0,
+           index=STANDARD_INDEX) -> pd.DataFrame:
     """Table 1: the rationality test of every model, as a tidy DataFrame sorted by alpha.
 
     Parameters
@@ -311,6 +456,10 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         ``alpha_hm_low``, ``alpha_hm_high``, ``stars_hm``.
     hm_time_limit : float, default 10
         Seconds per random dataset for the Houtman–Maks decision (see there).
+    index : str, default "ccei"
+        The standard CCEI, or a convention of :mod:`moralkit.psm.indices` such as the
+        paper-compatible ``"origin/1-e"`` (see :func:`random_choice_tests`). The
+        ``ccei`` column then holds that index; ``df.attrs["index"]`` names it.
 
     Returns
     -------
@@ -349,7 +498,8 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         if few:
             warnings.warn(f"left out of Table 1 (fewer than {min_obs} answered rounds): {few}", stacklevel=2)
         items = [ds for ds in items if ds.n_obs >= min_obs]
-        results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress)
+        results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress,
+                                      index=index)
     rows = [dict(provider=r.provider, model=r.model, ccei=r.ccei, ccei_exact=str(r.ccei_exact), alpha=r.alpha,
                  stars=r.stars, label=f"{r.ccei:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
     df = pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
@@ -369,6 +519,7 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     df = df.sort_values(["alpha", "ccei", "model"], ascending=[True, False, True], kind="mergesort")
     df = df.reset_index(drop=True)
     df.attrs["results"] = results
+    df.attrs["index"] = next(iter(results.values())).index if results else STANDARD_INDEX
     return df
 
 
@@ -520,17 +671,24 @@ def plot_null_distributions(results, ncols: int = 4, max_models: int | None = No
         figsize = (3.0 * ncols, 2.3 * nrows)
     fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
     for ax, r in zip(axes.flat, results):
-        levels = np.rint(r.null_ccei * r.budget).astype(int)
-        counts = np.bincount(levels, minlength=r.budget + 1) / len(levels)
-        x = np.arange(r.budget + 1) / r.budget
         own = float(r.ccei)
-        colors = np.where(x >= own - 1e-12, "tab:red", "tab:gray")
-        ax.bar(x, counts, width=0.8 / r.budget, color=colors, alpha=0.8)
+        name = "CCEI" if r.index == STANDARD_INDEX else r.index
+        if r.index == STANDARD_INDEX:
+            levels = np.rint(r.null_ccei * r.budget).astype(int)
+            counts = np.bincount(levels, minlength=r.budget + 1) / len(levels)
+            x = np.arange(r.budget + 1) / r.budget
+            width = 0.8 / r.budget
+        else:  # other conventions: the values are ratios with denominators up to 30
+            x, cnt = np.unique(np.round(r.null_ccei, 9), return_counts=True)
+            counts = cnt / len(r.null_ccei)
+            width = 0.8 / 30
+        colors = np.where(x >= own - 1e-9, "tab:red", "tab:gray")
+        ax.bar(x, counts, width=width, color=colors, alpha=0.8)
         ax.axvline(own, color="k", lw=1.2)
-        ax.set_title(f"{r.model}\nCCEI {own:.3f}{r.stars}, α = {r.alpha:.3f}", fontsize=8)
+        ax.set_title(f"{r.model}\n{name} {own:.3f}{r.stars}, α = {r.alpha:.3f}", fontsize=8)
         ax.set_xlim(-0.5 / r.budget, 1 + 0.5 / r.budget)
         ax.tick_params(labelsize=7)
-        ax.set_xlabel("CCEI", fontsize=7)
+        ax.set_xlabel(name, fontsize=7)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     for ax in axes[:, 0]:

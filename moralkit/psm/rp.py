@@ -216,7 +216,7 @@ def psm_expenditure_matrix(dataset) -> np.ndarray:
     ----------
     Seror (2025), Section 2.2; missing rounds are not in R^m (Section 2.2, notation).
     """
-    ds = dataset.valid()
+    ds = dataset if dataset.answered.all() else dataset.valid()  # (valid() copies and re-validates)
     return expenditure_matrix(ds.corners, ds.prices, ds.choices)
 
 
