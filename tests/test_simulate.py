@@ -90,8 +90,11 @@ def test_random_agent_uniform(design):
     ds = simulate_random(design, seed=0)
     assert ds.model == "sim-random" and ds.n_obs == 160
     many = np.concatenate([simulate_random(design, seed=s).chosen for s in range(20)])
-    assert 1 <= many.min() and many.max() <= 100
-    assert abs(many.mean() - 50.5) < 3
+    counts = np.bincount(many, minlength=101)
+    # every one of the 100 options is drawn (an off-by-one would leave out option 1 or 100), and uniformly
+    assert counts[0] == 0 and (counts[1:] > 0).all()
+    expected = len(many) / 100
+    assert ((counts[1:] - expected) ** 2 / expected).sum() < 160  # 99 d.o.f.: P(chi2 > 160) < 1e-4
 
 
 def test_simulate_agents_seeded_and_labelled(design):
@@ -116,3 +119,17 @@ def test_rational_agents_beat_random_agents_on_ccei(design):
     q = [ccei(psm_expenditure_matrix(d)) for d in simulate_agents(15, design=design, seed=2).values()]
     r = [ccei(psm_expenditure_matrix(d)) for d in simulate_agents(15, "random", design=design, seed=2).values()]
     assert min(q) > max(r)
+
+
+def test_logit_choices_batch_matches_single_draws(design):
+    from moralkit.psm.simulate import logit_choices
+
+    ag = QuadraticAgent(a=[0.13, 0.27, 0.21, 0.17, 0.22], b=[2.31, 3.12, 1.77, 2.64, 2.93])
+    ds = simulate_quadratic(ag, design, noise=0.4, seed=8)
+    u = ag.utility(ds.options)
+    one = logit_choices(u, 0.4, np.random.default_rng(8))
+    assert np.array_equal(one + 1, ds.chosen)  # simulate_quadratic draws through logit_choices
+    batch = logit_choices(u, 0.4, np.random.default_rng(8), size=3)
+    assert batch.shape == (3, 160) and np.array_equal(batch[0], one)
+    assert not np.array_equal(batch[1], batch[0])
+    assert np.array_equal(logit_choices(u, 0, size=2)[1], np.argmax(u, axis=1))

@@ -40,12 +40,13 @@ from .dataset import PSMDataset
 from .design import Design, as_design
 
 __all__ = [
+    "SIMULATED",
     "QuadraticAgent",
+    "logit_choices",
     "random_quadratic_agent",
+    "simulate_agents",
     "simulate_quadratic",
     "simulate_random",
-    "simulate_agents",
-    "SIMULATED",
 ]
 
 #: Provider and run label of every simulated dataset.
@@ -183,19 +184,49 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
     design = as_design(design)
     q0 = agent.best_answer() if q0 is None else np.asarray(q0, dtype=np.int64)
     corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
-    u = agent.utility(options)  # (T, n)
-    if noise == 0:
-        chosen = np.argmax(u, axis=1) + 1
-    else:
-        z = (u - u.max(1, keepdims=True)) / noise
-        w = np.exp(z)
-        w /= w.sum(1, keepdims=True)
-        cum = np.cumsum(w, axis=1)
-        draws = rng.random(len(w))[:, None]
-        chosen = np.minimum((cum < draws).sum(1), w.shape[1] - 1) + 1
+    chosen = logit_choices(agent.utility(options), noise, rng) + 1
     return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
                       round_index=idx, corner_index=ci, price_index=pi, q0=q0,
                       provider=SIMULATED, backend=SIMULATED, run=SIMULATED)
+
+
+def logit_choices(utilities, noise: float, seed=None, size: int | None = None) -> np.ndarray:
+    """0-based options chosen by logit noise: option ``j`` with probability proportional to ``exp(u_j / noise)``.
+
+    Parameters
+    ----------
+    utilities : array_like (T, n)
+        Utility of each of the ``n`` options of each of ``T`` rounds.
+    noise : float
+        Logit noise scale; 0 picks the best option (the first on ties).
+    seed : int, numpy Generator or None
+    size : int, optional
+        Draw ``size`` independent choice vectors at once (shape ``(size, T)``);
+        default one vector (shape ``(T,)``). One vector uses the same random
+        numbers as the first row of a batch.
+
+    Returns
+    -------
+    ndarray of int64, shape (T,) or (size, T)
+
+    References
+    ----------
+    Seror (2025), eq. (7) (the utility); the logit (random-utility) noise is this package's simulation device.
+    """
+    u = np.asarray(utilities, dtype=float)
+    if u.ndim != 2 or u.shape[1] < 1:
+        raise ValueError(f"utilities must have shape (T, n_options), got {u.shape}")
+    noise = _check_noise(noise)
+    if noise == 0:
+        best = np.argmax(u, axis=1).astype(np.int64)
+        return best if size is None else np.tile(best, (int(size), 1))
+    rng = np.random.default_rng(seed)
+    z = (u - u.max(1, keepdims=True)) / noise
+    w = np.exp(z)
+    w /= w.sum(1, keepdims=True)
+    cum = np.cumsum(w, axis=1)
+    draws = rng.random(len(w) if size is None else (int(size), len(w)))[..., None]
+    return np.minimum((cum < draws).sum(-1), w.shape[1] - 1).astype(np.int64)
 
 
 def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=None) -> PSMDataset:

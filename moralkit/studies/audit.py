@@ -35,6 +35,7 @@ from ..figures import save_figure  # noqa: F401  (re-exported)
 from ..psm.design import Design, as_design, make_design
 from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
 from . import conventions as cv
+from ..psm import rp
 
 __all__ = [
     "power_study",
@@ -102,7 +103,7 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
     ----------
     Seror (2025), Section 2.3 (Procedure 1, eq. (4)); Section 3.2 (eq. (7)).
     """
-    from ..psm.rationality import random_choice_tests
+    from ..psm.rationality import random_choice_tests, retest
 
     if n_agents < 0 or n_random < 0:
         raise MoralkitError("n_agents and n_random must be non-negative")
@@ -119,13 +120,17 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
     if progress:
         from tqdm.auto import tqdm
         it = tqdm(it, desc="noise levels")
+    first = None  # an agent sees the same option sets at every noise level: its null is drawn once
     for li, noise in it:
         rngs = [np.random.default_rng(c) for c in noise_children[li].spawn(int(n_agents))]
         data = {}
         for i, ag in enumerate(agents):
             name = f"sim-quadratic-{i}"
             data[name] = simulate_quadratic(ag, dz[i], noise=noise, seed=rngs[i], model=name)
-        res = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs) if data else {}
+        if first is None:
+            res = first = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs) if data else {}
+        else:
+            res = {k: retest(first[k], ds) for k, ds in data.items()}
         rows += [("quadratic", noise, k, r.ccei, r.alpha) for k, r in res.items()]
     rr = [np.random.default_rng(c) for c in s_random.spawn(int(n_random))]
     data = {f"sim-random-{i}": simulate_random(dz[i], seed=rr[i], model=f"sim-random-{i}") for i in range(int(n_random))}
@@ -189,7 +194,7 @@ def plot_power(table: pd.DataFrame, ax=None):
 
 
 def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 1000, *, conventions=cv.CONVENTIONS,
-                     designs=None, seed: int = 0, progress: bool = False):
+                     designs=None, seed: int = 0, progress: bool = False, n_jobs: int = 1):
     """Null distribution of every convention in the paper's design, and the alpha it predicts for Table 1.
 
     Parameters
@@ -198,9 +203,9 @@ def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 10
         Default :func:`moralkit.psm.reference.published_table1`.
     n_datasets : int
         Simulated uniformly random respondents (each with its own random round-0 answer).
-    conventions, designs, seed, progress
+    conventions, designs, seed, progress, n_jobs
         See :func:`moralkit.studies.conventions.null_distribution` (one null per distinct
-        published ``n_obs``).
+        published ``n_obs``; the result does not depend on ``n_jobs``).
 
     Returns
     -------
@@ -217,7 +222,7 @@ def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 10
 
     pub = published_table1() if published is None else published
     null = cv.null_distribution(n_datasets, conventions, n_obs=sorted(set(pub["n_obs"])), designs=designs,
-                                seed=seed, progress=progress)
+                                seed=seed, progress=progress, n_jobs=n_jobs)
     return null, cv.predicted_alpha(null, pub)
 
 
@@ -253,7 +258,7 @@ def convention_summary(predicted: pd.DataFrame, null: pd.DataFrame | None = None
 
 
 def alpha_envelope(published: pd.DataFrame | None = None, q0s=None, n_datasets: int = 200, *,
-                   conventions=cv.CONVENTIONS, designs=None, seed: int = 0) -> pd.DataFrame:
+                   conventions=cv.CONVENTIONS, designs=None, seed: int = 0, n_jobs: int = 1) -> pd.DataFrame:
     """Range of predicted alpha over several round-0 answers (the model-specific option sets).
 
     In Procedure 1 each model's null uses the option sets *it* saw, which depend
@@ -276,7 +281,7 @@ def alpha_envelope(published: pd.DataFrame | None = None, q0s=None, n_datasets: 
     parts = []
     for j, q0 in enumerate(q0s):
         null = cv.null_distribution(n_datasets, conventions, n_obs=sorted(set(pub["n_obs"])), designs=designs,
-                                    q0=np.asarray(q0), seed=seed + 1000 * (j + 1))
+                                    q0=np.asarray(q0), seed=seed + 1000 * (j + 1), n_jobs=n_jobs)
         pa = cv.predicted_alpha(null, pub)
         pa["q0"] = "".join(str(int(v)) for v in q0)
         parts.append(pa)
@@ -307,17 +312,21 @@ def rational_agent_indices(n_agents: int = 50, *, conventions=cv.CONVENTIONS, n_
     s_ag, s_rand = ss.spawn(2)
     agents = [random_quadratic_agent(np.random.default_rng(c)) for c in s_ag.spawn(int(n_agents))]
     convs = [cv.convention(c) for c in conventions]
+
+    def indices(ds):
+        # e* once per coordinate system, then each report of it (the same values as cv.reported_index per convention)
+        e = {co: cv.exact_ratio(rp.ccei(cv.expenditure_matrix(ds, co))) for co in {c.coordinates for c in convs}}
+        return [(c.name, float(e[c.coordinates] if c.report == "e" else 1 - e[c.coordinates])) for c in convs]
+
     for nopt in n_options:
         d = make_design(0, n_options=int(nopt))
         for i, ag in enumerate(agents):
             ds = simulate_quadratic(ag, d, model=f"sim-quadratic-{i}")
-            for c in convs:
-                rows.append((f"rational-{nopt}", ds.model, c.name, cv.reported_index(ds, c)))
+            rows += [(f"rational-{nopt}", ds.model, name, v) for name, v in indices(ds)]
     d = make_design(0)
     for i, c0 in enumerate(s_rand.spawn(int(n_agents))):
         ds = simulate_random(d, seed=np.random.default_rng(c0), model=f"sim-random-{i}")
-        for c in convs:
-            rows.append(("random-100", ds.model, c.name, cv.reported_index(ds, c)))
+        rows += [("random-100", ds.model, name, v) for name, v in indices(ds)]
     return pd.DataFrame(rows, columns=["agent_kind", "agent", "convention", "index"])
 
 
