@@ -20,6 +20,11 @@
 # Every number below is computed by `moralkit` (`moralkit.psm.rp` for GARP$_e$ and the CCEI,
 # `moralkit.psm.rationality` for the test); the notebook only calls it. Table 1 is written to
 # `02_table1.csv` and the null distributions to `02_null_distributions.png/.svg`.
+#
+# **The committed data demonstrate the collection pipeline.** They are real answers of two tiny local
+# models (Qwen2.5-Coder 0.5B and 1.5B), and these answer close to random: no test below rejects random
+# choice. The published Table 1 is shown beside this run's for comparison. Notebook 08 runs the
+# paper's analysis on simulated agents calibrated to the published tables.
 
 # %% tags=["parameters"]
 quick = False  # quick mode: 100 random datasets per model instead of 1,000
@@ -27,6 +32,7 @@ seed = 0  # master seed of the random datasets (results do not depend on n_jobs)
 n_datasets = 1000  # random datasets per model (Procedure 1)
 data_path = None  # None: the committed data, moralkit.paths.data_dir() / "psm"
 n_jobs = 1  # joblib workers
+n_datasets_paper_index = 1000  # random datasets for the paper-compatible index column (origin/1-e)
 
 # %%
 from fractions import Fraction
@@ -35,7 +41,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from moralkit.figures import relative_path, save, show
-from moralkit.psm import rp
+from moralkit.psm import reference, rp
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, budget_set, make_design
 from moralkit.psm.rationality import plot_null_distributions, random_choice_tests, table1
@@ -43,11 +49,13 @@ from moralkit.psm.rationality import plot_null_distributions, random_choice_test
 pd.set_option("display.width", 160)
 if quick:
     n_datasets = min(n_datasets, 100)
+    n_datasets_paper_index = min(n_datasets_paper_index, 50)
 path, datasets = load_psm(data_path)
 print(f"data: {relative_path(path)}")
 summary = pd.DataFrame(
-    [dict(provider=ds.provider, backend=ds.backend, model=m, answered=ds.n_obs, missing=ds.n_rounds - ds.n_obs,
-          round0=("valid" if ds.q0 is not None else "missing")) for m, ds in datasets.items()],
+    [{"provider": ds.provider, "backend": ds.backend, "model": m, "answered": ds.n_obs,
+      "missing": ds.n_rounds - ds.n_obs, "round0": ("valid" if ds.q0 is not None else "missing")}
+     for m, ds in datasets.items()],
     columns=["provider", "backend", "model", "answered", "missing", "round0"])
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
 ready = len(datasets) > 0
@@ -115,9 +123,6 @@ print(f"{len(results)} models, {n_datasets} random datasets each")
 #
 # CCEI of each model, $\alpha$, and stars: \*\*\* $\alpha\le 1\%$, \*\* $\le 5\%$, \* $\le 10\%$;
 # sorted by $\alpha$ as in the paper; "n_obs" is the number of answered constrained rounds.
-# (The paper's printed CCEIs, e.g. 0.385 = 5/13 or 0.353 = 6/17, are not multiples of 1/12, which
-# suggests they were computed with expenditures in other coordinates; here the definitions of §2.2
-# are applied as written.)
 
 # %%
 if ready:
@@ -125,7 +130,38 @@ if ready:
     for level, s in ((0.01, "***"), (0.05, "**"), (0.10, "*")):
         print(f"reject H0 at {level:.0%}: {int((tab['alpha'] <= level).sum())} of {len(tab)} models")
     display_cols = ["provider", "model", "label", "ccei_exact", "alpha", "n_obs"]
-    show(tab[display_cols], "02_table1", full=tab, caption="Table 1: rationality test")
+    show(tab[display_cols], "02_table1", full=tab, caption="This run: Table 1 (standard CCEI)")
+
+# %% [markdown]
+# ### Two indices: the standard CCEI and the paper-compatible one
+#
+# The CCEI defined in §2.2 is a multiple of 1/12 in corner coordinates. The paper's printed values
+# (0.385 = 5/13, 0.353 = 6/17, …) are not. Of the eight conventions examined in notebook 06, the
+# published (CCEI, $\alpha$) pairs are best reproduced by `origin/1-e`: $1-e^*$ with expenditures in
+# unshifted coordinates. `table1(..., index="origin/1-e")` computes it on the **same** random datasets.
+# Read it with care:
+# - a *higher* `origin/1-e` is *less* consistent;
+# - its $\alpha$ (eq. (4) applied literally: the share of random datasets with an index at least the
+#   model's) is small for data *less* consistent than random choice.
+#
+# The standard CCEI stays the default everywhere.
+
+# %%
+if ready:
+    tab_paper = table1(datasets, n_datasets=n_datasets_paper_index, seed=seed, n_jobs=n_jobs, index="origin/1-e")
+    both = tab[["model", "provider", "label", "alpha", "n_obs"]].merge(
+        tab_paper[["model", "label", "alpha"]], on="model", suffixes=(" (CCEI)", " (origin/1-e)")).set_index("model")
+    show(both, "02_table1_two_indices",
+         caption=f"This run: both indices ({n_datasets} and {n_datasets_paper_index} random datasets per model)")
+
+# %% [markdown]
+# ### The published Table 1 (Seror 2025), for comparison
+#
+# 37 rows as printed, from `moralkit.reference`. The paper's models are not the ones of this run: the
+# two tables sit side by side, they are not matched row by row.
+
+# %%
+show(reference.published_table1(), caption="published (Seror 2025, Table 1)")
 
 # %% [markdown]
 # ### Null distributions

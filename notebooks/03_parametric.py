@@ -24,6 +24,10 @@
 # (normalised, $\sum_s a^m_s = 1$). The paper fits it to the models passing the rationality test at
 # 5 % (Table 1) and stresses that the exercise is *secondary*: the models are not GARP$_1$-rational,
 # which a utility representation would require. All computations are in `moralkit.psm.nlls`.
+#
+# **The committed data demonstrate the collection pipeline.** The two tiny local models answer close
+# to random, so their fitted utilities mean little. The published Table 2 and its Figure 1 are shown
+# beside this run's. Notebook 08 uses the published utilities to simulate calibrated agents.
 
 # %% tags=["parameters"]
 quick = False
@@ -43,7 +47,7 @@ import pandas as pd
 from IPython.display import display
 
 from moralkit.figures import relative_path, save, show
-from moralkit.psm import nlls
+from moralkit.psm import nlls, reference
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import CORNERS, PRICES
 from moralkit.psm.rationality import table1 as make_table1
@@ -156,21 +160,29 @@ if ready:
     t2a, t2b = nlls.table2(fits, uncertainty="se", table1=table1)
     ci_a, ci_b = nlls.table2(fits, uncertainty="ci" if n_boot else None, table1=table1)
     show(t2a.round(3), "03_table2a", full=pd.concat([t2a, ci_a.filter(regex="low|high")], axis=1),
-         caption="(a) Parameters b_1 to b_5")
+         caption="This run: (a) Parameters b_1 to b_5")
     show(t2b.round(3), "03_table2b", full=pd.concat([t2b, ci_b.filter(regex="low|high")], axis=1),
-         caption="(b) Parameters a_1 to a_5")
+         caption="This run: (b) Parameters a_1 to a_5")
+pub2 = reference.published_table2()
+show(pub2["b"], caption="published (Seror 2025, Table 2): (a) Parameters b_1 to b_5")
+show(pub2["a"], caption="published (Seror 2025, Table 2): (b) Parameters a_1 to a_5")
 
 # %% [markdown]
 # ## Figure 1: utility parameters
 #
 # Panel (a): weights $a^m_s$; panel (b): ideal answers $b^m_s$; one line per model across the five
 # dimensions, with bootstrap 95 % percentile intervals (delta-method intervals when `n_boot = 0`).
+# Then the published Table 2 drawn by the same function (point estimates only: the paper prints no
+# standard errors).
 
 # %%
 if ready:
     fig1 = nlls.plot_parameters(fits)
     save(fig1, "03_fig1_parameters")
     plt.show()
+fig1p = nlls.plot_parameters(nlls.published_fits(pub2), title="published (Seror 2025, Table 2)")
+save(fig1p, "03_fig1_published")
+plt.show()
 
 # %% [markdown]
 # ## Figure 2: unconstrained answer minus ideal answer

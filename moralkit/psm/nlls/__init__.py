@@ -96,7 +96,7 @@ Modules
 from ...figures import save_figure
 from .fit import ETA_BOUND, MIN_ROUNDS, UtilityFit, fit_answers, fit_models, fit_utility
 from .model import FORMS, predict_answers
-from .report import compare_forms, plot_parameters, plot_q0_minus_b, table2
+from .report import compare_forms, plot_parameters, plot_q0_minus_b, published_fits, table2
 
 __all__ = [
     "FORMS",
@@ -111,5 +111,6 @@ __all__ = [
     "compare_forms",
     "plot_parameters",
     "plot_q0_minus_b",
+    "published_fits",
     "save_figure",
 ]

@@ -20,7 +20,7 @@ from ...errors import MoralkitError
 from ..design import DIMENSIONS
 from .fit import UtilityFit
 
-__all__ = ["table2", "compare_forms", "plot_parameters", "plot_q0_minus_b"]
+__all__ = ["table2", "compare_forms", "plot_parameters", "plot_q0_minus_b", "published_fits"]
 
 
 # --------------------------------------------------------------------------- tables
@@ -171,12 +171,46 @@ def _intervals(f: UtilityFit, name: str, interval: str):
     return None
 
 
-def plot_parameters(results, interval: str = "ci", figsize=None):
+def published_fits(table2: dict | None = None) -> list[UtilityFit]:
+    """The published Table 2 as :class:`UtilityFit` objects (``form="published"``), for the plotting functions.
+
+    Only ``model``, ``a`` and ``b`` carry information; every fit statistic is NaN or 0, so
+    :func:`plot_parameters` draws them without intervals.
+
+    Parameters
+    ----------
+    table2 : dict {"a": DataFrame, "b": DataFrame}, optional
+        Default :func:`moralkit.psm.reference.published_table2` (Seror 2025, Table 2).
+
+    Examples
+    --------
+    >>> [f.model for f in published_fits()][:2]
+    ['gpt-4-0125-preview', 'claude-3-sonnet-20240229']
+
+    References
+    ----------
+    Seror (2025), Table 2 and Figure 1.
+    """
+    if table2 is None:
+        from ..reference import published_table2
+
+        table2 = published_table2()
+    nan5 = np.full(5, np.nan)
+    return [UtilityFit(model=str(m), form="published", a=table2["a"].loc[m].to_numpy(dtype=float),
+                       b=table2["b"].loc[m].to_numpy(dtype=float), se_a=nan5, se_b=nan5,
+                       cov=np.full((10, 10), np.nan), ssr=np.nan, n_obs=0, n_excluded=0, n_starts=0, n_agree=0,
+                       status=0, message="published", optimality=np.nan, converged=True, regular=False,
+                       cov_type="none", seed=0) for m in table2["b"].index]
+
+
+def plot_parameters(results, interval: str = "ci", figsize=None, title: str | None = None):
     """Figure 1: the weights a (panel a) and ideal answers b (panel b) across the five dimensions.
 
     One line per model, with error bars: bootstrap percentile intervals when
     available (``interval="ci"``), else normal intervals from the delta-method
     standard errors at the fit's ``level``; ``interval=None`` draws none.
+    ``results`` may be :func:`published_fits` (the paper's Table 2; drawn
+    without intervals). ``title`` replaces the default figure title.
 
     Returns
     -------
@@ -191,19 +225,21 @@ def plot_parameters(results, interval: str = "ci", figsize=None):
     if interval not in (None, "ci", "se"):
         raise MoralkitError(f"interval must be None, 'ci' or 'se', got {interval!r}")
     fits = _as_fits(results)
+    if all(f.form == "published" for f in fits):
+        interval = None  # published point estimates: no interval to draw
     fig, axes = plt.subplots(1, 2, figsize=figsize or (11, 4.2))
     x = np.arange(5)
     n = len(fits)
     offs = (np.arange(n) - (n - 1) / 2) * min(0.06, 0.4 / max(n, 1))
-    for ax, name, title in ((axes[0], "a", "(a) weights $a_s$ (normalised: $\\Sigma_s\\, a_s = 1$)"),
-                            (axes[1], "b", "(b) ideal answers $b_s$")):
+    for ax, name, panel_title in ((axes[0], "a", "(a) weights $a_s$ (normalised: $\\Sigma_s\\, a_s = 1$)"),
+                                  (axes[1], "b", "(b) ideal answers $b_s$")):
         for i, f in enumerate(fits):
             err = _intervals(f, name, interval) if interval else None
             lab = f.model + (" (no interval: boundary optimum)" if interval and err is None else "")
             ax.errorbar(x + offs[i], getattr(f, name), yerr=err, marker="o", ms=4, lw=1.5, capsize=3,
                         label=lab)
         ax.set_xticks(x, DIMENSIONS)
-        ax.set_title(title)
+        ax.set_title(panel_title)
         ax.grid(alpha=0.3)
     axes[0].axhline(0.2, color="0.5", ls=":", lw=1)
     axes[1].axhline(2.5, color="0.5", ls=":", lw=1)
@@ -220,7 +256,7 @@ def plot_parameters(results, interval: str = "ci", figsize=None):
     else:
         what = f"{lev} bootstrap percentile intervals (delta-method for models without bootstrap)"
 
-    fig.suptitle(f"Utility parameters, eq. (7), NLLS form={fits[0].form!r}; {what}", fontsize=10)
+    fig.suptitle(title or f"Utility parameters, eq. (7), NLLS form={fits[0].form!r}; {what}", fontsize=10)
     axes[1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
     return fig
