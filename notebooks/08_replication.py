@@ -1,0 +1,276 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 — A paper-calibrated replication of §3.3 (SIMULATION)
+#
+# Seror (2025), *The Moral Mind(s) of Large Language Models*: Section 2.3 (Procedure 1), Section 2.4
+# (Procedure 2, eq. (6), $H^\alpha$), Section 3.2 (eq. (7), Table 2) and Section 3.3 (Table 3,
+# Figures 3–4).
+#
+# **Every respondent in this notebook is simulated** (labels `sim-<model>`, provider `simulated`).
+# None of it is LLM output. The committed LLM runs (notebooks 02–04) demonstrate the collection
+# pipeline: the two tiny local models answer close to random (CCEI 1/4–1/3, no rejection of random
+# choice), so on them every PSM figure is flat. The paper's own answers are not public. This
+# notebook therefore asks a question of the published numbers themselves:
+#
+# > *Does the parametric heterogeneity the paper publishes (Table 2) explain the network it
+# > publishes (Table 3)?*
+#
+# 1. Each of the seven models of Tables 2–3 becomes a quadratic-utility agent (eq. (7)) with its
+#    published weights $\mathbf a$ and ideal answers $\mathbf b$.
+# 2. Each agent gets a logit-noise scale, calibrated so that its CCEI and $\alpha$ match its Table 1
+#    row as closely as the design allows. It also leaves as many rounds unanswered as its row lacks.
+# 3. Procedure 2 and the permutation study run on these agents with the paper's $T = 500$ and
+#    $\rho = 20$, and the resulting $G$ is compared with Table 3.
+#
+# All of it is in `moralkit.replication`.
+
+# %% tags=["parameters"]
+quick = False  # quick mode: a coarse calibration grid, T = 20, 2 simulations
+seed = 0
+T = 500  # synthetic datasets of the permutation study (Section 3.3)
+rho = 20  # rounds per model and dataset (Section 3.3)
+n_datasets = 1000  # random datasets of the rationality test (Procedure 1)
+n_reps = 20  # replicates per noise scale in the calibration
+n_simulations = 8  # independent simulations (seeds 0, 1, ...) at the level-matched e
+n_jobs = 1
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from moralkit import permutation as perm
+from moralkit import reference
+from moralkit import replication as rep
+from moralkit.figures import save, show
+
+noise_grid = rep.NOISE_GRID
+T_scan = 100
+if quick:
+    T, T_scan, n_datasets, n_reps, n_simulations = 20, 10, 100, 3, 2
+    noise_grid = rep.NOISE_GRID[::4]
+pd.set_option("display.width", 160)
+
+# %% [markdown]
+# ## The published inputs (Seror 2025, Tables 1–2)
+#
+# The seven models passing the rationality test at 5 %: their Table 1 rows (the calibration targets)
+# and their Table 2 utilities (the agents). The published $\mathbf b$ lie between 2.20 and 3.06 and
+# the weights between 0.14 and 0.25, so the seven utilities differ only a little.
+
+# %%
+t1_pub = reference.table1().set_index("model")
+t2_pub = reference.table2()
+models = list(t2_pub["b"].index)
+inputs = pd.concat([t1_pub.loc[models, ["ccei", "alpha", "n_obs"]],
+                    t2_pub["b"].add_prefix("b "), t2_pub["a"].add_prefix("a ")], axis=1)
+show(inputs, "08_published_inputs", caption="Published (Seror 2025, Tables 1 and 2)")
+
+# %% [markdown]
+# ## Calibration: one noise level per model (Table 1)
+#
+# Each agent answers the design of `make_design(0)` (the paper's own option sets are not public). Its
+# round-0 answer is its best answer, which fixes the corner flips. It chooses option $j$ with
+# probability $\propto \exp(u_j/s)$ for a logit-noise scale $s$.
+# - For each $s$ on a grid, `n_reps` seeded replicates give the CCEI and $\alpha$ (Procedure 1,
+#   eq. (4), against `n_datasets` random datasets on the agent's own option sets).
+# - The chosen $s$ minimises the mean of $|{\rm CCEI}-{\rm CCEI}_{pub}| + |\alpha-\alpha_{pub}|$.
+#   The dataset kept is the replicate at that $s$ closest to the published row.
+# - `err_ccei` and `err_alpha` are the **calibration errors** (simulated minus published).
+#
+# Which index? The standard CCEI (corner coordinates, a multiple of 1/12). Passing the test then
+# means "more consistent than random choice", as the paper's text reads it. Under the
+# `origin/1-e` reading of the printed values (notebook 06), simulated utility maximisers score
+# *below* random choice. So no noise level could give them the published $\alpha \le 0.05$ there.
+# Their origin/1-e index is shown for comparison.
+#
+# What the design cannot do:
+# - 0.400, 0.389 and 0.385 are not multiples of 1/12. The nearest attainable values are 5/12 = 0.417
+#   and 1/3.
+# - In this design about half of the random datasets reach a CCEI of 1/3 (the shares are printed
+#   below). So llama3.2-1b's printed pair (0.333, α = 0.045) cannot be reached, and its agent is
+#   calibrated to α instead.
+# - Each CCEI value fixes $\alpha$ through the agent's null distribution. Where the published
+#   $\alpha$ falls between the $\alpha$ of two attainable CCEIs, the error is unavoidable (e.g.
+#   claude-3: 5/12 gives $\alpha$ ≈ 0.06 and 1/2 gives 0).
+
+# %%
+cal = rep.calibrate(noise_grid, n_reps=n_reps, n_datasets=n_datasets, seed=seed)
+cols = ["model", "ccei", "alpha", "n_obs", "noise", "ccei_sim", "alpha_sim", "stars_sim", "err_ccei", "err_alpha",
+        "mean_abs_err_ccei", "mean_abs_err_alpha", "index_origin_1e"]
+show(cal.table[cols].set_index("model"), "08_calibration",
+     caption="SIMULATED agents: calibration to the published Table 1 (errors = simulated − published)",
+     float_format="{:.3f}".format)
+print(f"mean |calibration error|: CCEI {cal.table['err_ccei'].abs().mean():.3f}, "
+      f"alpha {cal.table['err_alpha'].abs().mean():.3f}")
+shares = pd.DataFrame({k: {f"CCEI >= {v}": float((n >= x - 1e-9).mean()) for v, x in (("1/3", 1 / 3), ("5/12", 5 / 12),
+                                                                                     ("1/2", 1 / 2))}
+                       for k, n in cal.nulls.items()}).T
+show(shares, "08_null_shares", caption="Share of the random datasets reaching each CCEI (each agent's own null)",
+     float_format="{:.3f}".format)
+
+# %%
+fig = rep.plot_calibration(cal)
+save(fig, "08_calibration")
+plt.show()
+
+# %% [markdown]
+# ## Procedure 2 and the permutation study (Section 3.3)
+#
+# $T$ synthetic datasets of $\rho = 20$ rounds per agent, without replacement across agents. Each is
+# partitioned by Procedure 2, and $G$ is the share of datasets in which two agents share a type
+# (eq. (6)). The rationality level $e$ is on the **standard-CCEI scale**, the one on which
+# Procedure 2's relations are defined (Definitions 1–2). Corner expenditures are integers and own
+# expenditures are 12, so only the twelfths matter: every $e$ in $((k-1)/12, k/12)$ gives the same
+# relations. Two levels are used:
+# - **the paper's rule**: just below the smallest CCEI among the (simulated) models passing at 5 %;
+# - **the level-matched $e$**: the level whose mean off-diagonal $G$ is closest to the published
+#   mean, 0.35. The *level* of $G$ is then fitted, and only its *pattern* is left to test.
+
+# %%
+res = rep.replicate(T=T, rho=rho, T_scan=T_scan, noise_grid=noise_grid, n_reps=n_reps, n_datasets=n_datasets,
+                    seed=seed, n_jobs=n_jobs)
+show(res.table1[["model", "label", "alpha", "n_obs"]], "08_table1_simulated",
+     caption="SIMULATED agents: Table 1 recomputed (standard CCEI)")
+show(res.scan.set_index("e")[["mean_types", "mean_sim", "sd_sim", "min_sim", "max_sim", "spearman", "mantel_p",
+                              "mean_abs_diff"]],
+     "08_scan_e", caption=f"G against e (T = {T_scan} per level); published mean 0.353, s.d. 0.074",
+     float_format="{:.3f}".format)
+print(f"e (paper's rule) = {res.e_rule:.10g} = {res.e_rule * 12:.6f}/12; "
+      f"level-matched e = {res.e_matched:.10g} = {res.e_matched * 12:.6f}/12")
+
+# %% [markdown]
+# ### Table 3: simulated $G$ next to the published one
+
+# %%
+pub3 = reference.table3()
+show(pub3, caption="published (Seror 2025, Table 3)")
+for k in ("rule", "matched"):
+    show(res.G[k].round(2), f"08_table3_simulated_{k}",
+         caption=f"SIMULATED, e = {res.e_rule if k == 'rule' else res.e_matched:.4f} "
+                 f"({'the paper rule' if k == 'rule' else 'level-matched'}), T = {T}, rho = {rho}")
+summary = res.summary()
+show(summary[["e", "pearson", "spearman", "mantel_p", "mean_abs_diff", "max_abs_diff", "mean_sim", "mean_pub",
+              "sd_sim", "sd_pub", "min_sim", "max_sim", "min_pub", "max_pub"]],
+     "08_comparison", caption="Simulated G vs Table 3 (off-diagonal entries; Mantel test exact over 7! relabellings)",
+     float_format="{:.3f}".format)
+
+# %% [markdown]
+# ### The $H^\alpha$ components, simulated and published
+
+# %%
+comp = pd.concat({k: v.set_index("alpha") for k, v in res.components.items()}, names=["e choice"])
+show(comp.map(lambda x: "; ".join(", ".join(c) for c in x) if isinstance(x, list) else x), "08_components")
+
+# %% [markdown]
+# ### Figures 3 and 4, published and simulated
+#
+# The package's own plotting functions draw the published Table 3 and the simulated $G$ at the
+# level-matched $e$.
+
+# %%
+fig = perm.plot_similarity(pub3, title="published (Seror 2025, Table 3)")
+save(fig, "08_fig3_published")
+plt.show()
+fig = perm.plot_similarity(res.G["matched"], title=f"SIMULATED agents, e = {res.e_matched:.4f} (level-matched)")
+save(fig, "08_fig3_simulated")
+plt.show()
+
+# %%
+fig = perm.plot_networks(pub3, title="published (Seror 2025, Table 3)")
+save(fig, "08_fig4_published")
+plt.show()
+fig = perm.plot_networks(res.G["matched"], title=f"SIMULATED agents, e = {res.e_matched:.4f} (level-matched)")
+save(fig, "08_fig4_simulated")
+plt.show()
+
+# %% [markdown]
+# The simulated $G$ sits above the paper's thresholds, so its $H^\alpha$ can be complete at every
+# $\alpha$. To compare *which* pairs are linked, the simulated networks are also drawn with as many
+# edges as the published ones (19, 16 and 13): each panel links the simulated pairs with the highest
+# $G$ (`replication.matched_alphas`).
+
+# %%
+alphas_m = rep.matched_alphas(res.G["matched"])
+fig = perm.plot_networks(res.G["matched"], alphas_m,
+                         title="SIMULATED agents, the same number of edges as the published H^0.75, H^0.70, H^0.65")
+save(fig, "08_fig4_simulated_edges_matched")
+plt.show()
+print("levels used:", [f"{a:.3f}" for a in alphas_m])
+sparse_sim, sparse_pub = perm.threshold_graph(res.G["matched"], min(alphas_m)), perm.threshold_graph(pub3, 0.65)
+print("links of each model in the sparsest network: simulated", dict(sparse_sim.degree()),
+      "| published H^0.65", dict(sparse_pub.degree()))
+
+# %% [markdown]
+# ## Is the pattern stable? Independent simulations
+#
+# One simulation is one draw of every agent's noisy answers, and so is one published $G$. Here the
+# calibration and the permutation study are repeated with seeds $0, 1, \dots$ at the level-matched
+# $e$, with $T$ as above. The average $G$ over the simulations is what the published utilities and
+# the calibrated noise levels imply on their own, with the luck of a single simulation averaged out.
+
+# %%
+reps = rep.replications(range(n_simulations), res.e_matched, T=T, rho=rho, noise_grid=noise_grid, n_reps=n_reps,
+                        n_datasets=n_datasets, n_jobs=n_jobs)
+show(reps.set_index("seed")[["pearson", "spearman", "mantel_p", "mean_abs_diff", "mean_sim", "sd_sim",
+                             "cal_abs_err_ccei", "cal_abs_err_alpha"]],
+     "08_simulations", caption=f"SIMULATED: {n_simulations} independent simulations, e = {res.e_matched:.4f}",
+     float_format="{:.3f}".format)
+mean_stats, _ = rep.compare_g(reps.attrs["mean_G"])
+print(f"Spearman with Table 3 over the simulations: min {reps['spearman'].min():.2f}, "
+      f"median {reps['spearman'].median():.2f}, max {reps['spearman'].max():.2f}; "
+      f"Mantel p <= 0.05 in {int((reps['mantel_p'] <= 0.05).sum())} of {len(reps)}")
+print(f"average G over the simulations vs Table 3: Pearson {mean_stats['pearson']:.2f}, "
+      f"Spearman {mean_stats['spearman']:.2f} (Mantel p {mean_stats['mantel_p']:.3f}), "
+      f"mean |difference| {mean_stats['mean_abs_diff']:.3f}")
+
+# %%
+fig = rep.plot_g_comparison(res.G["matched"], reps,
+                            title=f"seed {seed}, e = {res.e_matched:.4f}: simulated vs published G")
+save(fig, "08_g_comparison")
+plt.show()
+
+# %% [markdown]
+# ## Verdict
+#
+# Read with the numbers above; the full run is the reference, and `tests/test_replication.py` pins
+# them.
+#
+# **The published parametric heterogeneity does not explain the published network.**
+# - **At the paper's own rule for $e$**, the simulated agents fall into a single type in almost
+#   every synthetic dataset ($G \approx 0.97$ against the published 0.24–0.48). Their utilities are
+#   too close to one another, and their noise too strong, for GARP$_e$ at that level to separate
+#   them in 20-round samples.
+# - **Even with $e$ fitted** so that the mean of $G$ matches Table 3, the *pattern* of $G$ is not
+#   the published one:
+#   - its correlation with Table 3 is weak;
+#   - across independent simulations it changes sign, so a single simulation can look like Table 3
+#     by chance;
+#   - the average over the simulations, which is what Table 2 and Table 1 imply, is not
+#     significantly related to Table 3.
+# - **$H^\alpha$.** The published $H^{0.65}$ isolates llama3.2-1b, and Section 3.3 reads the Llama
+#   models as outliers. In the simulated network with as many edges, llama3.2-1b keeps most of its
+#   links (seed 0: 5 of 6), although its agent has the largest calibrated noise. Its published
+#   utility does not set it apart.
+#
+# What this does and does not show:
+# - The network the paper reports must come from something Tables 1–2 do not capture: the actual
+#   answers (e.g. behaviour that no single-peaked quadratic utility describes), the option sets,
+#   or the conventions of Table 1.
+# - It may also partly reflect the chance of a single permutation study.
+# - It does not show the published network is wrong. The raw answers would be needed for that.
+
+# %%
+print("seed", seed, "| rule: spearman {spearman:.2f}, mean|dG| {mean_abs_diff:.3f}".format(**res.stats["rule"]),
+      "| matched: spearman {spearman:.2f}, Mantel p {mantel_p:.3f}, mean|dG| {mean_abs_diff:.3f}".format(
+          **res.stats["matched"]))

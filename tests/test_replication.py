@@ -1,0 +1,115 @@
+"""The paper-calibrated replication of Section 3.3 (moralkit.replication). Every agent here is SIMULATED."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from moralkit import reference, rp
+from moralkit import replication as rep
+from moralkit.rationality import random_choice_test
+
+
+def test_paper_agents_are_the_published_utilities():
+    agents = rep.paper_agents()
+    t2 = reference.table2()
+    assert list(agents) == list(t2["b"].index) == list(reference.table3(full_names=True).index)
+    for m, ag in agents.items():
+        assert np.allclose(ag.b, t2["b"].loc[m])
+        assert np.allclose(ag.a, t2["a"].loc[m] / t2["a"].loc[m].sum())
+        assert np.allclose(ag.a, t2["a"].loc[m], atol=0.003)
+
+
+def test_missing_rounds_match_the_published_number_of_observations():
+    miss = rep.missing_rounds(160, 133, seed=1)
+    assert miss.sum() == 27 and np.array_equal(miss, rep.missing_rounds(160, 133, seed=1))
+    with pytest.raises(ValueError, match="n_obs"):
+        rep.missing_rounds(160, 0, seed=1)
+
+
+@pytest.fixture(scope="module")
+def small_cal():
+    return rep.calibrate((0.3, 0.6, 1.2), n_reps=3, n_datasets=150, seed=2)
+
+
+def test_calibrated_datasets_are_simulated_and_their_alpha_is_the_real_test(small_cal):
+    t1 = reference.table1().set_index("model")
+    tab = small_cal.table.set_index("model")
+    for m, row in tab.iterrows():
+        ds = small_cal.datasets[row.sim_label]
+        assert ds.model == f"sim-{m}" and ds.provider == "simulated"
+        assert ds.n_obs == t1.loc[m, "n_obs"]
+        assert row.noise in (0.3, 0.6, 1.2)
+        # the shared null gives exactly what the rationality test gives on the kept dataset
+        r = random_choice_test(ds, n_datasets=150, seed=2)
+        assert (row.ccei_sim, row.alpha_sim) == (r.ccei, r.alpha) == (rp.ccei(ds), r.alpha)
+        assert row.err_ccei == pytest.approx(row.ccei_sim - t1.loc[m, "ccei"])
+        assert row.err_alpha == pytest.approx(row.alpha_sim - t1.loc[m, "alpha"])
+    # the chosen noise minimises the mean error over the grid
+    g = small_cal.grid.assign(err=lambda d: (d.ccei - d.model.map(t1["ccei"])).abs()
+                              + (d.alpha - d.model.map(t1["alpha"])).abs())
+    best = g.groupby(["model", "noise"])["err"].mean().groupby("model").idxmin().map(lambda x: x[1])
+    assert (best.loc[tab.index] == tab["noise"]).all()
+
+
+def test_compare_g_against_table3():
+    pub = reference.table3()
+    stats, comp = rep.compare_g(reference.table3(full_names=True))
+    assert stats["pearson"] == pytest.approx(1) and stats["mean_abs_diff"] == 0
+    assert stats["mantel_p"] == pytest.approx(1 / 5040)  # the identity is the best of the 7! relabellings
+    assert (comp["components_sim"] == comp["components_pub"]).all()
+    assert list(comp["n_edges_pub"]) == [19, 16, 13]  # Section 3.3: H^0.75, H^0.70, H^0.65
+    assert comp.loc[comp.alpha == 0.65, "components_pub"].iloc[0][1] == ["llama3.2"]
+    # relabelled models: the same numbers in other places no longer agree
+    names = list(pub.index)
+    shuffled = pub.rename(index=dict(zip(names, names[::-1])), columns=dict(zip(names, names[::-1])))
+    s2, _ = rep.compare_g(shuffled)
+    assert s2["pearson"] < 0.9 and s2["mean_abs_diff"] > 0
+    with pytest.raises(ValueError, match="lacks the published models"):
+        rep.compare_g(pub.iloc[:6, :6])
+
+
+def test_e_levels_are_the_twelfths():
+    assert np.allclose(np.array(rep.e_levels()) * 12, [5, 6, 7, 8], atol=1e-6)
+    assert all(e < k / 12 for e, k in zip(rep.e_levels(), range(5, 9)))
+
+
+@pytest.mark.slow
+def test_replication_headline_pinned():
+    """Notebook 08 at its defaults (seed 0): calibration errors per model and G against Table 3."""
+    res = rep.replicate()
+    t = res.calibration.table.set_index("model")
+    assert list(t["noise"].round(4)) == [0.6311, 0.5477, 0.5477, 0.7272, 0.6311, 0.6311, 0.5477]
+    assert np.allclose(t["err_ccei"], [0.0167, 0.0167, 0.0317, 0.0837, 0.0277, 0.0830, 0.0317], atol=1e-4)
+    assert np.allclose(t["err_alpha"], [0.013, 0.054, -0.021, -0.005, -0.004, -0.006, -0.009], atol=1e-9)
+    # every simulated agent passes at 10 %, six of seven at 5 % (claude's alpha 0.062: the nearest to 0.008)
+    assert (t["alpha_sim"] <= 0.10).all() and (t["alpha_sim"] <= 0.05).sum() == 6
+    assert res.e_rule * 12 == pytest.approx(5) and res.e_matched * 12 == pytest.approx(7)
+    rule, matched = res.stats["rule"], res.stats["matched"]
+    # the paper's rule: one type almost always
+    assert rule["mean_sim"] == pytest.approx(0.9697, abs=1e-4) and rule["min_sim"] > 0.9
+    # level matched: the mean is close, the pattern is not significantly the published one
+    assert matched["mean_sim"] == pytest.approx(0.4639, abs=1e-4)
+    assert matched["spearman"] == pytest.approx(0.2940, abs=1e-4)
+    assert matched["mantel_p"] == pytest.approx(0.2113, abs=1e-4) and matched["mantel_p"] > 0.05
+    assert matched["mean_abs_diff"] == pytest.approx(0.1132, abs=1e-4)
+    # H^0.65: the published network isolates llama3.2; the simulated one does not, even with as many edges
+    c = res.components["matched"].set_index("alpha")
+    assert ["llama3.2"] in c.loc[0.65, "components_pub"] and ["llama3.2"] not in c.loc[0.65, "components_sim"]
+    from moralkit.permutation import threshold_graph
+
+    sparse = threshold_graph(res.G["matched"], min(rep.matched_alphas(res.G["matched"])))
+    assert sparse.number_of_edges() == 14 and dict(sparse.degree())["llama3.2"] == 5
+    assert res.calibration.table.set_index("model")["noise"].idxmax() == "llama3.2-1b"
+
+
+@pytest.mark.slow
+def test_independent_simulations_disagree_and_their_average_is_unrelated():
+    """Notebook 08's verdict: over 8 independent simulations at the level-matched e the correlation with
+    Table 3 changes sign (Spearman -0.73 to 0.75, Mantel p <= 0.05 once), and the average G is not
+    significantly related to Table 3 (Spearman 0.11, Mantel p 0.38)."""
+    reps = rep.replications(range(8), rep.e_levels(7, 7)[0])
+    assert list(reps["spearman"].round(2)) == [0.29, -0.73, -0.49, -0.49, 0.53, 0.37, -0.19, 0.75]
+    assert int((reps["mantel_p"] <= 0.05).sum()) == 1
+    stats, _ = rep.compare_g(reps.attrs["mean_G"])
+    assert stats["spearman"] == pytest.approx(0.11, abs=0.005) and stats["mantel_p"] == pytest.approx(0.381, abs=0.001)
+    assert stats["mantel_p"] > 0.05
