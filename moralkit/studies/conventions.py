@@ -264,8 +264,6 @@ def critical_efficiencies(V, choices, coordinates: str = "corner") -> np.ndarray
     Convention(coordinates)
     C = np.atleast_2d(np.asarray(choices, dtype=np.int64))
     T = V.shape[0]
-    if coordinates == "corner":
-        return np.asarray(rp.ccei_choices(V, C), dtype=float)
     rows = np.arange(T)
     out = np.empty(len(C))
     for i, c in enumerate(C):
