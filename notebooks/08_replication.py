@@ -33,7 +33,7 @@
 # 3. Procedure 2 and the permutation study run on these agents with the paper's $T = 500$ and
 #    $\rho = 20$, and the resulting $G$ is compared with Table 3.
 #
-# All of it is in `moralkit.replication`.
+# All of it is in `moralkit.studies.replication`.
 
 # %% tags=["parameters"]
 quick = False  # quick mode: a coarse calibration grid, T = 20, 2 simulations
@@ -49,10 +49,10 @@ n_jobs = 1
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from moralkit import permutation as perm
-from moralkit import reference
-from moralkit import replication as rep
 from moralkit.figures import save, show
+from moralkit.psm import permutation as perm
+from moralkit.psm import reference
+from moralkit.studies import replication as rep
 
 noise_grid = rep.NOISE_GRID
 T_scan = 100
@@ -69,8 +69,8 @@ pd.set_option("display.width", 160)
 # the weights between 0.14 and 0.25, so the seven utilities differ only a little.
 
 # %%
-t1_pub = reference.table1().set_index("model")
-t2_pub = reference.table2()
+t1_pub = reference.published_table1().set_index("model")
+t2_pub = reference.published_table2()
 models = list(t2_pub["b"].index)
 inputs = pd.concat([t1_pub.loc[models, ["ccei", "alpha", "n_obs"]],
                     t2_pub["b"].add_prefix("b "), t2_pub["a"].add_prefix("a ")], axis=1)
@@ -153,7 +153,7 @@ print(f"e (paper's rule) = {res.e_rule:.10g} = {res.e_rule * 12:.6f}/12; "
 # ### Table 3: simulated $G$ next to the published one
 
 # %%
-pub3 = reference.table3()
+pub3 = reference.published_table3()
 show(pub3, caption="published (Seror 2025, Table 3)")
 for k in ("rule", "matched"):
     show(res.G[k].round(2), f"08_table3_simulated_{k}",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moralkit.psm import reference, rp
+from moralkit.psm import reference
 from moralkit.psm.design import make_design
 from moralkit.psm.simulate import simulate_agents
 from moralkit.studies import conventions as cv

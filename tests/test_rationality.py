@@ -21,7 +21,7 @@ from moralkit.psm.rationality import (
     stars,
     table1,
 )
-from moralkit.psm.simulate import simulate_agents, simulate_random
+from moralkit.psm.simulate import simulate_agents, simulate_quadratic, simulate_random
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def test_simulated_random_agents_rarely_pass(design):
 def test_convention_index_uses_the_same_random_datasets(design):
     """index='origin/1-e': rebuild the synthetic datasets from the documented seeding and score each with the
     general exact path of moralkit.conventions (origin coordinates, 1 - e*)."""
-    from moralkit import conventions as cv
+    from moralkit.psm import indices as cv
 
     ds = simulate_quadratic(None, design, noise=0.5, seed=4, model="sim-q")
     chosen = ds.chosen.copy()
@@ -228,8 +228,8 @@ def test_default_index_is_the_standard_ccei(few):
 
 
 def test_retest_reuses_the_null_of_the_same_option_sets(design):
-    from moralkit.rationality import retest
-    from moralkit.simulate import QuadraticAgent
+    from moralkit.psm.rationality import retest
+    from moralkit.psm.simulate import QuadraticAgent
 
     ag = QuadraticAgent(a=[0.2, 0.25, 0.15, 0.2, 0.2], b=[2.6, 2.4, 2.9, 2.2, 2.7])
     a = simulate_quadratic(ag, design, noise=0.2, seed=1, model="sim-a")

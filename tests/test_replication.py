@@ -1,18 +1,17 @@
 """The paper-calibrated replication of Section 3.3 (moralkit.replication). Every agent here is SIMULATED."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from moralkit import reference, rp
-from moralkit import replication as rep
-from moralkit.rationality import random_choice_test
+from moralkit.psm import reference, rp
+from moralkit.psm.rationality import random_choice_test
+from moralkit.studies import replication as rep
 
 
 def test_paper_agents_are_the_published_utilities():
     agents = rep.paper_agents()
-    t2 = reference.table2()
-    assert list(agents) == list(t2["b"].index) == list(reference.table3(full_names=True).index)
+    t2 = reference.published_table2()
+    assert list(agents) == list(t2["b"].index) == list(reference.published_table3(full_names=True).index)
     for m, ag in agents.items():
         assert np.allclose(ag.b, t2["b"].loc[m])
         assert np.allclose(ag.a, t2["a"].loc[m] / t2["a"].loc[m].sum())
@@ -32,7 +31,7 @@ def small_cal():
 
 
 def test_calibrated_datasets_are_simulated_and_their_alpha_is_the_real_test(small_cal):
-    t1 = reference.table1().set_index("model")
+    t1 = reference.published_table1().set_index("model")
     tab = small_cal.table.set_index("model")
     for m, row in tab.iterrows():
         ds = small_cal.datasets[row.sim_label]
@@ -52,8 +51,8 @@ def test_calibrated_datasets_are_simulated_and_their_alpha_is_the_real_test(smal
 
 
 def test_compare_g_against_table3():
-    pub = reference.table3()
-    stats, comp = rep.compare_g(reference.table3(full_names=True))
+    pub = reference.published_table3()
+    stats, comp = rep.compare_g(reference.published_table3(full_names=True))
     assert stats["pearson"] == pytest.approx(1) and stats["mean_abs_diff"] == 0
     assert stats["mantel_p"] == pytest.approx(1 / 5040)  # the identity is the best of the 7! relabellings
     assert (comp["components_sim"] == comp["components_pub"]).all()
@@ -95,7 +94,7 @@ def test_replication_headline_pinned():
     # H^0.65: the published network isolates llama3.2; the simulated one does not, even with as many edges
     c = res.components["matched"].set_index("alpha")
     assert ["llama3.2"] in c.loc[0.65, "components_pub"] and ["llama3.2"] not in c.loc[0.65, "components_sim"]
-    from moralkit.permutation import threshold_graph
+    from moralkit.psm.permutation import threshold_graph
 
     sparse = threshold_graph(res.G["matched"], min(rep.matched_alphas(res.G["matched"])))
     assert sparse.number_of_edges() == 14 and dict(sparse.degree())["llama3.2"] == 5

@@ -9,7 +9,9 @@ Entry points, by section of the paper
 - §2.2-2.3 and Table 1, rationality: GARP and the exact CCEI in :mod:`moralkit.psm.rp`
   (:func:`~moralkit.psm.rp.ccei`, :func:`~moralkit.psm.rp.garp`,
   :func:`~moralkit.psm.rp.psm_expenditure_matrix`); the random-choice test and Table 1 in
-  :mod:`moralkit.psm.rationality` (:func:`random_choice_tests`, :func:`table1`).
+  :mod:`moralkit.psm.rationality` (:func:`random_choice_tests`, :func:`table1`), with the
+  standard CCEI by default or another index convention of :mod:`moralkit.psm.indices`
+  (``index="origin/1-e"``, the paper-compatible reading of the printed Table 1).
 - §3.2, Table 2, Figures 1-2, the parametric utility: :mod:`moralkit.psm.nlls`
   (:func:`fit_models`, :func:`table2`).
 - §2.4 and Proposition 1, types of models: :mod:`moralkit.psm.partition`
@@ -25,7 +27,7 @@ References
 Seror, A. (2025), "The Moral Mind(s) of Large Language Models".
 """
 
-from . import dataset, design, milp, nlls, partition, permutation, rationality, reference, rp, simulate
+from . import dataset, design, indices, milp, nlls, partition, permutation, rationality, reference, rp, simulate
 from .dataset import PSMDataset, load_psm, read_psm, write_psm
 from .design import Design, constrained_prompt, make_design, parse_option, unconstrained_prompt
 from .milp import solve_ls_milp
@@ -37,7 +39,7 @@ from .simulate import simulate_agents, simulate_quadratic, simulate_random
 
 __all__ = [
     # modules
-    "design", "dataset", "rp", "rationality", "nlls", "partition", "milp", "permutation", "simulate",
+    "design", "dataset", "rp", "indices", "rationality", "nlls", "partition", "milp", "permutation", "simulate",
     "reference",
     # §2.1-2.2
     "make_design", "Design", "constrained_prompt", "unconstrained_prompt", "parse_option",

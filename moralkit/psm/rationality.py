@@ -37,6 +37,7 @@ rationality test this procedure adapts.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from ..errors import MoralkitError
 from . import rp
 from .dataset import PSMDataset, model_key
 from .design import BUDGET
+from .indices import convention, critical_efficiencies, critical_efficiency, exact_ratio, option_expenditures
 
 __all__ = [
     "STANDARD_INDEX",
@@ -114,7 +116,7 @@ class RandomChoiceResult:
     seed : int
     budget : int
     index : str
-        The index convention (:data:`STANDARD_INDEX` or a :mod:`moralkit.conventions` name).
+        The index convention (:data:`STANDARD_INDEX` or a :mod:`moralkit.psm.indices` name).
     extra_key : str or None
         Fingerprint of the option sets tested (lets :func:`retest` reuse the null).
     """
@@ -174,10 +176,10 @@ def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
 
 
 def index_convention(index=STANDARD_INDEX):
-    """Resolve an ``index=`` argument: ``None`` for the standard CCEI, else a :class:`moralkit.conventions.Convention`.
+    """Resolve an ``index=`` argument: ``None`` for the standard CCEI, else a :class:`moralkit.psm.indices.Convention`.
 
     Accepted: ``"ccei"`` (the standard CCEI, also ``"corner/e"`` or ``None``), or any convention of
-    :mod:`moralkit.conventions`, e.g. ``"origin/1-e"`` (the convention that reproduces the printed
+    :mod:`moralkit.psm.indices`, e.g. ``"origin/1-e"`` (the convention that reproduces the printed
     Table 1 best; notebook ``06_audit``).
 
     Examples
@@ -189,13 +191,11 @@ def index_convention(index=STANDARD_INDEX):
     """
     if index is None or index == STANDARD_INDEX:
         return None
-    from .conventions import convention
-
     try:
         c = convention(index)
     except ValueError as ex:
-        raise ValueError(f"index must be {STANDARD_INDEX!r} (the standard CCEI) or a CCEI convention such as "
-                         f"'origin/1-e' (moralkit.conventions.CONVENTIONS); got {index!r}: {ex}") from None
+        raise MoralkitError(f"index must be {STANDARD_INDEX!r} (the standard CCEI) or a CCEI convention such as "
+                            f"'origin/1-e' (moralkit.psm.indices.CONVENTIONS); got {index!r}: {ex}") from None
     return None if c.is_standard else c
 
 
@@ -205,8 +205,6 @@ def _null_efficiencies(model, V, coordinates, seed, chunks, sizes):
     The chunks draw the same random choices as the standard test (same seeds), so both indices are
     computed on the same synthetic datasets.
     """
-    from .conventions import critical_efficiencies
-
     T, n_opt = V.shape[1], V.shape[2]
     out = []
     for c, m in zip(chunks, sizes):
@@ -243,7 +241,7 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
     index : str, default "ccei"
         The rationality index: ``"ccei"``, the standard CCEI (corner coordinates,
         Definition 3 as the supremum of e), or a convention of
-        :mod:`moralkit.conventions`, e.g. ``"origin/1-e"``, the paper-compatible
+        :mod:`moralkit.psm.indices`, e.g. ``"origin/1-e"``, the paper-compatible
         reading of the printed Table 1 (``1 - e*`` in unshifted coordinates; a
         *higher* value is then *less* consistent, and a small ``alpha`` marks data
         less consistent than random choice). The synthetic datasets are the same
@@ -287,8 +285,6 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
 
     conv = index_convention(index)
     if conv is not None:
-        from .conventions import option_expenditures
-
         V_conv = [option_expenditures(v, conv.coordinates) for v in valid]
 
     def task(i, chunks):
@@ -333,15 +329,11 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
 
 
 def _convention_result(v, null_e, conv, seed) -> RandomChoiceResult:
-    from .conventions import critical_efficiency
-
     own = critical_efficiency(v, conv.coordinates)  # exact Fraction
     # floats of e* are exactly ordered (denominators <= 30), so these comparisons are exact
     if conv.report == "e":
         n_ge, value, null_index = int((null_e >= float(own)).sum()), own, null_e
     else:  # index 1 - e*: "index at least the model's" is "e* at most the model's"
-        from .conventions import exact_ratio
-
         n_ge, value = int((null_e <= float(own)).sum()), 1 - own
         null_index = np.array([float(1 - exact_ratio(x)) for x in null_e])
     return RandomChoiceResult(
@@ -372,13 +364,13 @@ def retest(result: RandomChoiceResult, dataset: PSMDataset) -> RandomChoiceResul
     Seror (2025), Section 2.3, eq. (4).
     """
     if result.index != STANDARD_INDEX:
-        raise ValueError(f"retest reuses standard-CCEI nulls only; got a result for index {result.index!r}")
+        raise MoralkitError(f"retest reuses standard-CCEI nulls only; got a result for index {result.index!r}")
     v = _prepare(dataset)
     same = (v.model == result.model and v.n_obs == result.n_obs and result.extra_key is not None
             and result.extra_key == _option_key(v))
     if not same:
-        raise ValueError(f"{dataset.model}: retest needs the same label, rounds and option sets as the tested "
-                         "dataset (only the answers may differ); run random_choice_test instead")
+        raise MoralkitError(f"{dataset.model}: retest needs the same label, rounds and option sets as the tested "
+                            "dataset (only the answers may differ); run random_choice_test instead")
     own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
     m = own.numerator * (BUDGET // own.denominator)
     levels = np.rint(result.null_ccei * BUDGET).astype(np.int64)
@@ -415,7 +407,7 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
         joblib workers; the result does not depend on it.
     progress : bool, default False
     index : str, default "ccei"
-        The standard CCEI, or a convention of :mod:`moralkit.conventions` such as
+        The standard CCEI, or a convention of :mod:`moralkit.psm.indices` such as
         the paper-compatible ``"origin/1-e"`` (see :func:`random_choice_tests`).
 
     Returns

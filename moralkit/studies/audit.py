@@ -32,10 +32,10 @@ import pandas as pd
 
 from ..errors import MoralkitError
 from ..figures import save_figure  # noqa: F401  (re-exported)
+from ..psm import rp
 from ..psm.design import Design, as_design, make_design
 from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
 from . import conventions as cv
-from ..psm import rp
 
 __all__ = [
     "power_study",

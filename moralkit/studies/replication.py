@@ -12,7 +12,7 @@ respondents built from the published numbers:
    Every label starts with ``"sim-"`` and every dataset's provider is
    ``"simulated"``.
 2. **Calibration** (:func:`calibrate`). Each agent answers the paper's design
-   (:func:`moralkit.design.make_design`) with logit noise of scale ``s``
+   (:func:`moralkit.psm.design.make_design`) with logit noise of scale ``s``
    (option ``j`` chosen with probability proportional to ``exp(u_j / s)``), and
    leaves unanswered as many rounds as its Table 1 row lacks (``160 - n_obs``,
    the same rounds at every ``s``). For every ``s`` on a grid, ``n_reps``
@@ -25,13 +25,13 @@ respondents built from the published numbers:
    a multiple of 1/12): only under a convention in which passing the test means
    "more consistent than random choice", as the paper's text reads it, can a
    noisy utility maximiser reach the published ``alpha <= 0.05`` (under the
-   ``origin/1-e`` reading of :mod:`moralkit.conventions` no noise level can:
+   ``origin/1-e`` reading of :mod:`moralkit.psm.indices` no noise level can:
    utility maximisers score *below* random choice there). The origin/1-e index
    of each calibrated dataset is reported beside it for comparison.
 3. **Procedure 2 and the permutation study** (:func:`replicate`): T = 500
    synthetic datasets, rho = 20, e on the standard-CCEI scale (the paper's rule:
    the smallest CCEI among the simulated models passing at 5 %), exactly as
-   :func:`moralkit.permutation.permutation_study` runs it on real data.
+   :func:`moralkit.psm.permutation.permutation_study` runs it on real data.
 4. **Comparison with Table 3** (:func:`compare_g`): correlation of the
    off-diagonal entries (Pearson, Spearman, and an exact Mantel test over the
    7! relabellings), mean absolute difference, mean, s.d. and range, and the
@@ -54,9 +54,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import reference, rp
-from .design import make_design
-from .simulate import QuadraticAgent, logit_choices, simulate_quadratic
+from ..errors import MoralkitError
+from ..psm import reference, rp
+from ..psm.design import as_design
+from ..psm.indices import reported_index
+from ..psm.permutation import E_BELOW_CCEI, permutation_study, study_setup, threshold_graph
+from ..psm.rationality import random_choice_test, stars, table1
+from ..psm.simulate import QuadraticAgent, logit_choices, simulate_quadratic
+from .crossmethod import mantel_test
 
 __all__ = [
     "NOISE_GRID",
@@ -104,14 +109,14 @@ def paper_agents() -> dict[str, QuadraticAgent]:
     ----------
     Seror (2025), Table 2 and eq. (7).
     """
-    t2 = reference.table2()
+    t2 = reference.published_table2()
     return {m: QuadraticAgent(a=t2["a"].loc[m].to_numpy(), b=t2["b"].loc[m].to_numpy()) for m in t2["b"].index}
 
 
 def missing_rounds(n_rounds: int, n_obs: int, seed) -> np.ndarray:
     """Boolean mask of the ``n_rounds - n_obs`` rounds left unanswered (drawn uniformly, seeded)."""
     if not 1 <= n_obs <= n_rounds:
-        raise ValueError(f"n_obs must be in 1..{n_rounds}, got {n_obs}")
+        raise MoralkitError(f"n_obs must be in 1..{n_rounds}, got {n_obs}")
     rng = np.random.default_rng(seed)
     miss = np.zeros(n_rounds, dtype=bool)
     miss[rng.choice(n_rounds, size=n_rounds - n_obs, replace=False)] = True
@@ -176,7 +181,7 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
     seed : int
         Root seed: missing rounds, replicates and the test's random datasets.
     published : DataFrame, optional
-        Table 1 (default :func:`moralkit.reference.table1`).
+        Table 1 (default :func:`moralkit.psm.reference.table1`).
 
     Returns
     -------
@@ -186,17 +191,15 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
     ----------
     Seror (2025), Section 2.3 (Procedure 1), Table 1, Table 2, eq. (7).
     """
-    from .conventions import ccei as convention_index
-    from .rationality import random_choice_test, stars
 
     grid = [float(s) for s in noise_grid]
     if not grid or min(grid) <= 0:
-        raise ValueError("noise_grid must hold positive logit noise scales")
+        raise MoralkitError("noise_grid must hold positive logit noise scales")
     if n_reps < 1:
-        raise ValueError(f"n_reps must be a positive integer, got {n_reps!r}")
-    pub = (reference.table1() if published is None else published).set_index("model")
+        raise MoralkitError(f"n_reps must be a positive integer, got {n_reps!r}")
+    pub = (reference.published_table1() if published is None else published).set_index("model")
     agents = paper_agents()
-    d = make_design(int(design)) if isinstance(design, (int, np.integer)) else design
+    d = as_design(design)
     root = np.random.SeedSequence(int(seed))
     per_model = root.spawn(len(agents))
     rows, grid_rows, datasets, nulls = [], [], {}, {}
@@ -210,12 +213,11 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
         null = random_choice_test(base, n_datasets=n_datasets, seed=int(seed)).null_ccei
         nulls[label] = null
         v = base.valid()
-        V = rp.option_expenditures(v.corners, v.prices, v.options)
         u = ag.utility(v.options)
         grid_seeds = s_reps.spawn(len(grid))
         C = np.concatenate([logit_choices(u, s, np.random.default_rng(g), size=int(n_reps))
                             for s, g in zip(grid, grid_seeds)])  # (len(grid) * n_reps, n_obs)
-        c_all = rp.ccei_choices(V, C).reshape(len(grid), int(n_reps))
+        c_all = rp.ccei_choices(v.corners, v.prices, v.options, C).reshape(len(grid), int(n_reps))
         a_all = _alpha(null, c_all)
         err_all = np.abs(c_all - target_c) + np.abs(a_all - target_a)
         best = int(np.argmin(err_all.mean(axis=1)))
@@ -229,7 +231,7 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
                       for gi, s in enumerate(grid) for r in range(int(n_reps))]
         rows.append({"model": model, "sim_label": label, "ccei": target_c, "alpha": target_a, "n_obs": n_obs,
                          "noise": grid[best], "ccei_sim": float(c[k]), "alpha_sim": float(a[k]), "stars_sim": stars(float(a[k])),
-                         "index_origin_1e": convention_index(ds, "origin/1-e"),
+                         "index_origin_1e": reported_index(ds, "origin/1-e"),
                          "err_ccei": float(c[k] - target_c), "err_alpha": float(a[k] - target_a),
                          "mean_abs_err_ccei": float(np.mean(np.abs(c - target_c))),
                          "mean_abs_err_alpha": float(np.mean(np.abs(a - target_a)))})
@@ -245,7 +247,6 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
 def _components(G: pd.DataFrame, alpha: float) -> list:
     import networkx as nx
 
-    from .permutation import threshold_graph
 
     h = threshold_graph(G, alpha)
     return sorted((sorted(c) for c in nx.connected_components(h)), key=lambda c: (-len(c), c))
@@ -257,10 +258,10 @@ def compare_g(G_sim: pd.DataFrame, G_pub: pd.DataFrame | None = None, alphas: Se
     Parameters
     ----------
     G_sim : DataFrame (7, 7)
-        Indexed by the published short names (:data:`moralkit.reference.TABLE3_FULL_NAMES` keys) or
+        Indexed by the published short names (:data:`moralkit.psm.reference.TABLE3_FULL_NAMES` keys) or
         by full names; it is relabelled to the short names.
     G_pub : DataFrame, optional
-        Default :func:`moralkit.reference.table3`.
+        Default :func:`moralkit.psm.reference.table3`.
     alphas : precision levels of H^alpha
 
     Returns
@@ -278,16 +279,14 @@ def compare_g(G_sim: pd.DataFrame, G_pub: pd.DataFrame | None = None, alphas: Se
     """
     from scipy.stats import pearsonr, spearmanr
 
-    from .crossmethod import mantel_test
-    from .permutation import threshold_graph
 
-    pub = reference.table3() if G_pub is None else G_pub
+    pub = reference.published_table3() if G_pub is None else G_pub
     full_to_short = {v: k for k, v in reference.TABLE3_FULL_NAMES.items()}
     ren = {m: full_to_short.get(m.removeprefix("sim-"), m) for m in G_sim.index}
     sim = G_sim.rename(index=ren, columns=ren)
     missing = set(pub.index) - set(sim.index)
     if missing:
-        raise ValueError(f"G_sim lacks the published models {sorted(missing)}; label it with Table 3's models")
+        raise MoralkitError(f"G_sim lacks the published models {sorted(missing)}; label it with Table 3's models")
     sim = sim.loc[list(pub.index), list(pub.index)].astype(float)
     n = len(pub)
     iu = np.triu_indices(n, 1)
@@ -321,7 +320,7 @@ def e_levels(k_min: int = 5, k_max: int = 8) -> list[float]:
     Corner expenditures are integers and every chosen answer costs 12, so the
     relations of GARP_e only change at the multiples of 1/12. Each open interval
     ``((k-1)/12, k/12)`` is represented by ``k/12 - 1e-9``, the package's "just
-    below the CCEI" rule (:data:`moralkit.permutation.E_BELOW_CCEI`), for
+    below the CCEI" rule (:data:`moralkit.psm.permutation.E_BELOW_CCEI`), for
     ``k = k_min .. k_max``.
 
     Examples
@@ -329,14 +328,13 @@ def e_levels(k_min: int = 5, k_max: int = 8) -> list[float]:
     >>> [round(e * 12, 6) for e in e_levels(5, 7)]
     [5.0, 6.0, 7.0]
     """
-    from .permutation import E_BELOW_CCEI
 
     return [k / 12 - E_BELOW_CCEI for k in range(int(k_min), int(k_max) + 1)]
 
 
 def _short_g(G: pd.DataFrame) -> pd.DataFrame:
     ren = {sim_label(f): s for s, f in reference.TABLE3_FULL_NAMES.items()}
-    pub = reference.table3()
+    pub = reference.published_table3()
     return G.rename(index=ren, columns=ren).loc[list(pub.index), list(pub.index)]
 
 
@@ -351,7 +349,7 @@ def scan_e(datasets, es: Sequence[float] | None = None, *, T: int = 100, rho: in
     es : sequence of float, optional
         Default :func:`e_levels` (every distinct level from just below 5/12 to just below 8/12).
     T, rho, seed, n_jobs
-        As in :func:`moralkit.permutation.permutation_study`.
+        As in :func:`moralkit.psm.permutation.permutation_study`.
 
     Returns
     -------
@@ -362,7 +360,6 @@ def scan_e(datasets, es: Sequence[float] | None = None, *, T: int = 100, rho: in
     ----------
     Seror (2025), Section 2.4 (the role of e) and Section 3.3.
     """
-    from .permutation import permutation_study
 
     rows = []
     for e in (e_levels() if es is None else es):
@@ -381,7 +378,7 @@ class ReplicationResult:
     ----------
     calibration : Calibration
     table1 : DataFrame
-        :func:`moralkit.rationality.table1` of the calibrated simulated datasets.
+        :func:`moralkit.psm.rationality.table1` of the calibrated simulated datasets.
     e_rule : float
         The paper's rule on the simulated data (standard-CCEI scale): just below the smallest CCEI
         among the simulated models passing at 5 %.
@@ -409,7 +406,7 @@ class ReplicationResult:
 
     def comparison(self, which: str = "matched") -> pd.DataFrame:
         """G simulated vs published, one row per model pair (short names)."""
-        pub = reference.table3()
+        pub = reference.published_table3()
         names = list(pub.index)
         iu = np.triu_indices(len(names), 1)
         return pd.DataFrame({"pair": [f"{names[i]} - {names[j]}" for i, j in zip(*iu)],
@@ -466,14 +463,12 @@ def replicate(*, T: int = 500, rho: int = 20, T_scan: int = 100, es: Sequence[fl
     ----------
     Seror (2025), Sections 2.3-2.4 and 3.3; Tables 1-3.
     """
-    from .permutation import permutation_study, study_setup
-    from .rationality import table1
 
     cal = calibrate(noise_grid, n_reps=n_reps, n_datasets=n_datasets, design=design, seed=seed)
     t1 = table1(cal.datasets, n_datasets=n_datasets, seed=int(seed))
     _, e_rule, _ = study_setup(cal.datasets, t1)
     scan = scan_e(cal.datasets, es, T=T_scan, rho=rho, seed=seed, n_jobs=n_jobs)
-    target = float(reference.table3().to_numpy()[np.triu_indices(7, 1)].mean())
+    target = float(reference.published_table3().to_numpy()[np.triu_indices(7, 1)].mean())
     e_matched = float(scan.loc[(scan["mean_sim"] - target).abs().idxmin(), "e"])
     studies, G, stats, comps = {}, {}, {}, {}
     for k, e in (("rule", e_rule), ("matched", e_matched)):
@@ -497,7 +492,6 @@ def replications(seeds: Sequence[int], e: float, *, T: int = 500, rho: int = 20,
         seed's G (short names), ``attrs["mean_G"]`` their average (the G the published utilities and
         calibrated noise levels imply, with the luck of one simulation averaged out).
     """
-    from .permutation import permutation_study
 
     rows, Gs = [], {}
     for s in seeds:
@@ -525,13 +519,12 @@ def matched_alphas(G_sim: pd.DataFrame, G_pub: pd.DataFrame | None = None,
 
     Examples
     --------
-    >>> from moralkit.reference import table3
-    >>> [round(a, 2) for a in matched_alphas(table3())]
+    >>> from moralkit.psm.reference import published_table3
+    >>> [round(a, 2) for a in matched_alphas(published_table3())]
     [0.65, 0.7, 0.75]
     """
-    from .permutation import threshold_graph
 
-    pub = reference.table3() if G_pub is None else G_pub
+    pub = reference.published_table3() if G_pub is None else G_pub
     v = np.sort(G_sim.to_numpy(dtype=float)[np.triu_indices(len(G_sim), 1)])[::-1]
     out = []
     for a in alphas:
@@ -583,7 +576,7 @@ def plot_g_comparison(G_sim: pd.DataFrame, reps: pd.DataFrame | None = None, tit
     of every independent simulation (``reps`` from :func:`replications`). Simulated agents."""
     import matplotlib.pyplot as plt
 
-    pub = reference.table3()
+    pub = reference.published_table3()
     names = list(pub.index)
     iu = np.triu_indices(len(names), 1)
     x, y = pub.to_numpy(dtype=float)[iu], G_sim.loc[names, names].to_numpy(dtype=float)[iu]
