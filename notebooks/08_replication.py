@@ -203,7 +203,7 @@ plt.show()
 # %%
 alphas_m = rep.matched_alphas(res.G["matched"])
 fig = perm.plot_networks(res.G["matched"], alphas_m,
-                         title="SIMULATED agents, the same number of edges as the published H^0.75, H^0.70, H^0.65")
+                         title="SIMULATED agents, as many edges as the published $H^{0.75}$, $H^{0.70}$, $H^{0.65}$")
 save(fig, "08_fig4_simulated_edges_matched")
 plt.show()
 print("levels used:", [f"{a:.3f}" for a in alphas_m])
