@@ -429,9 +429,23 @@ class _MustNotBeCalled:
 
 
 RAW = ROOT / "data" / "raw"
+
+
+def _finished(run) -> bool:
+    """A committed PSM or MoralChoice run whose every task is done (a partial run would rightly send more)."""
+    m = json.loads((run / "manifest.json").read_text())
+    if m.get("survey") == "psm":
+        return bool(m.get("finished"))
+    if m.get("survey") == "moralchoice":
+        last = m["sessions"][-1]
+        n_att = sum(1 for line in gzip.open(run / "records.jsonl.gz", "rt") if '"kind": "attempt"' in line)
+        return n_att == last["scenarios"] * 2 * len(last["question_types"]) * last["samples"]
+    return False  # other surveys (e.g. token likelihoods) have their own collector and tests
+
+
 COMMITTED = sorted(p.parent.name for p in RAW.glob("*/records.jsonl.gz")
                    if subprocess.run(["git", "ls-files", "--error-unmatch", str(p)], cwd=ROOT,
-                                     capture_output=True).returncode == 0)
+                                     capture_output=True).returncode == 0 and _finished(p.parent))
 
 
 @pytest.mark.parametrize("run", COMMITTED)
