@@ -123,6 +123,8 @@ if res is not None:
 # with another sampling seed (`-s1`) shows how much b moves by sampling alone.
 
 # %%
+import warnings
+
 from moralkit.moralchoice import load_scenarios
 from moralkit.psm import nlls
 from moralkit.studies import steerability
@@ -132,7 +134,12 @@ mc_models = set(metrics["model"]) if len(metrics) else set()
 mc_personas = sorted(m for m in mc_models if m.startswith(f"{BASE}+persona-"))
 if BASE in mc_models and mc_personas:
     keep = metrics["model"].isin([BASE, *mc_personas])
-    effects_mc = steerability.likelihood_effects(metrics[keep], BASE, load_scenarios("high"),
+    with warnings.catch_warnings(record=True) as caught:  # a note on the page, not an stderr block
+        warnings.simplefilter("always")
+        high_scenarios = load_scenarios("high")
+    for w in caught:
+        print("note:", w.message)
+    effects_mc = steerability.likelihood_effects(metrics[keep], BASE, high_scenarios,
                                                  n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
                                                  seed=seed)
     show(effects_mc, "07_persona_effects_moralchoice", index=False,
