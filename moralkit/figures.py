@@ -49,26 +49,39 @@ LONG_TEXT = 40
 
 
 def relative_path(path) -> str:
-    """``path`` relative to the project root (or its home-relative form), for printing on a page.
+    """``path`` relative to the project root, for printing on a page.
 
-    A path outside the project is shown by its name only, so no page shows where the project sits on
-    the machine.
+    A path beside the project (e.g. ``../shared/moralchoice``) is shown relative to the project too; any
+    other path outside it is shown by its name only, so no page shows where the project sits on the
+    machine. A URL (``hf://...``) is returned unchanged.
 
     Examples
     --------
     >>> from moralkit.paths import project_root
     >>> relative_path(project_root() / "figures" / "02_x.png")
     'figures/02_x.png'
-    >>> relative_path("/somewhere/else/file.csv")
-    'file.csv'
+    >>> relative_path(project_root().parent / "shared" / "moralchoice")
+    '../shared/moralchoice'
+    >>> relative_path("hf://datasets/ninoscherrer/moralchoice")
+    'hf://datasets/ninoscherrer/moralchoice'
     """
+    if isinstance(path, str) and "://" in path:
+        return path
     p = Path(path)
     if not p.is_absolute():
         return p.as_posix()
+    root = project_root().resolve()
+    p = p.resolve()
     try:
-        return p.resolve().relative_to(project_root().resolve()).as_posix()
+        return p.relative_to(root).as_posix()
     except ValueError:
-        return p.name
+        pass
+    if root.parent != root.parent.parent:  # the project's parent is not the file-system root
+        try:
+            return "../" + p.relative_to(root.parent).as_posix()
+        except ValueError:
+            pass
+    return p.name
 
 
 class Saved(list):

@@ -47,7 +47,7 @@ own = own_data_path if own_data_path is not None else (mc.own_data_dir() if mc.o
 if own_data_path and not Path(own_data_path).exists():
     raise DataError(f"own_data_path={own_data_path!r} does not exist; pass a folder or file of MoralChoice "
                     "responses (see data/moralchoice/), None for the committed runs, or False for none")
-print("survey files:", source.label)
+print("survey files:", relative_path(source.label))
 print("own runs:", relative_path(own) if own else "none")
 
 
