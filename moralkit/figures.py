@@ -70,17 +70,18 @@ def relative_path(path) -> str:
     p = Path(path)
     if not p.is_absolute():
         return p.as_posix()
-    root = project_root().resolve()
-    p = p.resolve()
-    try:
-        return p.relative_to(root).as_posix()
-    except ValueError:
-        pass
-    if root.parent != root.parent.parent:  # the project's parent is not the file-system root
+    # compare both as written (a symlinked ../shared stays beside the project) and with links resolved
+    for root, q in ((Path(os.path.abspath(project_root())), Path(os.path.abspath(p))),
+                    (project_root().resolve(), p.resolve())):
         try:
-            return "../" + p.relative_to(root.parent).as_posix()
+            return q.relative_to(root).as_posix()
         except ValueError:
             pass
+        if root.parent != root.parent.parent:  # the project's parent is not the file-system root
+            try:
+                return "../" + q.relative_to(root.parent).as_posix()
+            except ValueError:
+                pass
     return p.name
 
 
