@@ -10,30 +10,8 @@ conventions that could produce them are defined in :mod:`moralkit.psm.indices`
 test which one reproduces the published (CCEI, alpha) pairs. **The default
 everywhere is the standard convention.**
 
-A convention is a pair ``(coordinates, report)``:
-
-``coordinates`` -- in which coordinates answers are priced, ``E[r, k] = p^r . q^k_?``:
-
-* ``"corner"`` (standard): round ``r``'s effective corner (after the flip rule),
-  ``E[r, k] = p^r . q^k_{o^r}``; ``E[r, r] = 12``; values ``m/12``.
-* ``"origin"``: raw answers, i.e. every corner at the origin (the
-  "consumer-choice" reading, Section 2.2 after Definition 1),
-  ``E[r, k] = p^r . q^k``; own expenditure ``p^r . q^r`` varies by round
-  (an integer in 1..30), so values are fractions ``a/b`` with ``b <= 30``.
-* ``"origin_budget"``: raw answers priced as in ``"origin"``, but the
-  efficiency compares them with the nominal budget 12 instead of the chosen
-  answer's own raw expenditure (``e * 12 >= p^r . q^k``); values ``a/12``.
-* ``"nominal"``: the nominal corner of the round, *ignoring the flip rule*
-  (the flip applied when drawing the options but not in the analysis). In a
-  flipped round the chosen answer costs ``5 * sum(p) - 12 = 18``, so values
-  are ``a/12`` or ``a/18``.
-
-``report`` -- which number is reported:
-
-* ``"e"`` (standard): the critical efficiency ``e* = sup{e : GARP_e}``;
-  1 for data satisfying GARP.
-* ``"1-e"``: ``1 - e*``, Definition 3 read literally ("inf over e with
-  GARP_e of 1 - e"); 0 for data satisfying GARP, larger = *less* consistent.
+A convention is a pair ``(coordinates, report)``; both are defined, with the values each one takes,
+in :mod:`moralkit.psm.indices`.
 
 The random-choice test (Procedure 1) computes ``alpha`` = share of random
 datasets whose reported index is ``>=`` the model's; with ``report="1-e"``
