@@ -56,6 +56,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..atomicfile import atomic_path
 from ..errors import DataError, MoralkitError
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .mapping import map_answer, short_form
@@ -237,14 +238,16 @@ def likelihood_table(rows) -> pd.DataFrame:
 
 
 def write_likelihoods(df: pd.DataFrame, path):
-    """Write a likelihood table as a deterministic ``.csv.gz`` (floats with 17 significant digits)."""
+    """Write a likelihood table as a deterministic ``.csv.gz`` (floats with 17 significant digits).
+
+    The file is written to a temporary name and renamed, so a kill mid-export leaves the previous file intact.
+    """
     from pathlib import Path
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     df = likelihood_table(df.to_dict("records"))
-    df.to_csv(path, index=False, float_format="%.17g", compression={"method": "gzip", "mtime": 0})
-    return path
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, float_format="%.17g", compression={"method": "gzip", "mtime": 0})
+    return Path(path)
 
 
 def read_likelihoods(path) -> pd.DataFrame:
