@@ -166,6 +166,26 @@ def test_after_the_flip_the_ideal_is_outside_every_comprehensive_set(design):
             assert np.array_equal(to_corner(r.options(q0), o), r.options_y)
 
 
+def test_design_arrays_equal_the_rounds_one_by_one():
+    # Design.arrays is the vectorised form of Round.corner / Round.options used by the simulators
+    rng = np.random.default_rng(2)
+    q0s = [None, np.zeros(5, int), np.full(5, 5), *rng.integers(0, 6, size=(30, 5))]
+    for d in (make_design(0), make_design(3, n_options=7)):
+        for q0 in q0s:
+            corners, prices, options, ci, pi, idx = d.arrays(q0)
+            assert np.array_equal(corners, np.stack([r.corner(q0) for r in d]))
+            assert np.array_equal(options, np.stack([r.options(q0) for r in d]))
+            assert np.array_equal(prices, np.stack([r.prices for r in d]))
+            assert np.array_equal(ci, [r.corner_index for r in d])
+            assert np.array_equal(pi, [r.price_index for r in d])
+            assert np.array_equal(idx, [r.index for r in d])
+            assert corners.dtype == options.dtype == np.int64
+    flips = {tuple(d.arrays(q0)[0][0]) for q0 in q0s[1:]}
+    assert len(flips) == 2  # both the nominal and the flipped corner of round 1 occur
+    ci[:] = -1  # the returned arrays are copies: the design's cache is untouched
+    assert d.arrays(None)[3][0] == d[0].corner_index
+
+
 # --------------------------------------------------------------------------- prompts
 
 

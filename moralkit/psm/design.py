@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -177,6 +178,59 @@ class Design:
 
     def __getitem__(self, i) -> Round:
         return self.rounds[i]
+
+    @cached_property
+    def _stacked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        # (options_y (T, n, 5), corner_index, price_index, round index), stacked once per design
+        ys = np.stack([r.options_y for r in self.rounds])
+        ys.setflags(write=False)
+        ci = np.array([r.corner_index for r in self.rounds], dtype=np.int64)
+        pi = np.array([r.price_index for r in self.rounds], dtype=np.int64)
+        idx = np.array([r.index for r in self.rounds], dtype=np.int64)
+        return ys, ci, pi, idx
+
+    def arrays(self, q0=None) -> tuple[np.ndarray, ...]:
+        """Every round at once, for the unconstrained answer ``q0``: the arrays a dataset is built from.
+
+        The same values as :meth:`Round.corner` and :meth:`Round.options` round by round, computed
+        for all rounds in one vectorised step (the simulators call this once per simulated agent).
+
+        Parameters
+        ----------
+        q0 : array_like (5,), optional
+            Round-0 answer deciding the corner flips (:func:`effective_corner`); ``None`` keeps
+            the nominal corners.
+
+        Returns
+        -------
+        corners : ndarray (T, 5)
+            Effective corner of each round.
+        prices : ndarray (T, 5)
+        options : ndarray (T, n, 5)
+            The alternatives as raw answers.
+        corner_index, price_index, round_index : ndarray (T,)
+
+        References
+        ----------
+        Seror (2025), Section 2.2 (corner flip).
+
+        Examples
+        --------
+        >>> d = make_design(0)
+        >>> corners, prices, options, ci, pi, idx = d.arrays(q0=[5, 5, 5, 5, 5])
+        >>> bool((options[7] == d[7].options([5, 5, 5, 5, 5])).all())
+        True
+        """
+        ys, ci, pi, idx = self._stacked
+        nominal = CORNERS[ci]
+        prices = PRICES[pi]
+        if q0 is None:
+            corners = nominal.copy()
+        else:
+            flip = (prices * to_corner(q0, nominal)).sum(axis=1) <= BUDGET
+            corners = np.where(flip[:, None], flip_corner(nominal), nominal)
+        options = np.where(corners[:, None, :] == 0, ys, 5 - ys)
+        return corners, prices, options, ci.copy(), pi.copy(), idx.copy()
 
     def fingerprint(self) -> str:
         """sha256 of all options, to check that two designs are identical."""

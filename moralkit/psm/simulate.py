@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import MoralkitError
 from .dataset import PSMDataset
-from .design import Design, as_design
+from .design import as_design
 
 __all__ = [
     "SIMULATED",
@@ -118,16 +118,6 @@ def random_quadratic_agent(seed=None, *, b_range=(0.5, 4.5), a_concentration: fl
     return QuadraticAgent(a=a, b=b)
 
 
-def _design_arrays(design: Design, q0):
-    corners = np.stack([r.corner(q0) for r in design])
-    prices = np.stack([r.prices for r in design])
-    options = np.stack([r.options(q0) for r in design])
-    ci = np.array([r.corner_index for r in design])
-    pi = np.array([r.price_index for r in design])
-    idx = np.array([r.index for r in design])
-    return corners, prices, options, ci, pi, idx
-
-
 def _check_noise(noise) -> float:
     noise = float(noise)
     if not (noise >= 0 and np.isfinite(noise)):
@@ -183,7 +173,7 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
         raise MoralkitError("agent must be a QuadraticAgent")
     design = as_design(design)
     q0 = agent.best_answer() if q0 is None else np.asarray(q0, dtype=np.int64)
-    corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
+    corners, prices, options, ci, pi, idx = design.arrays(q0)
     chosen = logit_choices(agent.utility(options), noise, rng) + 1
     return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
                       round_index=idx, corner_index=ci, price_index=pi, q0=q0,
@@ -245,7 +235,7 @@ def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=Non
     rng = np.random.default_rng(seed)
     design = as_design(design)
     q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
-    corners, prices, options, ci, pi, idx = _design_arrays(design, q0)
+    corners, prices, options, ci, pi, idx = design.arrays(q0)
     chosen = rng.integers(1, options.shape[1] + 1, size=len(options))
     return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
                       round_index=idx, corner_index=ci, price_index=pi, q0=q0,
