@@ -454,6 +454,72 @@ def test_psm_fast_path_matches_reference_garp(seed):
         assert rp.garp(E, Fraction(23, 24), method="warshall")
 
 
+def _subsets_reference(E, subsets):
+    return [rp.ccei(E[np.ix_(s, s)]) for s in subsets]
+
+
+def test_ccei_subsets_equals_ccei_of_each_restricted_matrix_on_psm_data():
+    # every coordinate system of the convention audit: constant own expenditure 12 (corner,
+    # origin_budget), 12 or 18 (nominal), 1..30 (origin); nested, disjoint and tiny subsets
+    from moralkit.psm.indices import COORDINATES, expenditure_matrix
+
+    rng = np.random.default_rng(3)
+    for i in range(12):
+        ds = simulate_random(make_design(i % 3), seed=i)
+        perm = rng.permutation(160)
+        subsets = [np.sort(perm[:n]) for n in (160, 151, 150, 133, 125, 40, 3, 2, 1, 0)]
+        subsets += [perm[100:], perm[:30], rng.choice(160, 17, replace=False), perm[:60]]  # not nested, unsorted
+        for co in COORDINATES:
+            E = expenditure_matrix(ds, co)
+            got = rp.ccei_subsets(E, subsets)
+            assert got.dtype == np.float64
+            assert got.tolist() == _subsets_reference(E, subsets)
+
+
+@_settings
+@given(consumer_data(min_T=2, max_T=9), st.data())
+def test_ccei_subsets_equals_ccei_on_consumer_data(data, more):
+    # float matrices (sorted ratios) and integer ones (the table of pairs), random subsets
+    P, Q = data
+    E = rp.consumer_expenditure_matrix(P, Q)
+    T = len(E)
+    subsets = [np.array(more.draw(st.lists(st.integers(0, T - 1), unique=True, max_size=T)), dtype=np.int64)
+               for _ in range(more.draw(st.integers(1, 5)))]
+    Ei = np.rint(E).astype(np.int64)
+    for M in (E, Ei) if np.array_equal(Ei, E) else (E,):
+        assert rp.ccei_subsets(M, subsets).tolist() == _subsets_reference(M, subsets)
+
+
+def test_ccei_subsets_integer_paths_agree():
+    # small non-negative integers use the table of pairs; large or negative ones the sorted ratios
+    rng = np.random.default_rng(4)
+    for _ in range(40):
+        T = int(rng.integers(2, 25))
+        E = rng.integers(0, 12, size=(T, T))
+        np.fill_diagonal(E, rng.integers(1, 12, size=T))
+        subsets = [np.sort(rng.choice(T, int(rng.integers(0, T + 1)), replace=False)) for _ in range(4)]
+        ref = _subsets_reference(E, subsets)
+        assert rp.ccei_subsets(E, subsets).tolist() == ref
+        assert rp.ccei_subsets(E * 2000, subsets).tolist() == ref  # above the table: sorted ratios
+        assert rp.ccei_subsets(E.astype(float), subsets).tolist() == ref
+        E2 = E.copy()
+        E2[0, -1] = -3  # a negative cost: sorted ratios, clamped at 0 as in ccei
+        assert rp.ccei_subsets(E2, subsets).tolist() == _subsets_reference(E2, subsets)
+
+
+def test_ccei_subsets_rejects_bad_subsets():
+    E = rp.psm_expenditure_matrix(simulate_random(0, seed=1))
+    with pytest.raises(ValueError, match="repeats an observation"):
+        rp.ccei_subsets(E, [[0, 1, 1]])
+    with pytest.raises(ValueError, match="outside 0..159"):
+        rp.ccei_subsets(E, [[0, 160]])
+    with pytest.raises(ValueError, match="integer observation indices"):
+        rp.ccei_subsets(E, [[0.0, 1.0]])
+    with pytest.raises(ValueError, match="square"):
+        rp.ccei_subsets(E[:3], [[0, 1]])
+    assert rp.ccei_subsets(E, []).shape == (0,)
+
+
 def test_two_product_comparisons_are_exact():
     rng = np.random.default_rng(9)
     a, b, c = rng.uniform(-1e3, 1e3, (3, 2000))

@@ -418,3 +418,165 @@ def scc_labels(R, inc):
                 if low[v] < low[u]:
                     low[u] = low[v]
     return comp
+
+
+
+# =========================================================================== CCEI of many subsets of one matrix
+
+
+@njit(cache=True, nogil=True)
+def ratio_levels(R):
+    """The distinct off-diagonal values ``<= 1`` of ``R`` (sorted) and each entry's rank among them.
+
+    ``levels[r, k]`` is the index of ``R[r, k]`` in ``vals`` (``len(vals)`` for values above 1 and on
+    the diagonal), so ``R[r, k] <= vals[L]`` iff ``levels[r, k] <= L`` for every ``L``.
+    """
+    T = R.shape[0]
+    buf = np.empty(T * T, dtype=np.float64)
+    n = 0
+    for r in range(T):
+        for k in range(T):
+            if k != r and R[r, k] <= 1.0:
+                buf[n] = R[r, k]
+                n += 1
+    srt = np.sort(buf[:n])
+    m = 0
+    for i in range(n):
+        if m == 0 or srt[i] != srt[m - 1]:
+            srt[m] = srt[i]
+            m += 1
+    vals = srt[:m].copy()
+    levels = np.full((T, T), m, dtype=np.int64)
+    for r in range(T):
+        for k in range(T):
+            if k != r and R[r, k] <= 1.0:
+                levels[r, k] = np.searchsorted(vals, R[r, k])
+    return vals, levels
+
+
+@njit(cache=True, nogil=True)
+def int_ratio_levels(E, amax):
+    """:func:`ratio_levels` of ``E[r, k] / E[r, r]`` for an integer ``E`` with entries in ``0..amax``.
+
+    The same floats (``float(E[r, k]) / float(E[r, r])``) and ranks, found through a table of the
+    (numerator, denominator) pairs that occur instead of sorting all ``T^2`` ratios.
+    """
+    T = E.shape[0]
+    seen = np.zeros((amax + 1, amax + 1), dtype=np.bool_)
+    for r in range(T):
+        d = E[r, r]
+        for k in range(T):
+            if k != r and E[r, k] <= d:
+                seen[E[r, k], d] = True
+    na = 0
+    for a in range(amax + 1):
+        for d in range(1, amax + 1):
+            if seen[a, d]:
+                na += 1
+    num = np.empty(na, dtype=np.int64)
+    den = np.empty(na, dtype=np.int64)
+    x = np.empty(na, dtype=np.float64)
+    j = 0
+    for a in range(amax + 1):
+        for d in range(1, amax + 1):
+            if seen[a, d]:
+                num[j] = a
+                den[j] = d
+                x[j] = np.float64(a) / np.float64(d)
+                j += 1
+    order = np.argsort(x)
+    rank = np.zeros((amax + 1, amax + 1), dtype=np.int64)
+    vals = np.empty(na, dtype=np.float64)
+    m = 0
+    for i in range(na):
+        v = x[order[i]]
+        if m == 0 or v != vals[m - 1]:
+            vals[m] = v
+            m += 1
+        rank[num[order[i]], den[order[i]]] = m - 1
+    levels = np.full((T, T), m, dtype=np.int64)
+    for r in range(T):
+        d = E[r, r]
+        for k in range(T):
+            if k != r and E[r, k] <= d:
+                levels[r, k] = rank[E[r, k], d]
+    return vals[:m].copy(), levels
+
+
+@njit(cache=True)
+def build_subset_graph(levels, sub, m, L, adj):
+    """adj <- bitset graph on the subset ``sub[:m]`` (local indices) of the edges with level <= L."""
+    one = np.uint64(1)
+    adj[:] = 0
+    for a in range(m):
+        r = sub[a]
+        for b in range(m):
+            if b != a and levels[r, sub[b]] <= L:
+                adj[a, b >> 6] |= one << np.uint64(b & 63)
+
+
+@njit(cache=True, nogil=True)
+def subset_levels(levels, n_levels, subsets, sizes):
+    """For each subset ``subsets[i, :sizes[i]]`` of observations: the smallest level with a cycle.
+
+    The graph of level ``L`` on a subset has the edges ``a -> b`` (``a != b`` in the subset) with
+    ``levels[a, b] <= L``; returns ``n_levels`` for a subset without a cycle at any level (and for
+    subsets of fewer than two observations). Binary search between two bounds: a subset of the
+    previous subset has a level at least the previous one (its graphs are induced subgraphs), and
+    the cheapest 2-cycle gives a level with a cycle.
+    """
+    T = levels.shape[0]
+    W = max(1, (T + 63) // 64)
+    adj = np.zeros((T, W), dtype=np.uint64)
+    white = np.zeros(W, dtype=np.uint64)
+    onstack = np.zeros(W, dtype=np.uint64)
+    stack = np.zeros(T + 1, dtype=np.int64)
+    prev = np.zeros(T, dtype=np.bool_)  # members of the previous subset
+    out = np.empty(sizes.shape[0], dtype=np.int64)
+    for i in range(sizes.shape[0]):
+        m = sizes[i]
+        sub = subsets[i]
+        lo = 0
+        if i > 0:
+            nested = True
+            for a in range(m):
+                if not prev[sub[a]]:
+                    nested = False
+                    break
+            if nested:
+                lo = out[i - 1]
+            prev[:] = False
+        for a in range(m):
+            prev[sub[a]] = True
+        if m < 2 or n_levels == 0:
+            out[i] = n_levels
+            continue
+        hi = n_levels  # the cheapest 2-cycle: a cycle at level hi
+        for a in range(m):
+            r = sub[a]
+            for b in range(a + 1, m):
+                k = sub[b]
+                v = max(levels[r, k], levels[k, r])
+                if v < hi:
+                    hi = v
+        if hi == n_levels:
+            hi = n_levels - 1
+            build_subset_graph(levels, sub, m, hi, adj)
+            if not has_cycle(adj, m, white, onstack, stack):
+                out[i] = n_levels
+                continue
+        if lo < hi:  # often the previous subset's level still has a cycle
+            build_subset_graph(levels, sub, m, lo, adj)
+            if has_cycle(adj, m, white, onstack, stack):
+                hi = lo
+            else:
+                lo += 1
+        while lo < hi:  # no cycle below lo, a cycle at hi
+            mid = (lo + hi) // 2
+            build_subset_graph(levels, sub, m, mid, adj)
+            if has_cycle(adj, m, white, onstack, stack):
+                hi = mid
+            else:
+                lo = mid + 1
+        out[i] = hi
+    return out

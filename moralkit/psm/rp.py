@@ -89,12 +89,15 @@ from ..errors import MoralkitError
 from ._rp_kernels import (
     candidates,
     has_cycle_dense,
+    int_ratio_levels,
     level_lists_direct,
     min_cycle_threshold,
     psm_levels_batch,
     psm_levels_choices,
+    ratio_levels,
     relation_signs,
     scc_labels,
+    subset_levels,
 )
 from .design import BUDGET
 
@@ -109,6 +112,7 @@ __all__ = [
     "ccei",
     "ccei_exact",
     "ccei_batch",
+    "ccei_subsets",
     "ccei_choices",
     "choice_level_lists",
     "CheckedLevel",
@@ -709,6 +713,74 @@ def ccei_batch(Es) -> np.ndarray:
             L = psm_levels_batch(np.ascontiguousarray(Es, dtype=np.int64), B)
             return np.minimum(L, B) / B
     return np.array([ccei(E) for E in Es], dtype=float)
+
+
+#: Largest integer expenditure for which :func:`ccei_subsets` ranks the ratios through a table of pairs.
+_MAX_TABLE = 1024
+
+
+def ccei_subsets(E, subsets) -> np.ndarray:
+    """CCEI of an expenditure matrix restricted to each of several subsets of its observations.
+
+    ``ccei_subsets(E, subsets)[i] == ccei(E[np.ix_(s, s)])`` for the ``i``-th subset ``s``, computed
+    in one compiled pass: the ratios ``E[r, k] / E[r, r]`` and their ranks are shared by every
+    subset (a subset's ratios are entries of the full matrix), and each subset's CCEI is the
+    smallest ratio level whose graph on the subset has a cycle (the same supremum as :func:`ccei`).
+    The random-choice null of the convention audit takes nested subsets of every simulated
+    respondent (:func:`moralkit.studies.conventions.null_distribution`).
+
+    Parameters
+    ----------
+    E : array_like (T, T)
+        Expenditure matrix, as for :func:`ccei`.
+    subsets : sequence of array_like of int
+        Observation indices (0-based, distinct within a subset) of each subset.
+
+    Returns
+    -------
+    ndarray (len(subsets),) of float
+        The same floats as :func:`ccei` on each restricted matrix.
+
+    References
+    ----------
+    Seror (2025), Section 2.2, Definition 3; Section 2.3 (datasets with missing rounds).
+
+    Examples
+    --------
+    >>> from moralkit.psm.simulate import simulate_random
+    >>> E = psm_expenditure_matrix(simulate_random(0, seed=1))
+    >>> keep = np.arange(0, 160, 2)
+    >>> ccei_subsets(E, [np.arange(160), keep]).tolist() == [ccei(E), ccei(E[np.ix_(keep, keep)])]
+    True
+    """
+    E = validate_expenditure_matrix(E)
+    T = len(E)
+    subs = []
+    for i, s in enumerate(subsets):
+        s = np.asarray(s)
+        if s.ndim != 1 or (s.size and not np.issubdtype(s.dtype, np.integer)):
+            raise MoralkitError(f"subset {i} must be a 1-d array of integer observation indices")
+        s = s.astype(np.int64)
+        if s.size and (s.min() < 0 or s.max() >= T):
+            raise MoralkitError(f"subset {i} has indices outside 0..{T - 1}")
+        if s.size and np.bincount(s, minlength=T).max() > 1:
+            raise MoralkitError(f"subset {i} repeats an observation; give each observation once")
+        subs.append(s)
+    if not subs:
+        return np.empty(0)
+    if np.issubdtype(E.dtype, np.integer) and E.min() >= 0 and E.max() <= _MAX_TABLE:
+        vals, levels = int_ratio_levels(E, int(E.max()))  # small integer expenditures (PSM data)
+    else:
+        vals, levels = ratio_levels(_ratio_matrix(E))
+    n_levels = len(vals)
+    S = np.zeros((len(subs), max(len(s) for s in subs)), dtype=np.int64)
+    for i, s in enumerate(subs):
+        S[i, :len(s)] = s
+    L = subset_levels(levels, n_levels, S, np.array([len(s) for s in subs], dtype=np.int64))
+    found = L < n_levels
+    out = np.ones(len(subs))
+    out[found] = np.maximum(0.0, vals[L[found]])
+    return out
 
 
 def ccei_choices(corners, prices, options, choices, *, budget: int = BUDGET,

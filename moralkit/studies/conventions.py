@@ -144,28 +144,27 @@ def matching_fractions(x: float, max_den: int = 30, decimals: int = 3) -> list[F
 # --------------------------------------------------------------------------- null distribution
 
 
-def _indices_for_rows(E_full, keep_sets):
-    # the exact e* recovered from the nearest float (see exact_ratio), ~20x faster than rp.ccei_exact here
-    return [exact_ratio(rp.ccei(E_full[np.ix_(keep, keep)])) for keep in keep_sets]
-
-
 def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
     """Rows of :func:`null_distribution` for the replicates ``idx`` (each with its own SeedSequence)."""
     from ..psm.simulate import simulate_random
 
     rows = []
+    exact = {}  # float e* -> (e*, 1 - e*) as floats of the exact fractions (see exact_ratio)
     for i, ss in zip(idx, seeds):
         rng = np.random.default_rng(ss)
         ds = simulate_random(designs[i % len(designs)], seed=rng, model=f"sim-random-{i}", q0=q0)
         perm = rng.permutation(ds.n_rounds)
         keeps = [np.sort(perm[:n]) for n in n_obs]
         for co in coords:
-            E = expenditure_matrix(ds, co)
-            es = _indices_for_rows(E, keeps)
-            for n, e in zip(n_obs, es):
+            # every nested subset from one pass over the respondent's expenditure matrix
+            for n, x in zip(n_obs, rp.ccei_subsets(expenditure_matrix(ds, co), keeps)):
+                if x not in exact:
+                    e = exact_ratio(x)
+                    exact[x] = (float(e), float(1 - e))
+                e, one_minus = exact[x]
                 for c in convs:
                     if c.coordinates == co:
-                        rows.append((i, n, c.name, float(e), float(e if c.report == "e" else 1 - e)))
+                        rows.append((i, n, c.name, e, e if c.report == "e" else one_minus))
     return rows
 
 
