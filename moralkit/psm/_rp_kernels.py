@@ -180,6 +180,8 @@ def level_lists_direct(A, b, options, n_levels, budget):
     alternative off the budget (``k = -1`` if none).
     """
     T, n = options.shape[0], options.shape[1]
+    At = np.ascontiguousarray(A.T)  # one contiguous row per statement: the cost loop over r vectorises
+    a0, a1, a2, a3, a4 = At[0], At[1], At[2], At[3], At[4]
     start = np.empty((T, n, n_levels + 1), dtype=np.int64)
     rows = np.empty(T * max(T - 1, 0) * n, dtype=np.int32)
     vbuf = np.empty(T, dtype=np.int64)
@@ -193,21 +195,18 @@ def level_lists_direct(A, b, options, n_levels, budget):
             q2 = options[k, j, 2]
             q3 = options[k, j, 3]
             q4 = options[k, j, 4]
+            for r in range(T):
+                v = b[r] + a0[r] * q0 + a1[r] * q1 + a2[r] * q2 + a3[r] * q3 + a4[r] * q4
+                vbuf[r] = min(max(v, 0), n_levels)
+            own = b[k] + a0[k] * q0 + a1[k] * q1 + a2[k] * q2 + a3[k] * q3 + a4[k] * q4
+            if own != budget and bad[0] < 0:
+                bad[0] = k
+                bad[1] = j
+                bad[2] = own
+            vbuf[k] = n_levels  # no self-loop
             cnt[:] = 0
             for r in range(T):
-                v = b[r] + A[r, 0] * q0 + A[r, 1] * q1 + A[r, 2] * q2 + A[r, 3] * q3 + A[r, 4] * q4
-                if r == k:
-                    if v != budget and bad[0] < 0:
-                        bad[0] = k
-                        bad[1] = j
-                        bad[2] = v
-                    v = n_levels
-                elif v < 0:
-                    v = 0
-                elif v > n_levels:
-                    v = n_levels
-                vbuf[r] = v
-                cnt[v] += 1
+                cnt[vbuf[r]] += 1
             acc = pos
             for L in range(n_levels):
                 start[k, j, L] = acc
