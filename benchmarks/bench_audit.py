@@ -1,18 +1,32 @@
-"""Benchmark: the two changes that make notebook 06_audit cheaper, each against the way it was done before,
-measured in one run on the same machine load. Every agent is SIMULATED.
+"""Benchmark: notebook 06_audit's heavy cells before and after the changes that made them cheaper,
+measured in one run (CPU seconds of this process, ``time.process_time``, so other load on the machine
+does not count). Every agent is SIMULATED.
+
+Earlier changes, each timed against the way it was done before:
 
 1. Power study (Procedure 1 on quadratic agents at several noise levels). An agent sees the same option
-   sets at every noise level, so its random-choice null is the same: it is now drawn once
+   sets at every noise level, so its random-choice null is the same: it is drawn once
    (``rationality.retest``) instead of once per noise level (``random_choice_tests`` per level).
-2. Convention audit (null distributions of e* outside corner coordinates). e* was computed with
-   ``rp.ccei_exact`` (a Fraction refinement); it is now the float of ``rp.ccei`` turned back into the exact
-   fraction (``conventions.exact_ratio``).
+2. Convention audit: e* outside corner coordinates was computed with ``rp.ccei_exact`` (a Fraction
+   refinement); it is the float of ``rp.ccei`` turned back into the exact fraction
+   (``conventions.exact_ratio``).
 
-Both give bit-identical results (checked here too).
+The changes timed cell by cell here (the old implementations live only in this file, patched in for the
+"before" runs):
+
+3. ``Design.arrays``: every round's corners and raw options for a round-0 answer in one vectorised step
+   (the simulators built them round by round with ``Round.corner`` / ``Round.options``).
+4. ``rp.ccei_subsets``: the convention audit's null takes nested subsets of every simulated respondent;
+   their CCEIs come from one compiled pass over the respondent's expenditure matrix (each subset was
+   copied out with ``np.ix_`` and given to ``rp.ccei``, which ranked all its ratios again).
+5. ``level_lists_direct`` (the random-choice test's level lists): a vectorised cost loop.
+
+Every cell's output is compared before/after (identical DataFrames).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_audit.py [--agents 30] [--levels 8] [--null 40]
+    .venv/bin/python benchmarks/bench_audit.py            # the notebook's full sizes (~1.5 min CPU)
+    .venv/bin/python benchmarks/bench_audit.py --scale 0.2 --cells power,convention_audit
 
 The last line printed is one JSON object with the times and the speed-up ratios.
 """
@@ -20,16 +34,149 @@ The last line printed is one JSON object with the times and the speed-up ratios.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 
 import numpy as np
+from numba import njit
 
 from moralkit.psm import rp
-from moralkit.psm.design import make_design
+from moralkit.psm.design import Design, make_design
 from moralkit.psm.rationality import random_choice_tests, retest
+from moralkit.psm.reference import published_table1
 from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
+from moralkit.studies import audit
 from moralkit.studies.conventions import exact_ratio, expenditure_matrix
+
+# --------------------------------------------------------------------------- the old implementations
+
+
+def _old_arrays(self, q0=None):
+    """Design.arrays as the simulators computed it before: round by round."""
+    corners = np.stack([r.corner(q0) for r in self])
+    prices = np.stack([r.prices for r in self])
+    options = np.stack([r.options(q0) for r in self])
+    ci = np.array([r.corner_index for r in self])
+    pi = np.array([r.price_index for r in self])
+    idx = np.array([r.index for r in self])
+    return corners, prices, options, ci, pi, idx
+
+
+def _old_ccei_subsets(E, subsets):
+    """rp.ccei_subsets as computed before: each restricted matrix copied out and given to rp.ccei."""
+    return np.array([rp.ccei(E[np.ix_(s, s)]) for s in subsets])
+
+
+@njit(cache=False, nogil=True)
+def _old_level_lists_direct(A, b, options, n_levels, budget):
+    T, n = options.shape[0], options.shape[1]
+    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
+    rows = np.empty(T * max(T - 1, 0) * n, dtype=np.int32)
+    vbuf = np.empty(T, dtype=np.int64)
+    cnt = np.zeros(n_levels + 1, dtype=np.int64)
+    bad = np.full(3, -1, dtype=np.int64)
+    pos = 0
+    for k in range(T):
+        for j in range(n):
+            q0 = options[k, j, 0]
+            q1 = options[k, j, 1]
+            q2 = options[k, j, 2]
+            q3 = options[k, j, 3]
+            q4 = options[k, j, 4]
+            cnt[:] = 0
+            for r in range(T):
+                v = b[r] + A[r, 0] * q0 + A[r, 1] * q1 + A[r, 2] * q2 + A[r, 3] * q3 + A[r, 4] * q4
+                if r == k:
+                    if v != budget and bad[0] < 0:
+                        bad[0] = k
+                        bad[1] = j
+                        bad[2] = v
+                    v = n_levels
+                elif v < 0:
+                    v = 0
+                elif v > n_levels:
+                    v = n_levels
+                vbuf[r] = v
+                cnt[v] += 1
+            acc = pos
+            for L in range(n_levels):
+                start[k, j, L] = acc
+                c = cnt[L]
+                cnt[L] = acc
+                acc += c
+            start[k, j, n_levels] = acc
+            for r in range(T):
+                v = vbuf[r]
+                if v < n_levels:
+                    rows[cnt[v]] = r
+                    cnt[v] += 1
+            pos = acc
+    return start, rows[:pos], bad
+
+
+@contextlib.contextmanager
+def old_implementations():
+    saved = (Design.arrays, rp.ccei_subsets, rp.level_lists_direct)
+    Design.arrays, rp.ccei_subsets, rp.level_lists_direct = _old_arrays, _old_ccei_subsets, _old_level_lists_direct
+    try:
+        yield
+    finally:
+        Design.arrays, rp.ccei_subsets, rp.level_lists_direct = saved
+
+
+# --------------------------------------------------------------------------- notebook 06's heavy cells
+
+
+def cells(scale: float):
+    def n(x, lo=2):
+        return max(lo, int(round(x * scale)))
+
+    t1 = published_table1()
+    return {
+        "power": lambda: audit.power_study([0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0], n_agents=n(100),
+                                           n_random=n(200), n_datasets=1000, seed=0),
+        "convention_audit": lambda: audit.convention_audit(t1, n_datasets=n(1000), seed=0),
+        "alpha_envelope": lambda: audit.alpha_envelope(t1, n_datasets=n(150), seed=0),
+        "rational_agents": lambda: audit.rational_agent_indices(n_agents=n(100), seed=0),
+        "nlls_cross_forms": lambda: audit.nlls_cross_forms(n_agents=n(40), seed=0),
+        "nlls_recovery": lambda: audit.nlls_recovery(n_agents=n(40), noise_levels=(0.0, 0.3), seed=0),
+        "partition_recovery": lambda: audit.partition_recovery(
+            rhos=(5, 10, 20), es=(0.2, 0.333, 0.5, 0.667, 0.8, 0.9, 1.0), T=n(200), seed=0),
+    }
+
+
+def _same(a, b):
+    if isinstance(a, tuple):
+        return all(_same(x, y) for x, y in zip(a, b))
+    return a.equals(b)
+
+
+def _cpu(f):
+    t0 = time.process_time()
+    out = f()
+    return time.process_time() - t0, out
+
+
+def bench_cells(names, scale):
+    cs = cells(scale)
+    with old_implementations():  # compile / warm both paths before timing
+        audit.convention_audit(published_table1(), n_datasets=2, seed=0)
+        random_choice_tests({"sim-r": simulate_random(0, seed=0, model="sim-r")}, n_datasets=10)
+    audit.convention_audit(published_table1(), n_datasets=2, seed=0)
+    random_choice_tests({"sim-r": simulate_random(0, seed=0, model="sim-r")}, n_datasets=10)
+    res = {}
+    for name in names:
+        with old_implementations():
+            t_old, old = _cpu(cs[name])
+        t_new, new = _cpu(cs[name])
+        res[name] = (t_old, t_new, _same(old, new))
+        print(f"{name:20s} before {t_old:6.2f} s CPU, after {t_new:6.2f} s CPU ({t_old / t_new:4.1f}x); "
+              f"identical: {res[name][2]}", flush=True)
+    return res
+
+
+# --------------------------------------------------------------------------- the earlier changes
 
 
 def power(n_agents, n_levels, n_datasets):
@@ -38,13 +185,13 @@ def power(n_agents, n_levels, n_datasets):
     levels = np.geomspace(0.1, 5, n_levels)
     data = [{f"sim-quadratic-{i}": simulate_quadratic(ag, d, noise=s, seed=100 * i + j, model=f"sim-quadratic-{i}")
              for i, ag in enumerate(agents)} for j, s in enumerate(levels)]
-    t0 = time.perf_counter()
-    old = [random_choice_tests(x, n_datasets=n_datasets, seed=1) for x in data]
-    t_old = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    first = random_choice_tests(data[0], n_datasets=n_datasets, seed=1)
-    new = [first] + [{k: retest(first[k], ds) for k, ds in x.items()} for x in data[1:]]
-    t_new = time.perf_counter() - t0
+    t_old, old = _cpu(lambda: [random_choice_tests(x, n_datasets=n_datasets, seed=1) for x in data])
+
+    def shared():
+        first = random_choice_tests(data[0], n_datasets=n_datasets, seed=1)
+        return [first] + [{k: retest(first[k], ds) for k, ds in x.items()} for x in data[1:]]
+
+    t_new, new = _cpu(shared)
     same = all((o[k].ccei, o[k].alpha) == (n[k].ccei, n[k].alpha) for o, n in zip(old, new) for k in o)
     return t_old, t_new, same
 
@@ -52,31 +199,39 @@ def power(n_agents, n_levels, n_datasets):
 def conventions_null(n):
     d = make_design(0)
     Es = [expenditure_matrix(simulate_random(d, seed=i, model=f"sim-random-{i}"), "origin") for i in range(n)]
-    t0 = time.perf_counter()
-    old = [rp.ccei_exact(E) for E in Es]
-    t_old = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    new = [exact_ratio(rp.ccei(E)) for E in Es]
-    t_new = time.perf_counter() - t0
+    t_old, old = _cpu(lambda: [rp.ccei_exact(E) for E in Es])
+    t_new, new = _cpu(lambda: [exact_ratio(rp.ccei(E)) for E in Es])
     return t_old, t_new, old == new
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="sample sizes relative to the notebook's full run")
+    ap.add_argument("--cells", default=",".join(cells(1.0)), help="comma-separated cells of notebook 06")
     ap.add_argument("--agents", type=int, default=30)
     ap.add_argument("--levels", type=int, default=8)
     ap.add_argument("--datasets", type=int, default=1000)
     ap.add_argument("--null", type=int, default=40)
     a = ap.parse_args()
+    out = {}
+    names = [c for c in a.cells.split(",") if c]
+    if names:
+        res = bench_cells(names, a.scale)
+        t_old, t_new = sum(r[0] for r in res.values()), sum(r[1] for r in res.values())
+        print(f"{'all cells above':20s} before {t_old:6.2f} s CPU, after {t_new:6.2f} s CPU ({t_old / t_new:4.1f}x)")
+        out["cells"] = {k: {"before_cpu_s": r[0], "after_cpu_s": r[1], "speedup": r[0] / r[1], "identical": r[2]}
+                        for k, r in res.items()}
+        out["cells_total"] = {"before_cpu_s": t_old, "after_cpu_s": t_new, "speedup": t_old / t_new}
     p_old, p_new, p_same = power(a.agents, a.levels, a.datasets)
     print(f"power study, {a.agents} agents x {a.levels} noise levels x {a.datasets} random datasets: "
           f"null per level {p_old:.2f} s, shared null {p_new:.2f} s ({p_old / p_new:.1f}x); identical: {p_same}")
     c_old, c_new, c_same = conventions_null(a.null)
     print(f"e* in origin coordinates, {a.null} random respondents: ccei_exact {c_old:.2f} s, "
           f"ccei + exact_ratio {c_new:.2f} s ({c_old / c_new:.1f}x); identical: {c_same}")
-    print(json.dumps({"power_old_s": p_old, "power_new_s": p_new, "power_speedup": p_old / p_new,
-                      "power_identical": p_same, "convention_old_s": c_old, "convention_new_s": c_new,
-                      "convention_speedup": c_old / c_new, "convention_identical": c_same}))
+    out.update({"power_old_s": p_old, "power_new_s": p_new, "power_speedup": p_old / p_new,
+                "power_identical": p_same, "convention_old_s": c_old, "convention_new_s": c_new,
+                "convention_speedup": c_old / c_new, "convention_identical": c_same})
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

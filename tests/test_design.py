@@ -166,6 +166,16 @@ def test_after_the_flip_the_ideal_is_outside_every_comprehensive_set(design):
             assert np.array_equal(to_corner(r.options(q0), o), r.options_y)
 
 
+def test_make_design_shares_one_immutable_design_per_seed():
+    d = make_design(5)
+    assert make_design(np.int64(5)) is d and make_design(5, n_options=100) is d
+    assert make_design(5, n_options=99) is not d and make_design(6) is not d
+    with pytest.raises(ValueError):
+        d[0].options_y[0, 0] = 1  # read-only: sharing the object cannot leak a change
+    with pytest.raises(ValueError, match="integer in 1..521"):
+        make_design(0, n_options=100.0)
+
+
 def test_design_arrays_equal_the_rounds_one_by_one():
     # Design.arrays is the vectorised form of Round.corner / Round.options used by the simulators
     rng = np.random.default_rng(2)

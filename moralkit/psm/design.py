@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -270,9 +270,21 @@ def make_design(seed: int = 0, n_options: int = N_OPTIONS) -> Design:
     """
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
+    n_max = _max_options()
+    if not isinstance(n_options, (int, np.integer)) or not 1 <= n_options <= n_max:
+        raise MoralkitError(f"n_options must be an integer in 1..{n_max}, got {n_options!r}")
+    return _cached_design(int(seed), int(n_options))
+
+
+@lru_cache(maxsize=1)
+def _max_options() -> int:
+    return min(len(budget_set(p)) for p in PRICES)
+
+
+@lru_cache(maxsize=32)
+def _cached_design(seed: int, n_options: int) -> Design:
+    # a Design is immutable (frozen rounds, read-only options), so one object serves every caller
     sets = [budget_set(p) for p in PRICES]
-    if not 1 <= n_options <= min(len(s) for s in sets):
-        raise MoralkitError(f"n_options must be in 1..{min(len(s) for s in sets)}, got {n_options}")
     children = np.random.SeedSequence(int(seed)).spawn(len(CORNERS) * len(PRICES))
     rounds = []
     for ci in range(len(CORNERS)):
