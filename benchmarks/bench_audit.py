@@ -20,6 +20,8 @@ The changes timed cell by cell here (the old implementations live only in this f
    their CCEIs come from one compiled pass over the respondent's expenditure matrix (each subset was
    copied out with ``np.ix_`` and given to ``rp.ccei``, which ranked all its ratios again).
 5. ``level_lists_direct`` (the random-choice test's level lists): a vectorised cost loop.
+6. ``make_design``: one shared (immutable) design per seed; the audit rebuilt the same ten designs
+   for every null.
 
 Every cell's output is compared before/after (identical DataFrames).
 
@@ -41,6 +43,7 @@ import time
 import numpy as np
 from numba import njit
 
+from moralkit.psm import design as design_module
 from moralkit.psm import rp
 from moralkit.psm.design import Design, make_design
 from moralkit.psm.rationality import random_choice_tests, retest
@@ -117,12 +120,13 @@ def _old_level_lists_direct(A, b, options, n_levels, budget):
 
 @contextlib.contextmanager
 def old_implementations():
-    saved = (Design.arrays, rp.ccei_subsets, rp.level_lists_direct)
+    saved = (Design.arrays, rp.ccei_subsets, rp.level_lists_direct, design_module._cached_design)
     Design.arrays, rp.ccei_subsets, rp.level_lists_direct = _old_arrays, _old_ccei_subsets, _old_level_lists_direct
+    design_module._cached_design = saved[3].__wrapped__  # make_design built a new design on every call
     try:
         yield
     finally:
-        Design.arrays, rp.ccei_subsets, rp.level_lists_direct = saved
+        Design.arrays, rp.ccei_subsets, rp.level_lists_direct, design_module._cached_design = saved
 
 
 # --------------------------------------------------------------------------- notebook 06's heavy cells
