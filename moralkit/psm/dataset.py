@@ -41,7 +41,7 @@ import pandas as pd
 
 from ..atomicfile import atomic_path
 from ..errors import DataError
-from .design import BUDGET, CORNERS, PRICES, to_corner
+from .design import BUDGET, CORNERS, PRICES
 
 __all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset", "model_key"]
 
@@ -189,7 +189,10 @@ def validate_dataset(ds: PSMDataset) -> None:
     if ds.q0 is not None and (ds.q0.shape != (5,) or ds.q0.min() < 0 or ds.q0.max() > 5):
         raise DataError(f"{ds.model}: q0 must be five answers on the 0-5 scale")
     if T:
-        cost = np.einsum("ts,tns->tn", ds.prices, to_corner(ds.options, ds.corners[:, None, :]))
+        # p . |q - o| = A . q + b for answers q in 0..5 and corners o in {0, 5}^5 (both checked above)
+        A = ds.prices * np.where(ds.corners == 0, 1, -1)
+        b = (ds.prices * (ds.corners == 5)).sum(1) * 5
+        cost = np.matmul(ds.options, A[:, :, None])[..., 0] + b[:, None]
         bad = np.argwhere(cost != BUDGET)
         if len(bad):
             t, n = bad[0]

@@ -384,8 +384,9 @@ def retest(result: RandomChoiceResult, dataset: PSMDataset) -> RandomChoiceResul
 
 def _option_key(v: PSMDataset) -> str:
     h = hashlib.sha256()
-    for a in (v.round_index, v.corners, v.prices, v.options):
+    for a in (v.round_index, v.corners, v.prices, v.options.shape):
         h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(v.options, dtype=np.uint8).tobytes())  # answers 0..5 (validated): one byte each
     return h.hexdigest()
 
 

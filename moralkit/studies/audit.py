@@ -111,6 +111,7 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
     s_agents, s_noise, s_random, s_test = ss.spawn(4)
     agent_rngs = [np.random.default_rng(c) for c in s_agents.spawn(int(n_agents))]
     agents = [random_quadratic_agent(r) for r in agent_rngs]
+    q0s = [ag.best_answer() for ag in agents]  # each agent's round-0 answer, the same at every noise level
     dz = _designs(designs, max(int(n_agents), int(n_random), 1))
     rows = []
     test_seed = int(s_test.generate_state(1)[0] % (2**31))
@@ -126,7 +127,7 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
         data = {}
         for i, ag in enumerate(agents):
             name = f"sim-quadratic-{i}"
-            data[name] = simulate_quadratic(ag, dz[i], noise=noise, seed=rngs[i], model=name)
+            data[name] = simulate_quadratic(ag, dz[i], noise=noise, seed=rngs[i], model=name, q0=q0s[i])
         if first is None:
             res = first = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs) if data else {}
         else:
