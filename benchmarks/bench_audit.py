@@ -22,6 +22,8 @@ The changes timed cell by cell here (the old implementations live only in this f
 5. ``level_lists_direct`` (the random-choice test's level lists): a vectorised cost loop.
 6. ``make_design``: one shared (immutable) design per seed; the audit rebuilt the same ten designs
    for every null.
+7. ``validate_dataset``'s budget check through the affine form of the costs, and the option-set key of ``retest`` hashing answers as
+   bytes. (``power_study`` computing each agent's round-0 answer once is in both runs.)
 
 Every cell's output is compared before/after (identical DataFrames).
 
@@ -37,13 +39,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import time
 
 import numpy as np
 from numba import njit
 
+from moralkit.psm import dataset as dataset_module
 from moralkit.psm import design as design_module
+from moralkit.psm import rationality as rationality_module
 from moralkit.psm import rp
 from moralkit.psm.design import Design, make_design
 from moralkit.psm.rationality import random_choice_tests, retest
@@ -118,15 +123,65 @@ def _old_level_lists_direct(A, b, options, n_levels, budget):
     return start, rows[:pos], bad
 
 
+def _old_validate_dataset(ds):
+    """validate_dataset as before: the budget checked by an einsum over the answers in corner coordinates."""
+    T = len(ds.chosen)
+    if ds.corners.shape != (T, 5):
+        raise dataset_module.DataError(f"{ds.model}: corners must have shape ({T}, 5), got {ds.corners.shape}")
+    if ds.prices.shape != (T, 5):
+        raise dataset_module.DataError(f"{ds.model}: prices must have shape ({T}, 5), got {ds.prices.shape}")
+    if ds.options.ndim != 3 or ds.options.shape[0] != T or ds.options.shape[2] != 5:
+        raise dataset_module.DataError(f"{ds.model}: options must have shape ({T}, n_options, 5), got {ds.options.shape}")
+    if not np.isin(ds.corners, (0, 5)).all():
+        raise dataset_module.DataError(f"{ds.model}: corners must have entries 0 or 5 (vertices of {{0..5}}^5)")
+    if (ds.prices <= 0).any():
+        raise dataset_module.DataError(f"{ds.model}: prices must be positive")
+    if ds.options.size and (ds.options.min() < 0 or ds.options.max() > 5):
+        raise dataset_module.DataError(f"{ds.model}: answers must be integers on the 0-5 scale")
+    n_opt = ds.options.shape[1]
+    if ((ds.chosen < 0) | (ds.chosen > n_opt)).any():
+        raise dataset_module.DataError(f"{ds.model}: chosen option numbers must be 1..{n_opt} (0 = missing round)")
+    if ds.q0 is not None and (ds.q0.shape != (5,) or ds.q0.min() < 0 or ds.q0.max() > 5):
+        raise dataset_module.DataError(f"{ds.model}: q0 must be five answers on the 0-5 scale")
+    if T:
+        cost = np.einsum("ts,tns->tn", ds.prices, design_module.to_corner(ds.options, ds.corners[:, None, :]))
+        bad = np.argwhere(cost != design_module.BUDGET)
+        if len(bad):
+            t, n = bad[0]
+            raise dataset_module.DataError(
+                f"{ds.model}: option {n + 1} of round {ds.round_index[t]} is off the budget: "
+                f"p . q_o = {cost[t, n]}, expected {design_module.BUDGET}; every alternative must satisfy eq. (1) "
+                "in the round's corner coordinates"
+            )
+
+
+def _old_option_key(v):
+    h = hashlib.sha256()
+    for a in (v.round_index, v.corners, v.prices, v.options):
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+_PATCHES = [  # (object, attribute, old implementation or a function of the current one)
+    (Design, "arrays", _old_arrays),
+    (rp, "ccei_subsets", _old_ccei_subsets),
+    (rp, "level_lists_direct", _old_level_lists_direct),
+    (design_module, "_cached_design", lambda cur: cur.__wrapped__),  # make_design rebuilt designs every call
+    (dataset_module, "validate_dataset", _old_validate_dataset),
+    (rationality_module, "_option_key", _old_option_key),
+]
+
+
 @contextlib.contextmanager
 def old_implementations():
-    saved = (Design.arrays, rp.ccei_subsets, rp.level_lists_direct, design_module._cached_design)
-    Design.arrays, rp.ccei_subsets, rp.level_lists_direct = _old_arrays, _old_ccei_subsets, _old_level_lists_direct
-    design_module._cached_design = saved[3].__wrapped__  # make_design built a new design on every call
+    saved = [getattr(obj, name) for obj, name, _ in _PATCHES]
+    for (obj, name, old), cur in zip(_PATCHES, saved):
+        setattr(obj, name, old(cur) if name == "_cached_design" else old)
     try:
         yield
     finally:
-        Design.arrays, rp.ccei_subsets, rp.level_lists_direct, design_module._cached_design = saved
+        for (obj, name, _), cur in zip(_PATCHES, saved):
+            setattr(obj, name, cur)
 
 
 # --------------------------------------------------------------------------- notebook 06's heavy cells

@@ -166,6 +166,30 @@ def test_after_the_flip_the_ideal_is_outside_every_comprehensive_set(design):
             assert np.array_equal(to_corner(r.options(q0), o), r.options_y)
 
 
+def test_budget_check_names_the_first_option_off_the_budget():
+    # validate_dataset prices answers through the affine form A . q + b of p . |q - o|; the error must
+    # name the first (round, option) whose cost p . q_o (eq. (1)) is not 12, with that cost
+    rng = np.random.default_rng(8)
+    d = make_design(0)
+    for _ in range(30):
+        corners, prices, options, ci, pi, idx = d.arrays(rng.integers(0, 6, 5))
+        options = options.copy()
+        if rng.random() < 0.8:
+            t, n = int(rng.integers(160)), int(rng.integers(100))
+            options[t, n] = rng.integers(0, 6, 5)
+        cost = np.einsum("ts,tns->tn", prices, to_corner(options, corners[:, None, :]))
+        bad = np.argwhere(cost != BUDGET)
+        kw = dict(model="sim-x", corners=corners, prices=prices, options=options, chosen=np.ones(160, int),
+                  round_index=idx)
+        if len(bad):
+            t, n = bad[0]
+            with pytest.raises(ValueError, match=rf"option {n + 1} of round {idx[t]} is off the budget: "
+                                                 rf"p \. q_o = {cost[t, n]},"):
+                PSMDataset(**kw)
+        else:
+            PSMDataset(**kw)
+
+
 def test_make_design_shares_one_immutable_design_per_seed():
     d = make_design(5)
     assert make_design(np.int64(5)) is d and make_design(5, n_options=100) is d
