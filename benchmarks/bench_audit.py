@@ -19,7 +19,8 @@ The changes timed cell by cell here (the old implementations live only in this f
 4. ``rp.ccei_subsets``: the convention audit's null takes nested subsets of every simulated respondent;
    their CCEIs come from one compiled pass over the respondent's expenditure matrix (each subset was
    copied out with ``np.ix_`` and given to ``rp.ccei``, which ranked all its ratios again).
-5. ``level_lists_direct`` (the random-choice test's level lists): a vectorised cost loop.
+5. ``level_lists_direct`` (the random-choice test's level lists): one list per distinct raw answer
+   (about 40 % of a design's options), shared by the options that have it, and a vectorised cost loop.
 6. ``make_design``: one shared (immutable) design per seed; the audit rebuilt the same ten designs
    for every null.
 7. ``validate_dataset``'s budget check through the affine form of the costs, and the option-set key of ``retest`` hashing answers as

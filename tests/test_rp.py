@@ -191,6 +191,31 @@ def test_option_expenditures_and_batched_paths():
     assert np.array_equal(rp.ccei_batch(Es[:3].astype(float)), m[:3] / 12)
 
 
+def test_choice_level_lists_match_the_option_expenditures():
+    # rows[start[k, j, L]:start[k, j, L + 1]] = the rounds r != k where option j of round k costs L,
+    # increasing (options with the same raw answer share one list)
+    rng = np.random.default_rng(6)
+    for seed in range(3):
+        ds = simulate_random(make_design(seed), seed=seed).valid()
+        keep = np.sort(rng.choice(160, 40, replace=False)) if seed == 2 else np.arange(160)
+        corners, prices, options = ds.corners[keep], ds.prices[keep], ds.options[keep]
+        V = rp.option_expenditures(corners, prices, options)  # V[r, k, j]
+        start, rows = rp.choice_level_lists(corners, prices, options, BUDGET)
+        T = len(keep)
+        assert start.shape == (T, 100, BUDGET + 1)
+        for k in range(T):
+            for j in range(100):
+                lv = np.clip(V[:, k, j], 0, BUDGET)
+                lv[k] = BUDGET
+                for L in range(BUDGET):
+                    assert rows[start[k, j, L]:start[k, j, L + 1]].tolist() == np.nonzero(lv == L)[0].tolist()
+    bad = options.copy()
+    bad[5, 7] = [5, 5, 5, 5, 5] if (bad[5, 7] != 5).any() else [0, 0, 0, 0, 0]
+    bad[9, 2] = bad[5, 7]
+    with pytest.raises(ValueError, match="option 8 of round 5 is off the budget"):
+        rp.choice_level_lists(corners, prices, bad, BUDGET)
+
+
 def test_dataset_entry_point_excludes_missing_rounds():
     ds = simulate_random(0, seed=6)
     chosen = ds.chosen.copy()

@@ -171,55 +171,89 @@ def level_lists_direct(A, b, options, n_levels, budget):
 
     For round ``k`` and option ``j``, ``rows[start[k, j, L]:start[k, j, L + 1]]`` lists the
     rounds ``r != k`` at which option ``j`` of round ``k`` costs ``L`` (levels ``< n_levels``;
-    negative values count as level 0). Only about a quarter of all entries are below the PSM
-    budget, and far fewer below typical CCEI levels. The package's one level-list kernel.
+    negative values count as level 0), in increasing order. Only about a quarter of all entries
+    are below the PSM budget, and far fewer below typical CCEI levels. The package's one
+    level-list kernel.
 
     ``p^r . |q - o^r| = A[r] . q + b[r]`` with ``A[r] = p^r * (+1 where o^r = 0, -1
     where o^r = 5)`` and ``b[r] = 5 * sum of p^r over the statements where o^r = 5``.
-    Returns ``(start, rows, bad)`` where ``bad = (k, j, cost)`` locates the first
-    alternative off the budget (``k = -1`` if none).
+    The costs depend on the raw answer ``q`` only, so options with the same raw answer (about
+    60 % of a design's) share one list; a round never lists itself because its own options cost
+    the budget and ``n_levels <= budget`` (an option off the budget is reported, and its lists are
+    then meaningless). Returns ``(start, rows, bad)`` where ``bad = (k, j, cost)`` locates the
+    first alternative off the budget (``k = -1`` if none).
     """
     T, n = options.shape[0], options.shape[1]
     At = np.ascontiguousarray(A.T)  # one contiguous row per statement: the cost loop over r vectorises
     a0, a1, a2, a3, a4 = At[0], At[1], At[2], At[3], At[4]
-    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
-    rows = np.empty(T * max(T - 1, 0) * n, dtype=np.int32)
-    vbuf = np.empty(T, dtype=np.int64)
-    cnt = np.zeros(n_levels + 1, dtype=np.int64)
     bad = np.full(3, -1, dtype=np.int64)
-    pos = 0
+    # one id per distinct raw answer (answers 0..5: a base-6 code; anything else gets its own id)
+    first = np.full(6 ** 5, -1, dtype=np.int64)
+    uid = np.empty((T, n), dtype=np.int64)
+    reps = np.empty((T * n, 5), dtype=np.int64)
+    n_u = 0
     for k in range(T):
         for j in range(n):
-            q0 = options[k, j, 0]
-            q1 = options[k, j, 1]
-            q2 = options[k, j, 2]
-            q3 = options[k, j, 3]
-            q4 = options[k, j, 4]
-            for r in range(T):
-                v = b[r] + a0[r] * q0 + a1[r] * q1 + a2[r] * q2 + a3[r] * q3 + a4[r] * q4
-                vbuf[r] = min(max(v, 0), n_levels)
-            own = b[k] + a0[k] * q0 + a1[k] * q1 + a2[k] * q2 + a3[k] * q3 + a4[k] * q4
+            code = 0
+            ok = True
+            for s in range(4, -1, -1):
+                q = options[k, j, s]
+                if q < 0 or q > 5:
+                    ok = False
+                code = code * 6 + q
+            if ok and first[code] >= 0:
+                uid[k, j] = first[code]
+                continue
+            if ok:
+                first[code] = n_u
+            for s in range(5):
+                reps[n_u, s] = options[k, j, s]
+            uid[k, j] = n_u
+            n_u += 1
+    # level lists of every distinct answer
+    ustart = np.empty((n_u, n_levels + 1), dtype=np.int64)
+    rows = np.empty(n_u * T, dtype=np.int32)
+    vbuf = np.empty(T, dtype=np.int64)
+    cnt = np.zeros(n_levels + 1, dtype=np.int64)
+    pos = 0
+    for u in range(n_u):
+        q0 = reps[u, 0]
+        q1 = reps[u, 1]
+        q2 = reps[u, 2]
+        q3 = reps[u, 3]
+        q4 = reps[u, 4]
+        for r in range(T):
+            v = b[r] + a0[r] * q0 + a1[r] * q1 + a2[r] * q2 + a3[r] * q3 + a4[r] * q4
+            vbuf[r] = min(max(v, 0), n_levels)
+        cnt[:] = 0
+        for r in range(T):
+            cnt[vbuf[r]] += 1
+        acc = pos
+        for L in range(n_levels):
+            ustart[u, L] = acc
+            c = cnt[L]
+            cnt[L] = acc
+            acc += c
+        ustart[u, n_levels] = acc
+        for r in range(T):
+            v = vbuf[r]
+            if v < n_levels:
+                rows[cnt[v]] = r
+                cnt[v] += 1
+        pos = acc
+    # every option points at its answer's lists; the first option off the budget is reported
+    start = np.empty((T, n, n_levels + 1), dtype=np.int64)
+    for k in range(T):
+        for j in range(n):
+            u = uid[k, j]
+            for L in range(n_levels + 1):
+                start[k, j, L] = ustart[u, L]
+            own = b[k] + a0[k] * options[k, j, 0] + a1[k] * options[k, j, 1] + a2[k] * options[k, j, 2] \
+                + a3[k] * options[k, j, 3] + a4[k] * options[k, j, 4]
             if own != budget and bad[0] < 0:
                 bad[0] = k
                 bad[1] = j
                 bad[2] = own
-            vbuf[k] = n_levels  # no self-loop
-            cnt[:] = 0
-            for r in range(T):
-                cnt[vbuf[r]] += 1
-            acc = pos
-            for L in range(n_levels):
-                start[k, j, L] = acc
-                c = cnt[L]
-                cnt[L] = acc
-                acc += c
-            start[k, j, n_levels] = acc
-            for r in range(T):
-                v = vbuf[r]
-                if v < n_levels:
-                    rows[cnt[v]] = r
-                    cnt[v] += 1
-            pos = acc
     return start, rows[:pos], bad
 
 
