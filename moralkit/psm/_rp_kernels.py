@@ -492,15 +492,20 @@ def int_ratio_levels(E, amax):
     """:func:`ratio_levels` of ``E[r, k] / E[r, r]`` for an integer ``E`` with entries in ``0..amax``.
 
     The same floats (``float(E[r, k]) / float(E[r, r])``) and ranks, found through a table of the
-    (numerator, denominator) pairs that occur instead of sorting all ``T^2`` ratios.
+    (numerator, denominator) pairs that occur instead of sorting all ``T^2`` ratios. Branch-free
+    inner loops: a numerator above its denominator (a ratio above 1) goes to a spare row.
     """
     T = E.shape[0]
-    seen = np.zeros((amax + 1, amax + 1), dtype=np.bool_)
+    spare = amax + 1
+    seen = np.zeros((amax + 2, amax + 1), dtype=np.bool_)
     for r in range(T):
         d = E[r, r]
-        for k in range(T):
-            if k != r and E[r, k] <= d:
-                seen[E[r, k], d] = True
+        for k in range(r):
+            a = E[r, k]
+            seen[a if a <= d else spare, d] = True
+        for k in range(r + 1, T):
+            a = E[r, k]
+            seen[a if a <= d else spare, d] = True
     na = 0
     for a in range(amax + 1):
         for d in range(1, amax + 1):
@@ -518,8 +523,8 @@ def int_ratio_levels(E, amax):
                 x[j] = np.float64(a) / np.float64(d)
                 j += 1
     order = np.argsort(x)
-    rank = np.zeros((amax + 1, amax + 1), dtype=np.int64)
     vals = np.empty(na, dtype=np.float64)
+    rank = np.zeros((amax + 2, amax + 1), dtype=np.int64)
     m = 0
     for i in range(na):
         v = x[order[i]]
@@ -527,25 +532,28 @@ def int_ratio_levels(E, amax):
             vals[m] = v
             m += 1
         rank[num[order[i]], den[order[i]]] = m - 1
-    levels = np.full((T, T), m, dtype=np.int64)
+    rank[spare, :] = m
+    levels = np.empty((T, T), dtype=np.int64)
     for r in range(T):
         d = E[r, r]
         for k in range(T):
-            if k != r and E[r, k] <= d:
-                levels[r, k] = rank[E[r, k], d]
+            a = E[r, k]
+            levels[r, k] = rank[a if a <= d else spare, d]
+        levels[r, r] = m
     return vals[:m].copy(), levels
 
 
 @njit(cache=True)
-def build_subset_graph(levels, sub, m, L, adj):
-    """adj <- bitset graph on the subset ``sub[:m]`` (local indices) of the edges with level <= L."""
-    one = np.uint64(1)
-    adj[:] = 0
+def build_level_graph(lv, m, L, adj):
+    """adj <- bitset graph of the edges a -> b with ``lv[a, b] <= L`` (a, b < m), without branches."""
+    W = adj.shape[1]
     for a in range(m):
-        r = sub[a]
-        for b in range(m):
-            if b != a and levels[r, sub[b]] <= L:
-                adj[a, b >> 6] |= one << np.uint64(b & 63)
+        for w in range(W):
+            word = np.uint64(0)
+            b0 = w * 64
+            for t in range(min(64, max(m - b0, 0))):
+                word |= np.uint64(lv[a, b0 + t] <= L) << np.uint64(t)
+            adj[a, w] = word
 
 
 @njit(cache=True, nogil=True)
@@ -554,9 +562,9 @@ def subset_levels(levels, n_levels, subsets, sizes):
 
     The graph of level ``L`` on a subset has the edges ``a -> b`` (``a != b`` in the subset) with
     ``levels[a, b] <= L``; returns ``n_levels`` for a subset without a cycle at any level (and for
-    subsets of fewer than two observations). Binary search between two bounds: a subset of the
-    previous subset has a level at least the previous one (its graphs are induced subgraphs), and
-    the cheapest 2-cycle gives a level with a cycle.
+    subsets of fewer than two observations). A subset of the previous subset has a level at least
+    the previous one (its graphs are induced subgraphs), often exactly that one: it is tried first.
+    Otherwise a binary search up to the cheapest 2-cycle (a level with a cycle).
     """
     T = levels.shape[0]
     W = max(1, (T + 63) // 64)
@@ -565,11 +573,13 @@ def subset_levels(levels, n_levels, subsets, sizes):
     onstack = np.zeros(W, dtype=np.uint64)
     stack = np.zeros(T + 1, dtype=np.int64)
     prev = np.zeros(T, dtype=np.bool_)  # members of the previous subset
+    lv = np.empty((T, T), dtype=np.int64)  # the subset's levels, contiguous
     out = np.empty(sizes.shape[0], dtype=np.int64)
     for i in range(sizes.shape[0]):
         m = sizes[i]
         sub = subsets[i]
         lo = 0
+        nested = False
         if i > 0:
             nested = True
             for a in range(m):
@@ -581,32 +591,38 @@ def subset_levels(levels, n_levels, subsets, sizes):
             prev[:] = False
         for a in range(m):
             prev[sub[a]] = True
-        if m < 2 or n_levels == 0:
+        if m < 2 or n_levels == 0 or lo >= n_levels:
             out[i] = n_levels
             continue
-        hi = n_levels  # the cheapest 2-cycle: a cycle at level hi
         for a in range(m):
             r = sub[a]
+            for b in range(m):
+                lv[a, b] = levels[r, sub[b]]
+            lv[a, a] = n_levels  # no self-loop
+        if nested:
+            build_level_graph(lv, m, lo, adj)
+            if has_cycle(adj, m, white, onstack, stack):
+                out[i] = lo
+                continue
+            lo += 1
+            if lo >= n_levels:
+                out[i] = n_levels
+                continue
+        hi = n_levels  # the cheapest 2-cycle: a cycle at level hi
+        for a in range(m):
             for b in range(a + 1, m):
-                k = sub[b]
-                v = max(levels[r, k], levels[k, r])
+                v = max(lv[a, b], lv[b, a])
                 if v < hi:
                     hi = v
         if hi == n_levels:
             hi = n_levels - 1
-            build_subset_graph(levels, sub, m, hi, adj)
+            build_level_graph(lv, m, hi, adj)
             if not has_cycle(adj, m, white, onstack, stack):
                 out[i] = n_levels
                 continue
-        if lo < hi:  # often the previous subset's level still has a cycle
-            build_subset_graph(levels, sub, m, lo, adj)
-            if has_cycle(adj, m, white, onstack, stack):
-                hi = lo
-            else:
-                lo += 1
         while lo < hi:  # no cycle below lo, a cycle at hi
             mid = (lo + hi) // 2
-            build_subset_graph(levels, sub, m, mid, adj)
+            build_level_graph(lv, m, mid, adj)
             if has_cycle(adj, m, white, onstack, stack):
                 hi = mid
             else:

@@ -755,28 +755,30 @@ def ccei_subsets(E, subsets) -> np.ndarray:
     """
     E = validate_expenditure_matrix(E)
     T = len(E)
-    subs = []
-    for i, s in enumerate(subsets):
-        s = np.asarray(s)
-        if s.ndim != 1 or (s.size and not np.issubdtype(s.dtype, np.integer)):
+    subs = [np.asarray(s) for s in subsets]
+    for i, s in enumerate(subs):
+        if s.ndim != 1 or (s.size and s.dtype.kind not in "iu"):
             raise MoralkitError(f"subset {i} must be a 1-d array of integer observation indices")
-        s = s.astype(np.int64)
-        if s.size and (s.min() < 0 or s.max() >= T):
-            raise MoralkitError(f"subset {i} has indices outside 0..{T - 1}")
-        if s.size and np.bincount(s, minlength=T).max() > 1:
-            raise MoralkitError(f"subset {i} repeats an observation; give each observation once")
-        subs.append(s)
     if not subs:
         return np.empty(0)
+    sizes = np.array([len(s) for s in subs], dtype=np.int64)
+    flat = np.concatenate(subs).astype(np.int64)
+    owner = np.repeat(np.arange(len(subs)), sizes)
+    if flat.size:  # all subsets checked at once
+        out_of_range = (flat < 0) | (flat >= T)
+        if out_of_range.any():
+            raise MoralkitError(f"subset {owner[np.argmax(out_of_range)]} has indices outside 0..{T - 1}")
+        counts = np.bincount(owner * T + flat)
+        if counts.max() > 1:
+            raise MoralkitError(f"subset {np.argmax(counts) // T} repeats an observation; give each observation once")
     if np.issubdtype(E.dtype, np.integer) and E.min() >= 0 and E.max() <= _MAX_TABLE:
         vals, levels = int_ratio_levels(E, int(E.max()))  # small integer expenditures (PSM data)
     else:
         vals, levels = ratio_levels(_ratio_matrix(E))
     n_levels = len(vals)
-    S = np.zeros((len(subs), max(len(s) for s in subs)), dtype=np.int64)
-    for i, s in enumerate(subs):
-        S[i, :len(s)] = s
-    L = subset_levels(levels, n_levels, S, np.array([len(s) for s in subs], dtype=np.int64))
+    S = np.zeros((len(subs), int(sizes.max())), dtype=np.int64)
+    S[owner, np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)] = flat
+    L = subset_levels(levels, n_levels, S, sizes)
     found = L < n_levels
     out = np.ones(len(subs))
     out[found] = np.maximum(0.0, vals[L[found]])
