@@ -152,8 +152,16 @@ def test_jobs_runs_in_parallel_and_passes_n_jobs(tiny_run, tmp_path):
     assert res.ok, [book.format_failure(r) for r in res.failures]
     by = {r.number: r for r in res.runs}
     assert by["01"].parameters == {"seed": 4}
-    assert by["02"].parameters == {"n_jobs": 2, "label": "from-cli"}
-    assert "received False 2 'from-cli' False" in _stdout(by["02"].ipynb)
+    # two notebooks side by side: the budget runs them in parallel, each with one worker
+    assert by["02"].parameters == {"n_jobs": 1, "label": "from-cli"}
+    assert "received False 1 'from-cli' False" in _stdout(by["02"].ipynb)
+    # a notebook run alone gets the whole budget as n_jobs; -p n_jobs overrides either rule
+    alone = run_all(tiny_run.notebooks, tmp_path / "build", only="02", jobs=2, figures_dir=tmp_path / "figs",
+                    book=False, log=None)
+    assert alone.runs[0].parameters == {"n_jobs": 2}
+    forced = run_all(tiny_run.notebooks, tmp_path / "build", only="01,02", jobs=2, parameters={"n_jobs": 3},
+                     figures_dir=tmp_path / "figs", book=False, log=None)
+    assert {r.number: r.parameters.get("n_jobs") for r in forced.runs} == {"01": None, "02": 3}
     assert (tmp_path / "figs" / "01_walk.png").exists()
     assert [p.name for p in by["01"].figures] == ["01_walk.png", "01_walk.svg"]
     assert [p.name for p in by["01"].tables] == ["01_table.csv"]

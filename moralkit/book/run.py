@@ -6,8 +6,9 @@
    notebook receives only the parameters its ``parameters`` cell declares, and a ``-p`` name that no
    selected notebook declares is an error;
 2. before a notebook runs, the figures and tables it wrote last time (``NN_*``) are removed;
-3. papermill executes it (up to ``jobs`` notebooks at a time, longest first; a notebook declaring
-   ``n_jobs`` gets ``n_jobs=jobs``); a failure names the cell and its line in the ``.py`` file;
+3. papermill executes it (up to ``jobs`` notebooks at a time, longest first; when one notebook is
+   selected, it gets ``n_jobs=jobs`` if it declares ``n_jobs``); a failure names the cell and its line
+   in the ``.py`` file;
 4. its page is written into the book's sources (:mod:`moralkit.book.publish`), with a box giving its
    status, run time and parameters;
 5. the book is built into ``build/`` (entry point ``build/index.html``) and ``build/run.json`` records
@@ -143,9 +144,11 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         Passed as ``seed`` to notebooks that declare it.
     jobs : int, optional
         CPU budget (default: the number of CPUs). Up to ``jobs`` notebooks run at the same time,
-        the longest first (by the earlier run's times), and a notebook whose parameters cell
-        declares ``n_jobs`` gets ``n_jobs=jobs`` (``-p n_jobs=K`` overrides it). ``jobs=1`` runs the
-        notebooks one after the other, in number order. Results do not depend on it.
+        the longest first (by the earlier run's times), each with ``n_jobs=1``: the budget is spent
+        on notebooks side by side, not on worker processes inside each (which would compete with the
+        other notebooks for the same cores and pay their start-up). A single selected notebook whose
+        parameters cell declares ``n_jobs`` gets ``n_jobs=jobs``. ``-p n_jobs=K`` overrides both.
+        ``jobs=1`` runs the notebooks one after the other, in number order. Results do not depend on it.
     parameters : mapping, optional
         Further parameters (``-p name=value``); each notebook receives only those it declares.
     figures_dir, tables_dir : path, optional
@@ -200,7 +203,8 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
         requested["quick"] = True
     if seed is not None:
         requested["seed"] = int(seed)
-    requested.setdefault("n_jobs", jobs)
+    # several notebooks share the budget side by side; worker processes only for a notebook run alone
+    requested.setdefault("n_jobs", jobs if len(sources) == 1 else 1)
 
     nbs = {s: read_notebook(s) for s in sources}
     declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
@@ -397,8 +401,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--only", metavar="NN,NN",
                    help="run only these notebooks, e.g. 02,04 or 02_rationality (the other pages are kept)")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                   help="CPU budget (default: the number of CPUs): N notebooks at a time, longest first; "
-                        "notebooks declaring n_jobs get n_jobs=N")
+                   help="CPU budget (default: the number of CPUs): N notebooks at a time, longest first, "
+                        "each with n_jobs=1; a single selected notebook declaring n_jobs gets n_jobs=N")
     p.add_argument("--seed", type=int, default=None, help="pass seed=S to every notebook")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="extra parameter (Python literal or string) for the notebooks that declare NAME")
