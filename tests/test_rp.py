@@ -543,6 +543,7 @@ def test_ccei_subsets_rejects_bad_subsets():
     with pytest.raises(ValueError, match="square"):
         rp.ccei_subsets(E[:3], [[0, 1]])
     assert rp.ccei_subsets(E, []).shape == (0,)
+    assert rp.ccei_subsets(np.zeros((0, 0), dtype=np.int64), [[], []]).tolist() == [1.0, 1.0]
 
 
 def test_two_product_comparisons_are_exact():

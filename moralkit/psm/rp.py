@@ -771,7 +771,7 @@ def ccei_subsets(E, subsets) -> np.ndarray:
         counts = np.bincount(owner * T + flat)
         if counts.max() > 1:
             raise MoralkitError(f"subset {np.argmax(counts) // T} repeats an observation; give each observation once")
-    if np.issubdtype(E.dtype, np.integer) and E.min() >= 0 and E.max() <= _MAX_TABLE:
+    if E.size and np.issubdtype(E.dtype, np.integer) and E.min() >= 0 and E.max() <= _MAX_TABLE:
         vals, levels = int_ratio_levels(E, int(E.max()))  # small integer expenditures (PSM data)
     else:
         vals, levels = ratio_levels(_ratio_matrix(E))
