@@ -152,5 +152,28 @@ if BASE in psm and psm_personas:
     fits = nlls.fit_models({m: psm[m] for m in [BASE, *others]}, n_boot=30 if quick else 200, seed=seed)
     effects_psm = steerability.psm_effects(fits, BASE, others)
     show(effects_psm, "07_persona_effects_psm", index=False, caption="Persona effects on the ideal points b")
+    summary_psm = steerability.psm_effects_summary(effects_psm)
+    show(summary_psm, "07_persona_effects_psm_summary", index=False,
+         caption="Shifts of b per respondent: intervals that exclude 0, on the expected or the opposite side")
+    signed = summary_psm[summary_psm["persona"].notna()]
+    print(f"Persona-respondents: {signed['interval_excludes_0'].sum()} of {signed['statements'].sum()} shifts of b "
+          f"have a 95 % interval that excludes 0; {signed['expected_side'].sum()} of "
+          f"{signed['with_expectation'].sum()} signed predictions are met. Largest |shift| "
+          f"{signed['max_abs_delta'].max():.2f}; another sampling seed of the same model moves b by up to "
+          f"{summary_psm.loc[summary_psm['persona'].isna(), 'max_abs_delta'].max():.2f}.")
 else:
     print("No persona-respondent has finished the PSM yet (data/psm/*+persona-*.csv.gz).")
+
+# %% [markdown]
+# ### Rationality under a persona (Table 1's CCEI and α)
+#
+# A persona could also change how consistent the answers are. The standard CCEI (exact fraction) and the
+# random-choice test's α (Seror 2025, §3.1, Table 1) of each persona-respondent beside the baseline's.
+
+# %%
+if BASE in psm and psm_personas:
+    from moralkit.psm import rationality
+
+    t1 = rationality.table1({m: psm[m] for m in [BASE, *others]}, n_datasets=200 if quick else 1000, seed=seed)
+    show(steerability.rationality_effects(t1, BASE), "07_persona_rationality", index=False,
+         caption="CCEI and alpha under each persona (baseline: the model without a persona)")

@@ -230,3 +230,14 @@ def test_cross_method_from_data_on_simulated_inputs(tmp_path):
     only_two = metrics[metrics.model.isin(["sim-a", "sim-c"])]
     res2 = cross_method_from_data(psm, only_two, e=0.9, T=10, seed=0)
     assert res2.mantel is None and len(res2.models) == 2
+
+
+def test_scatter_labels_group_coinciding_pairs():
+    from moralkit.studies.crossmethod import _label_groups
+
+    p = pd.DataFrame({"model_1": ["a", "a", "b", "a"], "model_2": ["b", "c", "c", "d"],
+                      "psm_G": [0.970, 0.975, 0.60, 0.971], "moralchoice_corr": [0.99, 0.98, 0.99, 0.30]})
+    groups = _label_groups(p, {"a": 1, "b": 2, "c": 3, "d": 4}, xspan=0.1, yspan=2.16)
+    labels = sorted(sorted(g[1]) for g in groups)
+    # 1–2 and 1–3 coincide; 2–3 is far along G, 1–4 far along the correlation
+    assert labels == [["1–2", "1–3"], ["1–4"], ["2–3"]]

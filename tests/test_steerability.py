@@ -88,3 +88,37 @@ def test_psm_effects_on_simulated_agents():
     assert eff["agrees"].all() and (eff["expected"] == 1).all()
     with pytest.raises(DataError, match="bootstrap"):
         st.psm_effects(nlls.fit_models(data, n_boot=0, seed=0), "sim-m")
+
+
+def test_psm_effects_summary_counts_sides():
+    eff = pd.DataFrame({
+        "respondent": ["m+persona-utilitarian"] * 3 + ["m-s1"] * 2,
+        "persona": ["utilitarian"] * 3 + [None] * 2,
+        "delta": [0.6, -0.5, 0.05, 0.1, -0.3],
+        "delta_lo": [0.1, -0.9, -0.3, -0.2, -0.6],
+        "delta_hi": [1.1, -0.1, 0.4, 0.4, 0.0001],
+        "expected": [1, 1, 1, 0, 0],
+    })
+    out = st.psm_effects_summary(eff).set_index("respondent")
+    u = out.loc["m+persona-utilitarian"]
+    assert (u.statements, u.interval_excludes_0, u.with_expectation, u.expected_side, u.opposite_side) == (3, 2, 3, 1, 1)
+    assert u.max_abs_delta == pytest.approx(0.6) and u.mean_abs_delta == pytest.approx((0.6 + 0.5 + 0.05) / 3)
+    s = out.loc["m-s1"]
+    assert (s.interval_excludes_0, s.with_expectation, s.expected_side, s.opposite_side) == (0, 0, 0, 0)
+    with pytest.raises(DataError, match="psm_effects"):
+        st.psm_effects_summary(eff.drop(columns="delta_lo"))
+
+
+def test_psm_effects_summary_on_simulated_shift():
+    from moralkit.psm import nlls
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
+
+    b0 = np.array([2.0, 2.5, 2.0, 2.5, 2.0])
+    a = np.full(5, 0.2)
+    data = {"sim-m": simulate_quadratic(QuadraticAgent(a, b0), noise=0.0, seed=1, model="sim-m"),
+            "sim-m+persona-deontological": simulate_quadratic(QuadraticAgent(a, b0 + 1.0), noise=0.0, seed=2,
+                                                              model="sim-m+persona-deontological")}
+    eff = st.psm_effects(nlls.fit_models(data, n_boot=30, seed=0), "sim-m")
+    row = st.psm_effects_summary(eff).iloc[0]
+    # b moved up by 1 on every statement; the deontologist was expected to move down on all five
+    assert (row.interval_excludes_0, row.expected_side, row.opposite_side) == (5, 0, 5)

@@ -369,6 +369,20 @@ def cross_method(G: pd.DataFrame, C: pd.DataFrame, *, name_map: dict | None = No
     return CrossMethodResult(G=Gs, C=Cs, models=models, mantel=mantel, note=note)
 
 
+def _label_groups(pairs: pd.DataFrame, index: dict, xspan: float, yspan: float, tol: float = 0.08):
+    """Pairs whose points lie within ``tol`` of the axes' spans of each other share one label."""
+    groups: list[tuple[tuple[float, float], list[str]]] = []
+    for r in pairs.sort_values(["moralchoice_corr", "psm_G"], ascending=[False, True]).itertuples():
+        x, y, lab = float(r.psm_G), float(r.moralchoice_corr), f"{index[r.model_1]}–{index[r.model_2]}"
+        for (gx, gy), labels in groups:
+            if abs(gx - x) <= tol * xspan and abs(gy - y) <= tol * yspan:
+                labels.append(lab)
+                break
+        else:
+            groups.append(((x, y), [lab]))
+    return groups
+
+
 def plot_cross_method(res: CrossMethodResult, title: str | None = None):
     """Side-by-side heatmaps (PSM G, MoralChoice correlation; same model order) and a scatter of the pairs.
 
@@ -399,12 +413,23 @@ def plot_cross_method(res: CrossMethodResult, title: str | None = None):
     ax = axes[2]
     ax.scatter(p["psm_G"], p["moralchoice_corr"])
     index = {m: i + 1 for i, m in enumerate(res.models)}
-    for r in p.itertuples():
-        ax.annotate(f"{index[r.model_1]}–{index[r.model_2]}", (r.psm_G, r.moralchoice_corr), fontsize=8,
-                    xytext=(4, 4), textcoords="offset points")
-    ax.set_xlim(-0.05, 1.08)
-    ax.set_ylim(-1.08, 1.08)
-    ax.set_xlabel("PSM G (pair i–j)")
+    g = p["psm_G"].to_numpy(dtype=float)
+    lo, hi = (float(g.min()), float(g.max())) if len(g) else (0.0, 1.0)
+    zoomed = hi - lo < 0.25  # G bunched together: zoom the axis so that the pairs can be told apart
+    if zoomed:
+        pad = max(0.01, 0.15 * (hi - lo))
+        xlim = (max(-0.05, lo - pad), min(1.05, hi + pad))
+    else:
+        xlim = (-0.05, 1.08)
+    ax.set_xlim(*xlim)
+    ax.set_ylim(-1.08, 1.2)  # room for a label above a point at 1
+    groups = sorted(_label_groups(p, index, xlim[1] - xlim[0], 2.16), key=lambda t: (round(t[0][1], 1), t[0][0]))
+    for k, ((x, y), labels) in enumerate(groups):
+        text = "\n".join(", ".join(labels[i:i + 3]) for i in range(0, len(labels), 3))
+        below = k % 2 == 0  # neighbours along G alternate below / above their points
+        ax.annotate(text, (x, y), fontsize=7, xytext=(3, -6 if below else 6), textcoords="offset points",
+                    va="top" if below else "bottom")
+    ax.set_xlabel("PSM G (pair i–j)" + ("; axis zoomed to the data" if zoomed else ""))
     ax.set_ylabel("MoralChoice correlation")
     if res.mantel is not None:
         m = res.mantel

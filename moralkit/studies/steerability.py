@@ -42,7 +42,7 @@ import pandas as pd
 from ..errors import DataError
 
 __all__ = ["PERSONA_RULES", "PSM_EXPECTED", "rule_direction", "likelihood_effects", "psm_effects",
-           "rationality_effects"]
+           "psm_effects_summary", "rationality_effects"]
 
 #: The MoralChoice rules (column suffixes of ``a1_*``/``a2_*``) that each persona's theory weighs most.
 PERSONA_RULES: dict[str, tuple[str, ...]] = {
@@ -251,6 +251,53 @@ def psm_effects(fits: dict, baseline: str, respondents=None, *, expected=None, l
             rows.append(dict(respondent=r, persona=_persona_of(r), dimension=dim, b=float(f.b[s]),
                              b_baseline=float(fb.b[s]), delta=float(f.b[s] - fb.b[s]), delta_lo=float(lo),
                              delta_hi=float(hi), expected=e, agrees=agrees))
+    return pd.DataFrame(rows)
+
+
+def psm_effects_summary(effects: pd.DataFrame) -> pd.DataFrame:
+    """One row per respondent of :func:`psm_effects`: how many shifts of b are distinguishable from 0.
+
+    Parameters
+    ----------
+    effects : DataFrame
+        :func:`psm_effects` output.
+
+    Returns
+    -------
+    DataFrame
+        ``respondent``, ``persona``, ``statements`` (rows), ``interval_excludes_0``
+        (shifts whose interval lies on one side of 0), ``with_expectation``
+        (statements with an expected sign), ``expected_side`` / ``opposite_side``
+        (of those, intervals wholly on the expected / the opposite side of 0),
+        ``mean_abs_delta`` and ``max_abs_delta`` (|b - b_baseline|). A
+        respondent without a persona (another sampling seed) shows how far b
+        moves by sampling alone.
+
+    Examples
+    --------
+    >>> eff = pd.DataFrame({"respondent": ["m+persona-care"] * 2, "persona": ["care"] * 2,
+    ...                     "delta": [0.5, -0.1], "delta_lo": [0.2, -0.4], "delta_hi": [0.8, 0.2],
+    ...                     "expected": [1, -1]})
+    >>> psm_effects_summary(eff)[["interval_excludes_0", "expected_side", "opposite_side"]].values.tolist()
+    [[1, 1, 0]]
+
+    References
+    ----------
+    Seror (2025), Section 3.2, eq. (7), Table 2 (a).
+    """
+    need = ["respondent", "persona", "delta", "delta_lo", "delta_hi", "expected"]
+    missing = [c for c in need if c not in effects.columns]
+    if missing:
+        raise DataError(f"effects lack the columns {missing}; pass moralkit.studies.steerability.psm_effects output.")
+    rows = []
+    for r, g in effects.groupby("respondent", sort=False):
+        above, below = g["delta_lo"] > 0, g["delta_hi"] < 0
+        e = g["expected"].astype(int)
+        rows.append(dict(respondent=r, persona=g["persona"].iloc[0], statements=len(g),
+                         interval_excludes_0=int((above | below).sum()), with_expectation=int((e != 0).sum()),
+                         expected_side=int(((e > 0) & above).sum() + ((e < 0) & below).sum()),
+                         opposite_side=int(((e > 0) & below).sum() + ((e < 0) & above).sum()),
+                         mean_abs_delta=float(g["delta"].abs().mean()), max_abs_delta=float(g["delta"].abs().max())))
     return pd.DataFrame(rows)
 
 
