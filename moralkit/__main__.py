@@ -133,7 +133,8 @@ def cmd_collect_moralchoice(a):
     df, rep = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
                               n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
                               question_types=qt, sampling=_sampling(a, 8), max_tokens=a.max_tokens, seed=a.seed,
-                              system=a.system, progress=not a.no_progress, export=a.export, return_report=True)
+                              system=a.system, order=a.order, limit=a.limit, progress=not a.no_progress,
+                              export=a.export, return_report=True)
     q = moralchoice_quality(a.out)
     print(f"{len(df)} answers; decisions {q['decision']}")
     if a.export:
@@ -217,6 +218,11 @@ def build_parser():
     mc.add_argument("--scenario-seed", type=int, default=0)
     mc.add_argument("--samples", type=int, default=None, help="M samples per question form (paper: 5 low, 10 high)")
     mc.add_argument("--question-types", default=None, help="subset of ab,compare,repeat")
+    mc.add_argument("--order", choices=["table", "shuffled"], default="table",
+                    help="scenario order: the survey table's (grouped by rule) or seeded random (--scenario-seed), "
+                         "so that a run stopped early holds a random subset of complete scenarios")
+    mc.add_argument("--limit", type=int, default=None,
+                    help="complete at most N more scenarios in this session (the next ones in --order)")
     mc.set_defaults(func=cmd_collect_moralchoice)
     lk = sub.add_parser("likelihood", help="exact MoralChoice action likelihoods from token probabilities "
                                             "(local transformers models; Scherrer et al. 2023, Definition 1)",

@@ -131,3 +131,30 @@ def test_bad_arguments(tmp_path):
         run_moralchoice(EchoFirst(), tmp_path / "r", ambiguity="low", header="user", progress=False)
     with pytest.raises(ValueError, match="samples"):
         run_moralchoice(EchoFirst(), tmp_path / "r", ambiguity="low", samples=0, progress=False)
+
+
+def test_shuffled_order_and_limit_complete_random_scenarios(tmp_path, low):
+    """--order shuffled --limit k: each session completes the next k scenarios of a seeded random order
+    (all six forms and samples), a later session the next ones; the answers equal a run in table order."""
+    ids = list(low["scenario_id"][:12])
+    b = EchoFirst(batch_size=4)
+    first = run_moralchoice(b, tmp_path / "s", ambiguity="low", scenarios=ids, samples=2, order="shuffled",
+                            limit=3, progress=False)
+    got = first.groupby("scenario_id").size()
+    assert len(got) == 3 and (got == 12).all()  # three complete scenarios: 6 forms x 2 samples
+    assert list(got.index) != ids[:3]  # not the table's first three (the table is grouped by rule)
+    second = run_moralchoice(b, tmp_path / "s", ambiguity="low", scenarios=ids, samples=2, order="shuffled",
+                             limit=4, progress=False)
+    assert second["scenario_id"].nunique() == 7 and set(got.index) < set(second["scenario_id"])
+    # the same seed gives the same order: a fresh run with limit 7 completes the same seven scenarios
+    again = run_moralchoice(EchoFirst(batch_size=4), tmp_path / "t", ambiguity="low", scenarios=ids, samples=2,
+                            order="shuffled", limit=7, progress=False)
+    assert set(again["scenario_id"]) == set(second["scenario_id"])
+    # order is not part of the run's identity: finishing in table order completes the run
+    rest = run_moralchoice(b, tmp_path / "s", ambiguity="low", scenarios=ids, samples=2, progress=False)
+    full = run_moralchoice(EchoFirst(batch_size=4), tmp_path / "u", ambiguity="low", scenarios=ids, samples=2,
+                           progress=False)
+    cols = ["scenario_id", "question_type", "question_ordering", "eval_sample_nb", "decision"]
+    pd.testing.assert_frame_equal(rest[cols], full[cols])
+    with pytest.raises(ValueError, match="order must be"):
+        run_moralchoice(b, tmp_path / "v", ambiguity="low", scenarios=ids, order="random", progress=False)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomicfile import atomic_path
+from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import Backend, Sampling
 from .runner import CollectionIncompleteError, Task, check_label, run_tasks
@@ -43,7 +44,7 @@ __all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralc
            "select_scenarios", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "MC_IDENTITY"]
 
 #: Samples per question form in the paper (Section 3.3).
-DEFAULT_SAMPLES = {"low": 5, "high": 10, "controversial": 10}
+DEFAULT_SAMPLES = {**PAPER_SAMPLES, "controversial": 10}
 
 #: New-token caps per question type (the paper does not give one; "repeat" must echo a sentence).
 DEFAULT_MAX_TOKENS = {"ab": 8, "compare": 8, "repeat": 48}
@@ -82,8 +83,8 @@ def _task_id(sid, qt, o, m):
 def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label=None, scenarios=None,
                     n_scenarios=None, scenario_seed: int = 0, samples=None, question_types=None,
                     sampling: Sampling | None = None, max_tokens=None, seed: int = 0, header: str = "system",
-                    system=None, source=None, progress: bool = True, export=None,
-                    return_report: bool = False) -> pd.DataFrame:
+                    system=None, source=None, order: str = "table", limit: int | None = None,
+                    progress: bool = True, export=None, return_report: bool = False) -> pd.DataFrame:
     """Administer MoralChoice (six forms x ``samples``) and return the answers in the response layout.
 
     Parameters
@@ -111,6 +112,18 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         to the question in a single user message.
     system : str, optional
         Not used with the templates' headers; kept for symmetry (must be None).
+    order : {"table", "shuffled"}, default "table"
+        The order in which scenarios are administered: the survey table's, or a
+        seeded random one (``scenario_seed``). The survey table is grouped by the
+        rule each scenario was written about, so a run stopped early in table
+        order covers a few rules only; in shuffled order it holds a random subset
+        of complete scenarios. Not part of the run's identity: when the M samples
+        of a scenario fill at least one batch (``2 M >= batch size``), the order
+        changes no answer.
+    limit : int, optional
+        Complete at most this many scenarios that still have undone requests in
+        this session (the next ones in ``order``); the rest are left for a later
+        session. ``None``: all.
     progress : bool
     export : path-like, optional
         Also write the response file (:func:`export_moralchoice`) there.
@@ -149,6 +162,10 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     M = DEFAULT_SAMPLES.get(ambiguity, 5) if samples is None else int(samples)
     if M < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    if order not in ("table", "shuffled"):
+        raise ValueError(f"order must be 'table' or 'shuffled', got {order!r}")
+    if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
+        raise ValueError(f"limit must be None or a non-negative integer, got {limit!r}")
     mt = dict(DEFAULT_MAX_TOKENS)
     if isinstance(max_tokens, dict):
         mt.update(max_tokens)
@@ -162,7 +179,7 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         seed=int(seed), sampling={**sampling.to_dict(), "max_tokens": mt}, header=header, system=None,
         provider="", backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
         session=dict(session_info(), scenarios=len(chosen), samples=M, question_types=list(qts),
-                     n_scenarios=n_scenarios, scenario_seed=scenario_seed),
+                     n_scenarios=n_scenarios, scenario_seed=scenario_seed, order=order, limit=limit),
     )
     store = RecordStore(run_dir, manifest, identity_keys=MC_IDENTITY, secrets=getattr(backend, "secrets", list)())
     common = dict(run=Path(run_dir).name, survey="moralchoice", label=label, backend=backend.name,
@@ -179,21 +196,34 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
                         _task_id(sc["scenario_id"], q, o, m), h + text if header == "prepend" else text,
                         {"scenario_id": sc["scenario_id"], "question_type": q, "ordering": o, "sample": m},
                         context=(sc["action1"], sc["action2"], o)))
-    total = sum(len(v) for v in tasks_by_qt.values())
     # Scenario-major blocks, so that a run stopped early holds complete scenarios (all six forms and
     # samples); within a block, a batch backend gets one question type at a time (one header, one token cap).
     B = max(1, int(getattr(backend, "batch_size", 1)))
     per_scenario = 2 * M
     block = max(1, B // per_scenario) if per_scenario <= B else 1
-    tasks = []
-    for b0 in range(0, len(chosen), block):
+    starts = list(range(0, len(chosen), block))
+    if order == "shuffled":
+        rng = np.random.default_rng(np.random.SeedSequence([int(scenario_seed), 15_2024]))
+        starts = [starts[i] for i in rng.permutation(len(starts))]
+    tasks, new_scenarios = [], 0
+    for b0 in starts:
+        block_tasks = []
         for q, qtasks in tasks_by_qt.items():
             s_q = Sampling(**{**sampling.to_dict(), "max_tokens": mt[q]})
             system_msg = None if header == "prepend" else headers.get(q)
             part = qtasks[b0 * per_scenario:(b0 + block) * per_scenario]
             for i, t in enumerate(part):
                 t.sampling, t.system, t.group = s_q, system_msg, (b0, q, i // B)
-                tasks.append(t)
+                block_tasks.append(t)
+        if limit is not None:
+            undone = {t.fields["scenario_id"] for t in block_tasks if not store.attempts(t.task)}
+            if not undone:
+                continue  # nothing left to send in this block
+            if new_scenarios >= int(limit):
+                break
+            new_scenarios += len(undone)
+        tasks.extend(block_tasks)
+    total = len(tasks)
 
     def parse(t, text):
         a1, a2, o = t.context
