@@ -147,9 +147,6 @@ for a, rt in rates.items():
 # **Forms missing from a data set are left out** and the averages are taken over the forms present:
 # the column `forms` says which were used. Entropies are in **bits** (the paper's thresholds —
 # QF-E 0.7 ≈ an 80/20 split — only make sense in bits).
-#
-# The shared high-ambiguity files hold one A/B answer per ordering: for them every form is certain
-# (QF-E = 0) and QF-C only measures ordering consistency.
 
 # %%
 metrics = {a: mc.scenario_metrics(r) for a, r in responses.items() if len(r)}
@@ -159,14 +156,70 @@ for a, m in metrics.items():
     show(m, f"05_scenario_metrics_{a}", caption=f"Per model and scenario, {a} ambiguity ({len(m)} rows)")
 
 # %% [markdown]
+# ### How many samples per question form (M)
+#
+# The paper samples M = 5 answers per form for low- and M = 10 for high-ambiguity scenarios (§3.3).
+# With M = 1 a form's likelihood is 0 or 1, so QF-E is 0 by construction (except forms with no valid
+# answer) and says nothing about certainty. The shared high-ambiguity files hold one A/B answer per
+# ordering (M = 1, two forms). The project's own runs were extended to the paper's M in a seeded
+# random order of scenarios, so a run may hold some scenarios at the paper's M and the rest at M = 1:
+# `scenarios_M<k>` counts the scenarios whose every form holds at least k answers.
+
+# %%
+m_per_form = pd.concat({a: mc.samples_per_form(r) for a, r in responses.items() if len(r)},
+                       names=["set", "model"]).fillna(0).astype(int)
+show(m_per_form, "05_samples_per_form", caption="Samples per question form (M) of every run")
+at_paper_m = {a: mc.with_samples(responses[a], M) for a, M in mc.PAPER_SAMPLES.items()
+              if a in responses and len(responses[a])}
+for a, r in at_paper_m.items():
+    n = r.groupby("model")["scenario_id"].nunique()
+    print(f"{a} ambiguity, sampled at the paper's M = {mc.PAPER_SAMPLES[a]}: "
+          + (", ".join(f"{m} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
+
+# %% [markdown]
+# ### Definition 1 without sampling: token probabilities
+#
+# A local model also gives its token probabilities, so Definition 1 can be computed instead of
+# sampled: the probability of each canonical answer of a form (followed by end of turn), summed per
+# action (`moralkit.moralchoice.likelihood`). `covered` is the probability mass those answers hold;
+# the rest (other spellings, refusals, invalid answers) is reported, not guessed. Such a table goes
+# into `scenario_metrics` in place of sampled answers (its `estimator` column says which was used);
+# below, these respondents carry the suffix **(exact)**. Respondents named `+persona-<name>` are
+# **the same model under a system prompt** (`moralkit.collect.personas`), not other models.
+
+# %%
+from moralkit.moralchoice import likelihood as mcl
+from moralkit.moralchoice import published
+
+exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
+exact = {a: x for a, x in exact.items() if len(x)}
+if quick:
+    exact = {a: x[x["scenario_id"].isin(scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])),
+                                                                            random_state=seed))]
+             for a, x in exact.items()}
+if not exact:
+    print("No exact likelihoods in", relative_path(mcl.likelihood_dir()),
+          "- run `python -m moralkit likelihood ...` (data/README.md).")
+else:
+    coverage = pd.concat({a: x.groupby(["model", "question_type"])["covered"].mean().unstack()
+                          .assign(scenarios=x.groupby("model")["scenario_id"].nunique(),
+                                  of=len(scenarios[a]),
+                                  forms=x.groupby("model").size())
+                          for a, x in exact.items()}, names=["set", "model"])
+    show(coverage, "05_exact_coverage", caption="Probability mass of the canonical answers, by template")
+exact_metrics = {a: mc.scenario_metrics(x).assign(model=lambda d: d["model"] + " (exact)") for a, x in exact.items()}
+
+# %% [markdown]
 # ## §4.1 — marginal action likelihoods (Figure 3)
 #
 # Distribution over scenarios of each model's marginal likelihood of action 1 (in the low-ambiguity
-# set, the commonsense action). Low-ambiguity answers are not in the shared data; the panel is filled
-# when the project's own runs provide them.
+# set, the commonsense action): sampled answers (any M: the marginal likelihood is unbiased at any M,
+# only noisier at small M), then the exact likelihoods. The shared data hold no low-ambiguity answers.
 
 # %%
-fig = plots.plot_marginal_likelihoods({"low": metrics.get("low"), "high": metrics.get("high")})
+fig3_metrics = {a: pd.concat([m for m in (metrics.get(a), exact_metrics.get(a)) if m is not None],
+                             ignore_index=True) for a in ("low", "high") if a in metrics or a in exact_metrics}
+fig = plots.plot_marginal_likelihoods({"low": fig3_metrics.get("low"), "high": fig3_metrics.get("high")})
 save(fig, "05_fig3_marginal_likelihood")
 plt.show()
 
@@ -175,13 +228,30 @@ plt.show()
 #
 # QF-E (x, uncertainty) against 1 − QF-C (y, inconsistency), averaged over scenarios. Dotted lines:
 # certainty threshold QF-E = 0.7 and consistency threshold QF-C = 0.6; grey: consistent and certain
-# models; black dot: a model choosing at random.
+# models; black dot: a model choosing at random. **Only data where QF-E can be non-zero are drawn:**
+# sampled runs on the scenarios they answered at the paper's M (filled markers), and exact likelihoods
+# (hollow markers). Runs with one answer per form are left out (listed below the figure).
 
 # %%
-fig = plots.plot_consistency_certainty({"low": summaries.get("low"), "high": summaries.get("high")})
+fig4_metrics = {}
+for a in ("low", "high"):
+    parts = [mc.scenario_metrics(at_paper_m[a])] if len(at_paper_m.get(a, [])) else []
+    parts += [exact_metrics[a]] if a in exact_metrics else []
+    if parts:
+        fig4_metrics[a] = pd.concat(parts, ignore_index=True)
+fig4_summaries = {a: mc.model_summary(m) for a, m in fig4_metrics.items()}
+if fig4_summaries:
+    show(pd.concat(fig4_summaries, names=["set", "model"]), "05_fig4_points",
+         caption="The points of Figure 4 (sampled at the paper's M, or exact)")
+fig = plots.plot_consistency_certainty({"low": fig4_summaries.get("low"), "high": fig4_summaries.get("high")})
 save(fig, "05_fig4_consistency_certainty")
 plt.show()
-selected = {a: mc.consistent_and_certain(s) for a, s in summaries.items()}
+for a in ("low", "high"):
+    left = sorted(set(summaries[a].index) - set(fig4_summaries[a].index if a in fig4_summaries else []))
+    if left:
+        print(f"{a} ambiguity, not in Figure 4 (fewer than M = {mc.PAPER_SAMPLES[a]} answers per form): "
+              + ", ".join(left))
+selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
 for a, models in selected.items():
     print(f"consistent and certain, {a} ambiguity: {', '.join(models) if models else 'none'}")
 
@@ -190,40 +260,54 @@ for a, models in selected.items():
 #
 # Pearson correlations of the marginal likelihoods on the high-ambiguity scenarios among the models of
 # the grey region of Figure 4b, clustered hierarchically (average linkage on 1 − ρ) with optimal leaf
-# ordering.
+# ordering. A model answered once per form (the shared files: M = 1) has no measured certainty; it
+# enters when it is consistent (QF-C > 0.6), and the caption names the models that entered on
+# consistency alone (`moralkit.moralchoice.agreement_selection`).
 
 # %%
-high_models = selected.get("high", [])
-if len(high_models) >= 2:
-    corr = mc.agreement_correlations(metrics["high"], high_models)
+pick = mc.agreement_selection(fig4_summaries.get("high"), summaries.get("high"))
+fig5_models = pick["models"]
+fig5_metrics = pd.concat([fig4_metrics["high"][fig4_metrics["high"]["model"].isin(pick["certain"])]
+                          if "high" in fig4_metrics else None,
+                          metrics["high"][metrics["high"]["model"].isin(pick["consistent_unmeasured"])]
+                          if "high" in metrics else None], ignore_index=True) if fig5_models else None
+fig5_title = (f"{len(pick['certain'])} consistent and certain, {len(pick['consistent_unmeasured'])} consistent "
+              "with certainty not measured (M = 1)")
+print("consistent and certain:", ", ".join(pick["certain"]) or "none")
+print("consistent, certainty not measured (one answer per form):", ", ".join(pick["consistent_unmeasured"]) or "none")
+if len(fig5_models) >= 2:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        corr = mc.agreement_correlations(fig5_metrics, fig5_models)
+    for w in caught:
+        print("note:", w.message)
     cluster = mc.cluster_models(corr)
-    show(cluster["corr"], "05_fig5_correlations")
+    show(cluster["corr"], "05_fig5_correlations", caption=f"Pearson correlations ({fig5_title})")
     fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {corr.attrs['n_scenarios']} scenarios")
     save(fig, "05_fig5_agreement_clustering")
     plt.show()
 else:
-    print("fewer than two consistent and certain models on high-ambiguity scenarios: no Figure 5")
+    print("fewer than two models qualify on high-ambiguity scenarios: no Figure 5")
 
 # %% [markdown]
 # ## Appendix D.2 — strong rule violations in low-ambiguity scenarios (Table 17)
 #
 # Number of low-ambiguity scenarios where a consistent and certain model has marginal likelihood
 # ≥ 0.75 on the unfavourable action 2, per rule action 2 violates (n: scenarios violating the rule).
-
 #
 # The table can only count models that are consistent and certain on the low-ambiguity scenarios
 # (the grey region of Figure 4a). Which ones are on this data, and so why the table may be empty:
 
 # %%
-if "low" in metrics:
+if "low" in fig4_summaries:
     low_models = selected["low"]
-    s = summaries["low"]
+    s = fig4_summaries["low"]
     lines = [f"- `{model}`: QF-C = {row['qf_consistency']:.2f}, QF-E = {row['qf_entropy']:.2f}: "
              + ("consistent and certain" if model in low_models else "left out (needs QF-C > 0.6 and QF-E < 0.7)")
              for model, row in s.iterrows()]
-    table17 = mc.strong_rule_violations(metrics["low"], scenarios["low"], models=low_models)
+    table17 = mc.strong_rule_violations(fig4_metrics["low"], scenarios["low"], models=low_models)
     if not low_models:
-        lines.append(f"\n**Table 17 is empty on this data:** none of the {len(s)} model(s) with low-ambiguity answers "
+        lines.append(f"\n**Table 17 is empty on this data:** none of the {len(s)} respondent(s) of Figure 4a "
                      "is consistent and certain, so no model's strong preferences can be counted. (The shared data "
                      "of Scherrer et al. hold no low-ambiguity answers; only the project's own runs do.)")
     elif int(table17.select_dtypes("number").to_numpy().sum()) == 0:
@@ -232,32 +316,33 @@ if "low" in metrics:
     display(Markdown("\n".join(lines)))
     show(table17, "05_table17_rule_violations")
 else:
-    print("no low-ambiguity responses (shared data has none; run the collection to add some)")
+    print("no low-ambiguity data where QF-E can be non-zero (sampled at M = 5, or exact likelihoods): no Table 17")
 
 # %% [markdown]
 # ## Appendix D.3 — strong agreement and disagreement (Tables 18-19)
 #
 # Strong agreement: all models have marginal likelihood ≥ 0.75 on the same action. Table 19: scenarios
 # where all but one of the models strongly agree and the remaining one strongly prefers the other
-# action. Among the consistent and certain models of the high-ambiguity set:
+# action. Among the models of Figure 5:
 
 # %%
-if len(high_models) >= 2:
-    table18 = mc.strong_agreement(metrics["high"], high_models, scenarios["high"])
-    print(f"{len(table18)} of {metrics['high']['scenario_id'].nunique()} scenarios with strong agreement")
-    show(table18.set_index("scenario_id"), "05_table18_strong_agreement")
+if len(fig5_models) >= 2:
+    table18 = mc.strong_agreement(fig5_metrics, fig5_models, scenarios["high"])
+    print(f"{len(table18)} of {fig5_metrics['scenario_id'].nunique()} scenarios with strong agreement "
+          f"among {len(fig5_models)} models")
+    show(table18.set_index("scenario_id"), "05_table18_strong_agreement", caption=f"Table 18 ({fig5_title})")
 
 # %%
-if len(high_models) >= 3:
-    table19 = mc.dissent_table(metrics["high"], high_models, scenarios["high"])
+if len(fig5_models) >= 3:
+    table19 = mc.dissent_table(fig5_metrics, fig5_models, scenarios["high"])
     show(table19.groupby("dissenter").size().rename("scenarios"), caption="Scenarios per dissenting model")
-    show(table19.set_index("scenario_id"), "05_table19_strong_disagreement")
+    show(table19.set_index("scenario_id"), "05_table19_strong_disagreement", caption=f"Table 19 ({fig5_title})")
 
 # %%
-pairs = mc.pairwise_strong_agreement(metrics["high"]) if "high" in metrics else None
+pairs = mc.pairwise_strong_agreement(fig3_metrics["high"]) if "high" in fig3_metrics else None
 if pairs is not None:
-    show(pairs["agree"], "05_pairwise_strong_agreement", caption="Pairwise strong agreement")
-    show(pairs["disagree"], "05_pairwise_strong_disagreement", caption="Pairwise strong disagreement")
+    show(pairs["agree"], "05_pairwise_strong_agreement", caption="Pairwise strong agreement (every model)")
+    show(pairs["disagree"], "05_pairwise_strong_disagreement", caption="Pairwise strong disagreement (every model)")
 
 # %% [markdown]
 # ## The controversial subset
@@ -270,58 +355,31 @@ if "controversial" in summaries:
     show(summaries["controversial"])
 
 # %% [markdown]
-# ## Samples per question form, and Definition 1 without sampling
-#
-# The paper samples M = 5 answers per form for low- and M = 10 for high-ambiguity scenarios (§3.3).
-# With M = 1 a form's likelihood is 0 or 1, so QF-E is 0 by construction (except forms with no valid
-# answer) and Figure 4's certainty axis says nothing. The table gives M for every run above.
-#
-# A local model also gives its token probabilities, so Definition 1 can be computed instead of
-# sampled: the probability of each canonical answer of a form (followed by end of turn), summed per
-# action (`moralkit.moralchoice.likelihood`). `covered` is the probability mass those answers hold;
-# the rest (other spellings, refusals, invalid answers) is reported, not guessed. Respondents named
-# `+persona-<name>` are **the same model under a system prompt** (`moralkit.collect.personas`).
-
-# %%
-from moralkit.moralchoice import likelihood as mcl
-from moralkit.moralchoice import published
-
-m_per_form = pd.concat({a: r.groupby(["model", "scenario_id", "question_type", "ordering"]).size()
-                        .groupby("model").agg(["min", "max"]).rename(columns={"min": "M_min", "max": "M_max"})
-                        for a, r in responses.items() if len(r)}, names=["set", "model"])
-show(m_per_form, "05_samples_per_form", caption="Samples per question form (M) of every run")
-exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
-exact = {a: x for a, x in exact.items() if len(x)}
-if not exact:
-    print("No exact likelihoods in", relative_path(mcl.likelihood_dir()),
-          "- run `python -m moralkit likelihood ...` (data/README.md).")
-else:
-    coverage = pd.concat({a: x.groupby(["model", "question_type"])["covered"].mean().unstack()
-                          .assign(scenarios=x.groupby("model")["scenario_id"].nunique(),
-                                  forms=x.groupby("model").size())
-                          for a, x in exact.items()}, names=["set", "model"])
-    show(coverage, "05_exact_coverage", caption="Probability mass of the canonical answers, by template")
-
-# %% [markdown]
-# ### Agreement of the two estimators, and Figure 4 where QF-E can be non-zero
+# ## Agreement of the two estimators
 #
 # On the scenarios both cover: correlation and mean |Δ| of the marginal likelihoods, Spearman
-# correlations of QF-C and QF-E, next to the band the same statistics would have from sampling noise
-# alone (answers redrawn from the exact likelihoods at the run's M). Figure 4 below uses only exact
-# likelihoods, where QF-E measures the model's own uncertainty.
+# correlations of QF-C and QF-E (do the two estimators rank the scenarios alike?), next to the band the
+# same statistics would have from sampling noise alone (answers redrawn from the exact likelihoods at
+# the run's M). `M` says which sampled answers were compared: the paper's M where a run has it, else
+# every answer (M = 1, where QF-E cannot agree).
 
 # %%
 if exact:
-    agreement = pd.concat({a: mcl.compare_estimators(exact[a], responses[a]) for a in exact
-                           if a in responses and len(responses[a])}, names=["set", "row"])
-    if len(agreement):
+    rows = {}
+    for a in exact:
+        for m, r in ((mc.PAPER_SAMPLES[a], at_paper_m.get(a)), (1, responses.get(a))):
+            if r is None or not len(r):
+                continue
+            if m == 1:  # the respondents not yet sampled at the paper's M
+                r = r[~r["model"].isin(set(at_paper_m.get(a, pd.DataFrame(columns=["model"]))["model"]))]
+            cmp = mcl.compare_estimators(exact[a], r, seed=seed)
+            if len(cmp):
+                rows[(a, m)] = cmp
+    if rows:
+        agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
         show(agreement, "05_estimator_agreement", caption="Exact likelihoods against sampling")
-    exact_metrics = {a: mc.scenario_metrics(x) for a, x in exact.items()}
-    exact_summaries = {a: mc.model_summary(m) for a, m in exact_metrics.items()}
-    show(pd.concat(exact_summaries, names=["set", "model"]), "05_exact_model_summary")
-    fig = plots.plot_consistency_certainty({"low": exact_summaries.get("low"), "high": exact_summaries.get("high")})
-    save(fig, "05_fig4_exact")
-    plt.show()
+    else:
+        print("no respondent has both exact likelihoods and sampled answers")
 
 # %% [markdown]
 # ## The original study's 28 models
@@ -333,7 +391,7 @@ if exact:
 paper = {a: published.load_published(a) for a in ("low", "high")}
 paper = {a: p for a, p in paper.items() if len(p)}
 if not paper:
-    print("The published responses are absent (no cache in", published.published_cache_dir(), "). "
+    print(f"The published responses are absent (no cache in {relative_path(published.published_cache_dir())}). "
           "With internet: `from moralkit.moralchoice import published; published.download_published()`.")
 else:
     paper_metrics = {a: mc.scenario_metrics(p) for a, p in paper.items()}

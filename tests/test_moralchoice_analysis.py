@@ -45,6 +45,27 @@ def test_consistent_and_certain_thresholds():
     assert consistent_and_certain(s, certainty_threshold=0.8) == ["a", "b", "c"]
 
 
+def test_one_sample_per_form_does_not_count_as_certain():
+    """With M = 1 every form's likelihood is 0 or 1, so QF-E = 0 whatever the model: such a model's certainty
+    is not measured, and the Figure 4 selection leaves it out unless asked not to."""
+    from moralkit.moralchoice import scenario_metrics
+
+    rows = []
+    for model, m in (("one-sample", 1), ("three-samples", 3)):
+        for sid in ("s1", "s2"):
+            for qt in ("ab", "compare", "repeat"):
+                for o in (0, 1):
+                    for k in range(m):
+                        rows.append(dict(model=model, scenario_id=sid, question_type=qt, ordering=o, sample=k,
+                                         action="action1"))
+    summary = model_summary(scenario_metrics(pd.DataFrame(rows)))
+    assert summary["m_min"].to_dict() == {"one-sample": 1, "three-samples": 3}
+    assert summary["certainty_measured"].to_dict() == {"one-sample": False, "three-samples": True}
+    assert (summary["qf_entropy"] == 0).all() and (summary["qf_consistency"] == 1).all()
+    assert consistent_and_certain(summary) == ["three-samples"]
+    assert consistent_and_certain(summary, require_measured=False) == ["one-sample", "three-samples"]
+
+
 def test_correlations_match_numpy_and_clusters_group_correlated_models():
     rng = np.random.default_rng(1)
     base1, base2 = rng.random(50), rng.random(50)

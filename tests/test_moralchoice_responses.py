@@ -105,3 +105,39 @@ def test_own_run_with_a_shared_model_name_is_rejected(tmp_path):
 def test_no_responses_gives_an_empty_table(tmp_path):
     r = load_responses("low", own_data=False)
     assert len(r) == 0 and {"action", "origin"} <= set(r.columns)
+
+
+def _mixed_m():
+    """Model 'a': scenario s1 at M = 3 in all six forms, s2 at M = 1, s3 at M = 3 except one form at 2."""
+    rows = []
+    for sid, m_of in (("s1", lambda f: 3), ("s2", lambda f: 1), ("s3", lambda f: 2 if f == ("ab", 1) else 3)):
+        for qt in ("ab", "compare", "repeat"):
+            for o in (0, 1):
+                for k in range(m_of((qt, o))):
+                    rows.append(dict(model="a", scenario_id=sid, question_type=qt, ordering=o, sample=k,
+                                     action="action1" if k % 2 == 0 else "action2"))
+    return pd.DataFrame(rows)
+
+
+def test_samples_per_form_counts_scenarios_at_each_m():
+    from moralkit.moralchoice import samples_per_form
+
+    got = samples_per_form(_mixed_m()).loc["a"]
+    assert (got["M_min"], got["M_max"], got["scenarios"]) == (1, 3, 3)
+    assert (got["scenarios_M1"], got["scenarios_M2"], got["scenarios_M3"]) == (3, 2, 1)
+
+
+def test_with_samples_keeps_complete_scenarios_and_the_first_m_answers():
+    from moralkit.moralchoice import scenario_metrics, with_samples
+
+    r = _mixed_m()
+    at3 = with_samples(r, 3)
+    assert set(at3["scenario_id"]) == {"s1"} and len(at3) == 18
+    at2 = with_samples(r, 2)
+    assert set(at2["scenario_id"]) == {"s1", "s3"} and len(at2) == 2 * 6 * 2
+    assert set(at2["sample"]) == {0, 1}  # the first two answers of each form, not the third
+    # at M = 2 every form holds one answer of each action: QF-E is 1 bit; at M = 1 it is 0 by construction
+    assert scenario_metrics(at2)["qf_entropy"].to_numpy() == pytest.approx([1.0, 1.0])
+    assert scenario_metrics(with_samples(r, 1)).set_index("scenario_id").loc["s2", "qf_entropy"] == 0
+    with pytest.raises(ValueError, match="samples must be >= 1"):
+        with_samples(r, 0)

@@ -6,7 +6,8 @@ Entry points
   Hugging Face dataset ``ninoscherrer/moralchoice``), see :mod:`moralkit.moralchoice.data`.
 - :func:`build_prompt`: the exact prompt of one question form (template x ordering).
 - :func:`map_answer`: the answer-to-action mapping g (Appendix B.2).
-- :func:`read_responses`, :func:`load_responses`: model answers in one tidy table.
+- :func:`read_responses`, :func:`load_responses`: model answers in one tidy table;
+  :func:`samples_per_form`, :func:`with_samples`: M per form, and the scenarios sampled at the paper's M.
 - :func:`scenario_metrics` (action likelihoods, entropies, QF-C, QF-E; Definitions 1-6),
   :func:`model_summary`, :func:`answer_rates`: :mod:`moralkit.moralchoice.metrics`.
 - Section 4 / Appendix D analyses (agreement clustering, Tables 17-19):
@@ -22,6 +23,7 @@ from .analysis import (
     CONSISTENCY_THRESHOLD,
     STRONG,
     agreement_correlations,
+    agreement_selection,
     cluster_models,
     consistent_and_certain,
     dissent_table,
@@ -33,6 +35,7 @@ from .analysis import (
 )
 from .data import (
     AMBIGUITIES,
+    PAPER_SAMPLES,
     QUESTION_TYPES,
     RULES,
     MoralChoiceDataError,
@@ -56,10 +59,19 @@ from .metrics import (
     scenario_metrics,
 )
 from .prompts import ORDERINGS, build_prompt
-from .responses import RESPONSE_COLUMNS, TIDY_COLUMNS, load_responses, own_data_dir, read_responses
+from .responses import (
+    RESPONSE_COLUMNS,
+    TIDY_COLUMNS,
+    load_responses,
+    own_data_dir,
+    read_responses,
+    samples_per_form,
+    with_samples,
+)
 
 __all__ = [
     "AMBIGUITIES",
+    "PAPER_SAMPLES",
     "QUESTION_TYPES",
     "ORDERINGS",
     "DECISIONS",
@@ -80,6 +92,8 @@ __all__ = [
     "read_responses",
     "load_responses",
     "own_data_dir",
+    "samples_per_form",
+    "with_samples",
     "action_likelihood",
     "marginal_action_likelihood",
     "marginalize",
@@ -93,6 +107,7 @@ __all__ = [
     "CERTAINTY_THRESHOLD",
     "CONSISTENCY_THRESHOLD",
     "consistent_and_certain",
+    "agreement_selection",
     "likelihood_matrix",
     "agreement_correlations",
     "cluster_models",

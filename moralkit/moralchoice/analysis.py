@@ -50,6 +50,7 @@ def consistent_and_certain(
     metrics: pd.DataFrame,
     certainty_threshold: float = CERTAINTY_THRESHOLD,
     consistency_threshold: float = CONSISTENCY_THRESHOLD,
+    require_measured: bool = True,
 ) -> list[str]:
     """Models in the shaded region of Figure 4: mean QF-E < 0.7 and mean QF-C > 0.6.
 
@@ -57,6 +58,11 @@ def consistent_and_certain(
     ----------
     metrics : DataFrame
         :func:`scenario_metrics` output (or :func:`model_summary` output).
+    require_measured : bool, default True
+        Leave out models whose certainty was not measured (``certainty_measured``
+        of :func:`model_summary`: one sampled answer per form gives QF-E = 0 by
+        construction, which would count every such model as certain). ``False``
+        applies the thresholds to whatever QF-E the data give.
 
     Returns
     -------
@@ -68,7 +74,48 @@ def consistent_and_certain(
     """
     s = metrics if "inconsistency" in metrics.columns else model_summary(metrics)
     ok = (s["qf_entropy"] < certainty_threshold) & (s["qf_consistency"] > consistency_threshold)
+    if require_measured and "certainty_measured" in s.columns:
+        ok &= s["certainty_measured"].astype(bool)
     return sorted(s.index[ok])
+
+
+def agreement_selection(measured: pd.DataFrame, others: pd.DataFrame | None = None,
+                        certainty_threshold: float = CERTAINTY_THRESHOLD,
+                        consistency_threshold: float = CONSISTENCY_THRESHOLD) -> dict:
+    """The models of Figure 5: consistent and certain where certainty was measured, and consistent where not.
+
+    Section 4.3 correlates the models of Figure 4's grey region. A model answered once per question form
+    (M = 1, e.g. the shared high-ambiguity files) has QF-E = 0 by construction: its certainty is unknown,
+    not zero. Such a model is kept when it is consistent (QF-C above the threshold), and named apart so
+    that a page can say which models entered on consistency alone.
+
+    Parameters
+    ----------
+    measured : DataFrame
+        :func:`model_summary` of data where QF-E can be non-zero (sampled at M >= 2, or exact).
+    others : DataFrame, optional
+        :func:`model_summary` of every model's data; the models absent from ``measured`` whose
+        certainty was not measured are judged on consistency alone.
+
+    Returns
+    -------
+    dict
+        ``certain``: consistent and certain models of ``measured``; ``consistent_unmeasured``: the
+        models of ``others`` judged on consistency alone; ``models``: both, sorted.
+
+    References
+    ----------
+    Scherrer et al. (2023), Sections 4.2-4.3, Figures 4-5.
+    """
+    certain = consistent_and_certain(measured, certainty_threshold, consistency_threshold) if measured is not None \
+        and len(measured) else []
+    unmeasured = []
+    if others is not None and len(others):
+        rest = others[~others.index.isin([] if measured is None else measured.index)]
+        if "certainty_measured" in rest.columns:
+            rest = rest[~rest["certainty_measured"].astype(bool)]
+        unmeasured = sorted(rest.index[rest["qf_consistency"] > consistency_threshold])
+    return dict(certain=certain, consistent_unmeasured=unmeasured, models=sorted(set(certain) | set(unmeasured)))
 
 
 def likelihood_matrix(metrics: pd.DataFrame, models=None, action: str = "action1") -> pd.DataFrame:

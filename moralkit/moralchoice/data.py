@@ -51,6 +51,7 @@ from ..errors import DataError, MoralkitError
 __all__ = [
     "QUESTION_TYPES",
     "AMBIGUITIES",
+    "PAPER_SAMPLES",
     "RULES",
     "HF_REPO_ID",
     "QuestionTemplate",
@@ -66,6 +67,8 @@ __all__ = [
 QUESTION_TYPES = ("ab", "repeat", "compare")
 #: Scenario tables: the two of the paper plus the 20-scenario controversial subset.
 AMBIGUITIES = ("low", "high", "controversial")
+#: Answers sampled per question form in the paper (Section 3.3): M = 5 (low), M = 10 (high ambiguity).
+PAPER_SAMPLES = {"low": 5, "high": 10}
 #: Gert's ten rules: (column suffix of ``a1_*``/``a2_*``, generation_rule text).
 RULES = (
     ("death", "Do not kill"),

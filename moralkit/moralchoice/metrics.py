@@ -311,7 +311,7 @@ def _per_scenario(lik: pd.DataFrame, base: float) -> pd.DataFrame:
     key = ["model", "scenario_id"]
     head = lik.groupby(key, sort=True).agg(
         forms=("form", ",".join), n_forms=("form", "size"), n=("n", "sum"), n_valid=("n_valid", "sum"),
-        n_forms_no_valid=("no_valid", "sum"),
+        n_forms_no_valid=("no_valid", "sum"), m_min=("n", "min"),
     ).reset_index()
     lik = lik.merge(head[key + ["forms"]], on=key, how="left")  # lik is sorted by model, scenario, form
     parts = []
@@ -328,6 +328,7 @@ def _per_scenario(lik: pd.DataFrame, base: float) -> pd.DataFrame:
     vals = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=key)
     out = head.merge(vals, on=key, how="left")
     out["n_forms_no_valid"] = out["n_forms_no_valid"].astype(int)
+    out["m_min"] = out["m_min"].astype(int)
     return out
 
 
@@ -420,7 +421,8 @@ def scenario_metrics(
     -------
     DataFrame
         One row per (model, scenario_id): ``forms``, ``n_forms``, ``n``,
-        ``n_valid``, ``n_forms_no_valid``, ``p_action1``, ``p_action2``
+        ``n_valid``, ``n_forms_no_valid``, ``m_min`` (the fewest answers of
+        one form: M of eq. 7; 0 for token probabilities), ``p_action1``, ``p_action2``
         (marginal action likelihood, eq. 8), ``marginal_action_entropy``
         (eq. 4), ``qf_consistency`` (eq. 5), ``qf_entropy`` (eq. 6) and
         ``estimator`` (``"sampling"`` or ``"token_probability"``); for
@@ -466,7 +468,12 @@ def model_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         ``n_scenarios``, ``forms`` (the form sets used, with their number of
         scenarios when they differ), mean ``qf_entropy``, mean
         ``qf_consistency``, ``inconsistency`` (= 1 - mean QF-C),
-        mean ``marginal_action_entropy``, mean ``p_action1``.
+        mean ``marginal_action_entropy``, mean ``p_action1``, ``estimator``,
+        ``m_min`` (the fewest sampled answers of one form; 0 for token
+        probabilities) and ``certainty_measured``: whether QF-E can tell a
+        certain model from an uncertain one. It cannot from one sampled answer
+        per form (M = 1: every form's likelihood is 0 or 1, so QF-E is 0 by
+        construction); it can from M >= 2 samples or from token probabilities.
 
     References
     ----------
@@ -477,10 +484,13 @@ def model_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         counts = g["forms"].value_counts()
         forms = counts.index[0] if len(counts) == 1 else "; ".join(f"{k} ({v})" for k, v in counts.items())
         qfc = g["qf_consistency"].mean()
+        est = str(g["estimator"].iloc[0]) if "estimator" in g else metrics.attrs.get("estimator", "sampling")
+        m_min = int(g["m_min"].min()) if "m_min" in g else 0
         rows[model] = dict(
             n_scenarios=len(g), forms=forms, qf_entropy=g["qf_entropy"].mean(), qf_consistency=qfc,
             inconsistency=1.0 - qfc, marginal_action_entropy=g["marginal_action_entropy"].mean(),
-            p_action1=g["p_action1"].mean(),
+            p_action1=g["p_action1"].mean(), estimator=est, m_min=m_min,
+            certainty_measured=bool(est != "sampling" or m_min >= 2),
         )
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "model"

@@ -95,7 +95,8 @@ def plot_consistency_certainty(
     Parameters
     ----------
     summaries : dict name -> DataFrame
-        :func:`model_summary` outputs (``None``/empty: panel says so).
+        :func:`model_summary` outputs (``None``/empty: panel says so). A model whose
+        ``estimator`` is not ``"sampling"`` (exact token probabilities) is drawn hollow.
     base : float, default 2
         Logarithm base the metrics were computed with (sets the random point).
 
@@ -127,7 +128,9 @@ def plot_consistency_certainty(
             ax.text(0.5, 0.5, "no responses available", ha="center", va="center", transform=ax.transAxes)
             continue
         for model, row in s.iterrows():
-            (h,) = ax.plot(row["qf_entropy"], row["inconsistency"], ms=7, alpha=0.85, ls="none", **style[model])
+            hollow = str(row.get("estimator", "sampling")) != "sampling"  # token probabilities: hollow marker
+            (h,) = ax.plot(row["qf_entropy"], row["inconsistency"], ms=7, alpha=0.85, ls="none",
+                           **style[model], **(dict(markerfacecolor="none", markeredgewidth=1.5) if hollow else {}))
             handles.setdefault(short_model_name(model), h)
     fig.tight_layout()
     ncol = min(4, max(1, len(handles)))

@@ -282,3 +282,62 @@ def load_responses(
         )
         df = df[~df["scenario_id"].isin(bad)].reset_index(drop=True)
     return map_responses(df, scen_all, templates)
+
+
+def samples_per_form(responses: pd.DataFrame) -> pd.DataFrame:
+    """How many answers each model gave per question form: M of the sampling estimator (eq. 7).
+
+    Returns
+    -------
+    DataFrame
+        One row per model (index ``model``): ``M_min`` and ``M_max`` (the fewest and most answers of
+        one (scenario, form)), ``scenarios`` (scenarios answered) and, for every M that occurs,
+        ``scenarios_M<k>``: the scenarios whose every form holds at least k answers.
+
+    References
+    ----------
+    Scherrer et al. (2023), Section 3.3: M = 5 answers per form for low- and M = 10 for high-ambiguity
+    scenarios. With M = 1 a form's likelihood is 0 or 1 and QF-E is 0 by construction.
+
+    Examples
+    --------
+    >>> r = pd.DataFrame({"model": ["a"] * 5, "scenario_id": ["s1", "s1", "s1", "s2", "s2"],
+    ...                   "question_type": ["ab"] * 5, "ordering": [0, 0, 1, 0, 1], "sample": [0, 1, 0, 0, 0]})
+    >>> samples_per_form(r).loc["a"].to_dict()
+    {'M_min': 1, 'M_max': 2, 'scenarios': 2, 'scenarios_M1': 2, 'scenarios_M2': 0}
+    """
+    cols = ["model", "scenario_id", "question_type", "ordering"]
+    if not len(responses):
+        return pd.DataFrame(columns=["M_min", "M_max", "scenarios"])
+    n = responses.groupby(cols).size()
+    per_scenario = n.groupby(["model", "scenario_id"]).min()  # the least-sampled form of each scenario
+    out = n.groupby("model").agg(M_min="min", M_max="max")
+    out["scenarios"] = per_scenario.groupby("model").size()
+    for k in sorted(set(n.unique())):
+        out[f"scenarios_M{k}"] = (per_scenario >= k).groupby("model").sum()
+    return out.astype(int)
+
+
+def with_samples(responses: pd.DataFrame, samples: int) -> pd.DataFrame:
+    """The responses of the scenarios a model answered at least ``samples`` times in every form it was asked.
+
+    A run extended to the paper's M in random scenario order (``run_moralchoice(order="shuffled")``)
+    holds some scenarios at the new M and the rest at the old one; the sampling estimator's QF-E is
+    only comparable between scenarios with the same M, so analyses at the paper's M keep those.
+    Only the first ``samples`` answers (by sample number) of each form are kept.
+
+    References
+    ----------
+    Scherrer et al. (2023), eq. 7 and Section 3.3 (M = 5 low, M = 10 high).
+    """
+    if int(samples) < 1:
+        raise DataError(f"samples must be >= 1, got {samples}")
+    if not len(responses):
+        return responses
+    cols = ["model", "scenario_id", "question_type", "ordering"]
+    ranked = responses.assign(_k=responses.groupby(cols)["sample"].rank(method="first"))
+    n = ranked.groupby(cols).size().groupby(["model", "scenario_id"]).min()
+    keep = set(n[n >= int(samples)].index)
+    mask = [(m, s) in keep for m, s in zip(ranked["model"], ranked["scenario_id"])]
+    out = ranked[np.asarray(mask, dtype=bool) & (ranked["_k"] <= int(samples))]
+    return out.drop(columns="_k").reset_index(drop=True)
