@@ -51,9 +51,10 @@ LONG_TEXT = 40
 def relative_path(path) -> str:
     """``path`` relative to the project root, for printing on a page.
 
-    A path beside the project (e.g. ``../shared/moralchoice``) is shown relative to the project too; any
-    other path outside it is shown by its name only, so no page shows where the project sits on the
-    machine. A URL (``hf://...``) is returned unchanged.
+    A path beside the project (e.g. ``../shared/moralchoice``) is shown relative to the project too; a
+    path in the user's home directory (a cache) as ``~/...``; any other path outside them by its name
+    only, so no page shows where the project sits on the machine. A URL (``hf://...``) is returned
+    unchanged.
 
     Examples
     --------
@@ -64,6 +65,8 @@ def relative_path(path) -> str:
     '../shared/moralchoice'
     >>> relative_path("hf://datasets/ninoscherrer/moralchoice")
     'hf://datasets/ninoscherrer/moralchoice'
+    >>> relative_path(Path.home() / ".cache" / "moralkit")
+    '~/.cache/moralkit'
     """
     if isinstance(path, str) and "://" in path:
         return path
@@ -82,7 +85,10 @@ def relative_path(path) -> str:
                 return "../" + q.relative_to(root.parent).as_posix()
             except ValueError:
                 pass
-    return p.name
+    try:
+        return "~/" + Path(os.path.abspath(p)).relative_to(Path.home()).as_posix()
+    except (ValueError, RuntimeError):  # not under the home directory, or no home directory
+        return p.name
 
 
 class Saved(list):

@@ -177,7 +177,7 @@ def _ink(png: Path) -> float:
 def _machine_paths(text: str, build: Path) -> list[str]:
     from conftest import ROOT
 
-    bad = [str(ROOT), str(build.parent), "PosixPath(", "site-packages", "/tmp/", "/home/"]
+    bad = [str(ROOT), str(build.parent), "PosixPath(", "site-packages", "/tmp/", "/home/", f"{Path.home()}/"]
     return [b for b in bad if b in text]
 
 
