@@ -160,3 +160,20 @@ def test_decision_agreement_counts():
     t = decision_agreement(r).set_index("ordering")
     assert t.loc[0, "n"] == 2 and t.loc[0, "n_disagree"] == 1 and t.loc[0, "agreement"] == 0.5
     assert t.loc[1, "n"] == 1 and t.loc[1, "agreement"] == 1.0  # empty stored decision ignored
+
+
+def test_agreement_selection_keeps_consistent_models_whose_certainty_is_unknown():
+    from moralkit.moralchoice import agreement_selection
+
+    measured = pd.DataFrame({"qf_entropy": [0.2, 0.9], "qf_consistency": [0.9, 0.9], "certainty_measured": True},
+                            index=pd.Index(["m-certain", "m-uncertain"], name="model"))
+    others = pd.DataFrame({"qf_entropy": [0.0, 0.0, 0.0, 0.9], "qf_consistency": [0.95, 0.5, 0.9, 0.9],
+                           "certainty_measured": [False, False, False, True]},
+                          index=pd.Index(["one-consistent", "one-inconsistent", "m-certain", "other-measured"],
+                                         name="model"))
+    got = agreement_selection(measured, others)
+    assert got["certain"] == ["m-certain"]
+    # m-certain is judged on its measured data; other-measured was measured (and uncertain): not rescued
+    assert got["consistent_unmeasured"] == ["one-consistent"]
+    assert got["models"] == ["m-certain", "one-consistent"]
+    assert agreement_selection(None, others)["models"] == ["one-consistent"]
