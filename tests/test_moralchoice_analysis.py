@@ -171,6 +171,8 @@ def test_agreement_selection_keeps_consistent_models_whose_certainty_is_unknown(
                            "certainty_measured": [False, False, False, True]},
                           index=pd.Index(["one-consistent", "one-inconsistent", "m-certain", "other-measured"],
                                          name="model"))
+    for s in (measured, others):
+        s["inconsistency"] = 1 - s["qf_consistency"]
     got = agreement_selection(measured, others)
     assert got["certain"] == ["m-certain"]
     # m-certain is judged on its measured data; other-measured was measured (and uncertain): not rescued
