@@ -178,4 +178,5 @@ def test_agreement_selection_keeps_consistent_models_whose_certainty_is_unknown(
     # m-certain is judged on its measured data; other-measured was measured (and uncertain): not rescued
     assert got["consistent_unmeasured"] == ["one-consistent"]
     assert got["models"] == ["m-certain", "one-consistent"]
-    assert agreement_selection(None, others)["models"] == ["one-consistent"]
+    # without measured data, every consistent model of unknown certainty enters
+    assert agreement_selection(None, others)["models"] == ["m-certain", "one-consistent"]
