@@ -203,7 +203,8 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     for j, c in enumerate(df.columns):
         col = df[c]
         text = col.dtype == object or pd.api.types.is_string_dtype(col.dtype)
-        if text and len(col) and col.astype(str).str.len().max() > LONG_TEXT:
+        # only text with spaces can wrap (a long identifier stays on its line, whatever its length)
+        if text and len(col) and col.astype(str).str.len().max() > LONG_TEXT and col.astype(str).str.contains(" ").any():
             rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;min-width:22em;"
                          "max-width:36em}")
     long = len(df) > LONG_TABLE_ROWS

@@ -134,7 +134,7 @@ else:
 # %% [markdown]
 # ## The committed runs and their quality
 #
-# One row per run in `data/raw/` (see `data/README.md`), with the exact command of its latest
+# One row per run in `data/raw/` (see `data/README.md`), then the exact command of each run's latest
 # session (re-running it resumes the run). *rounds*: constrained rounds completed (answered, or
 # missing after three attempts); *requests*: all attempts; *refusals* / *invalid*: attempts that
 # were refused or could not be parsed.
@@ -142,7 +142,9 @@ else:
 # %%
 all_runs = summary.find_runs(DATA / "raw")
 if all_runs:
-    show(summary.runs_table(all_runs), "01_runs")
+    runs = summary.runs_table(all_runs)
+    show(runs.drop(columns="command"), "01_runs", full=runs, caption="Runs in data/raw")
+    show(runs[["run", "command"]], caption="The command that resumes each run")
 
 # %%
 psm_runs = summary.find_runs(DATA / "raw", survey="psm")

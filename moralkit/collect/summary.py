@@ -39,7 +39,8 @@ def _attempts(run):
 
 
 def psm_quality_table(runs) -> pd.DataFrame:
-    """One row per PSM run: rounds completed, answered, missing, requests, rounds needing 1/2/3 attempts,
+    """One row per PSM run: rounds completed, answered, missing, requests, answered rounds by the attempt
+    that gave the valid answer (``rounds_<k>_attempts``; with ``missing`` they add up to ``rounds``),
     refusals, other invalid answers, round-0 answer, mean seconds per request, model, temperature, seed."""
     import json
 
@@ -56,11 +57,14 @@ def psm_quality_table(runs) -> pd.DataFrame:
         done = {t: v for t, v in cons.items() if any(a["status"] == "ok" for a in v) or len(v) >= max_att}
         ans = sum(any(a["status"] == "ok" for a in v) for v in done.values())
         r0 = [a for a in by.get("r000", []) if a["status"] == "ok"]
-        n_att = pd.Series([len(v) for v in done.values()], dtype=int)
+        # answered rounds by the attempt that gave the valid answer (a missing round is counted apart)
+        first_ok = pd.Series([next(k for k, a in enumerate(sorted(v, key=lambda a: int(a["attempt"])), 1)
+                                   if a["status"] == "ok") for v in done.values()
+                              if any(a["status"] == "ok" for a in v)], dtype=int)
         rows.append(dict(
             run=run.name, model=m["label"], backend=m["backend"], temperature=m["sampling"]["temperature"],
             seed=m["seed"], rounds=len(done), answered=ans, missing=len(done) - ans, requests=len(att),
-            **{f"rounds_{k}_attempts": int((n_att == k).sum()) for k in range(1, max_att + 1)},
+            **{f"rounds_{k}_attempts": int((first_ok == k).sum()) for k in range(1, max_att + 1)},
             refusals=sum(a["status"] == "refusal" for a in att),
             invalid=sum(a["status"] not in ("ok", "refusal") for a in att),
             q0="".join(map(str, r0[0]["parsed"])) if r0 else "",
@@ -94,32 +98,37 @@ def moralchoice_quality_table(runs) -> pd.DataFrame:
 
 
 def plot_psm_quality(runs, axes=None):
-    """Two panels: rounds by number of attempts needed (missing = 3 attempts without a valid answer),
-    and parse statuses over all requests; one horizontal stacked bar per run, named on the left."""
+    """Two panels: rounds by the attempt that gave the valid answer (missing = no valid answer in the
+    allowed attempts), and parse statuses over all requests; one horizontal stacked bar per run, named
+    on the left, each panel with its legend below it."""
     import matplotlib.pyplot as plt
 
     q = psm_quality_table(runs)
     st = status_table(runs)
     if axes is None:
         n = len(q)
-        _, axes = plt.subplots(1, 2, figsize=(12, 1.6 + 0.45 * n), sharey=True)
+        _, axes = plt.subplots(1, 2, figsize=(12, 2.2 + 0.45 * n), sharey=True)
     ax = axes[0]
     cols = [c for c in q.columns if c.startswith("rounds_") and c.endswith("_attempts")]
-    data = q.set_index("model")[cols].rename(columns=lambda c: c.split("_")[1] + " attempt(s)")
+    data = q.set_index("model")[cols].rename(columns=lambda c: f"answered at attempt {c.split('_')[1]}")
     data["missing"] = q.set_index("model")["missing"]
-    data.iloc[::-1].plot.barh(ax=ax, stacked=True, width=0.6)
+    colours = [plt.get_cmap("Blues")(x) for x in np.linspace(0.85, 0.35, len(cols))] + ["#d62728"]
+    data.iloc[::-1].plot.barh(ax=ax, stacked=True, width=0.6, color=colours)
     ax.set_xlabel("constrained rounds")
     ax.set_ylabel("")
-    ax.set_title("Attempts needed per round (Seror 2025, §2.1)", fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / max(len(q), 1)), ncol=len(data.columns),
+    ax.set_title("Rounds by the attempt that answered them (Seror 2025, §2.1)", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / max(len(q) + 3, 1)), ncol=2,
               frameon=False, fontsize=8)
     ax = axes[1]
     st = st.copy()
     st.index = q["model"].values
-    st.iloc[::-1].plot.barh(ax=ax, stacked=True, width=0.6, colormap="tab10")
+    palette = {"ok": "#2ca02c", "no_option": "#7f7f7f", "out_of_range": "#bcbd22", "ambiguous": "#17becf",
+               "refusal": "#e377c2", "empty": "#8c564b"}
+    st.iloc[::-1].plot.barh(ax=ax, stacked=True, width=0.6,
+                            color=[palette.get(c, "#9467bd") for c in st.columns])
     ax.set_xlabel("requests (all attempts)")
     ax.set_title("Parse status of every request", fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / max(len(q), 1)), ncol=len(st.columns),
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / max(len(q) + 3, 1)), ncol=3,
               frameon=False, fontsize=8)
     ax.figure.tight_layout()
     return axes
