@@ -44,7 +44,6 @@ n_jobs = 1
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import display
 
 from moralkit.figures import relative_path, save, show
 from moralkit.psm import nlls, reference
@@ -109,7 +108,7 @@ print(f"p . q_o: exact {np.unique((prices160 * y_exact).sum(1).round(9))}, "
 table1 = None
 if ready:
     table1 = make_table1(datasets, n_datasets=n_null, seed=seed, n_jobs=n_jobs)
-    display(table1[["provider", "model", "label", "alpha", "n_obs"]])
+    show(table1[["provider", "model", "label", "alpha", "n_obs"]], caption="Table 1, recomputed: which models pass")
     if quick:
         print(f"(quick mode: Table 1 from {n_null} random datasets per model)")
     passing = [] if table1 is None else table1.loc[table1["alpha"] <= 0.05, "model"].tolist()
@@ -138,8 +137,8 @@ if ready:
     fits = nlls.fit_models({m: datasets[m] for m in models}, form=form, n_starts=n_starts, seed=seed,
                            n_boot=n_boot, n_jobs=n_jobs, errors="warn")
     conv = pd.DataFrame([f.convergence() for f in fits.values()]).set_index("model")
-    display(conv[["form", "converged", "regular", "status", "ssr", "rmse", "optimality", "n_starts", "n_agree",
-                  "n_obs", "n_excluded", "n_boot", "n_boot_failed"]])
+    show(conv[["form", "converged", "regular", "status", "ssr", "rmse", "optimality", "n_starts", "n_agree",
+               "n_obs", "n_excluded", "n_boot", "n_boot_failed"]], caption="Convergence of every fit")
     not_conv = conv.index[~conv["converged"]].tolist()
     if not_conv:
         print("NOT converged (read with care):", not_conv)
@@ -198,7 +197,7 @@ if ready:
     plt.show()
     d = pd.DataFrame({m: f.q0 - f.b for m, f in fits.items() if f.q0 is not None},
                      index=[c.split(" ")[1].strip("()") for c in t2a.columns[:5]]).T
-    display(d.round(2))
+    show(d.round(2), caption="Figure 2's bars: q0 - b per model and statement")
 
 # %% [markdown]
 # ## How much the form of the predicted answer matters
@@ -217,6 +216,6 @@ if ready:
         ["model", cmp["parameter"].str[0]])["abs_diff"].agg(["mean", "max"]).unstack()
     show(summ.round(3), "03_paper_vs_exact", full=cmp, caption="|paper - exact| per model and parameter")
     ssr = cmp.groupby("model")[["ssr_exact", "ssr_paper"]].first()
-    display(ssr.round(2))
+    show(ssr.round(2), caption="Residual sum of squares of each form")
     print(f"mean |paper - exact|: b {cmp.loc[cmp.parameter.str[0] == 'b', 'difference'].abs().mean():.3f}, "
           f"a {cmp.loc[cmp.parameter.str[0] == 'a', 'difference'].abs().mean():.3f}")

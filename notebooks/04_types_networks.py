@@ -220,11 +220,5 @@ plt.show()
 summaries = {"published (Table 3)": perm.similarity_summary(reference.published_table3(), alphas)}
 if ready:
     summaries["this run"] = study.summary(alphas)
-for name, s in summaries.items():
-    print(name)
-    if "min" in s:
-        print(f"  off-diagonal G: range {s['min']:.2f}-{s['max']:.2f}, mean {s['mean']:.2f}, s.d. {s['sd']:.2f}; "
-              f"most similar {s['most_similar']}, least similar {s['least_similar']}")
-    for a, h in s["H"].items():
-        print(f"  H^{a:.2f}: {h['n_edges']} edges, {h['n_components']} component(s): {h['components']}; "
-              f"isolated: {h['isolated']}")
+show(perm.similarity_summary_table(summaries), "04_similarity_summary", float_format="{:.2f}".format,
+     caption="Off-diagonal G and the components of H^alpha")

@@ -67,6 +67,7 @@ __all__ = [
     "similarity_graph",
     "threshold_graph",
     "similarity_summary",
+    "similarity_summary_table",
     "table3",
     "plot_similarity",
     "plot_networks",
@@ -592,6 +593,33 @@ def similarity_summary(G, alphas: Sequence[float] = PAPER_ALPHAS) -> dict:
         comps[float(a)] = {"n_edges": h.number_of_edges(), "n_components": len(cc), "components": cc,
                            "isolated": sorted(nx.isolates(h))}
     out["H"] = comps
+    return out
+
+
+def similarity_summary_table(summaries: Mapping[str, dict]) -> pd.DataFrame:
+    """:func:`similarity_summary` results side by side: one row per source (e.g. published, this run).
+
+    Columns: the off-diagonal G's ``min``, ``max``, ``mean``, ``sd``, the ``most similar`` and
+    ``least similar`` pairs, and per alpha the connected components of H^alpha, written
+    ``{a, b} {c}`` (isolated models are components of one).
+
+    Examples
+    --------
+    >>> G = pd.DataFrame([[1, .8, .1], [.8, 1, .2], [.1, .2, 1]], index=list("abc"), columns=list("abc"))
+    >>> similarity_summary_table({"x": similarity_summary(G, [0.75])}).loc["x", "H^0.75 components"]
+    '{a, b} {c}'
+    """
+    rows = {}
+    for name, s in summaries.items():
+        row = {k: s[k] for k in ("min", "max", "mean", "sd") if k in s}
+        for k in ("most_similar", "least_similar"):
+            if k in s:
+                row[k.replace("_", " ")] = " - ".join(s[k])
+        for a, h in s["H"].items():
+            row[f"H^{a:.2f} components"] = " ".join("{" + ", ".join(c) + "}" for c in h["components"])
+        rows[name] = row
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "source"
     return out
 
 
