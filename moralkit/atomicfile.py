@@ -22,7 +22,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "fsync_dir"]
+__all__ = ["atomic_path", "atomic_write_bytes", "fsync_dir", "remove_stale_temporaries"]
 
 
 def fsync_dir(d) -> None:
@@ -39,11 +39,43 @@ def fsync_dir(d) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(path) -> list[Path]:
+    """Remove the hidden temporary folders of ``path`` left by writers that were killed.
+
+    A writer killed between creating its ``.<name>.tmp<pid>`` folder and renaming the file leaves the
+    folder behind (the target itself is intact). A folder whose process no longer runs on this
+    machine is removed; one of a live process is left alone. Returns the folders removed.
+    """
+    path = Path(path)
+    removed = []
+    for d in path.parent.glob(f".{path.name}.tmp*"):
+        pid = d.name[len(f".{path.name}.tmp"):]
+        if d.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary path with ``path``'s file name; rename it over ``path`` if the block succeeds."""
+    """Yield a temporary path with ``path``'s file name; rename it over ``path`` if the block succeeds.
+
+    Temporary folders that killed writers left next to ``path`` are removed first
+    (:func:`remove_stale_temporaries`).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     tmpdir = path.parent / f".{path.name}.tmp{os.getpid()}"
     tmpdir.mkdir(exist_ok=True)
     tmp = tmpdir / path.name
