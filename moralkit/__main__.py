@@ -1,4 +1,5 @@
-"""Command line: ``python -m moralkit collect psm|moralchoice ...``, ``export``, ``repair``, ``models``, ``serve``.
+"""Command line: ``python -m moralkit collect psm|moralchoice ...``, ``likelihood``, ``export``, ``repair``, ``runs``,
+``models``, ``serve``.
 
 Exit status: 0 done; 2 bad input or damaged data (the message names the fix); 3 a collection ended
 with tasks undone (its completeness line and the failing requests are printed; re-run to resume);
@@ -190,6 +191,12 @@ def cmd_models(a):
               f"{'installed' if local_model_available(m.name) else 'not installed: ' + m.pip}")
 
 
+def cmd_runs(a):
+    from moralkit.collect.summary import find_runs, runs_markdown
+
+    print(runs_markdown(find_runs(a.root, survey=a.survey)))
+
+
 def cmd_serve(a):
     from moralkit.collect.server import serve
 
@@ -249,6 +256,11 @@ def build_parser():
     r.set_defaults(func=cmd_repair)
     m = sub.add_parser("models", help="list the offline models shipped by PyPI packages", allow_abbrev=False)
     m.set_defaults(func=cmd_models)
+    r = sub.add_parser("runs", help="the run directories under ROOT (default data/raw) as a Markdown table: "
+                                    "what each holds and the command that resumes it", allow_abbrev=False)
+    r.add_argument("root", nargs="?", default=None, help="folder of run directories (default: data/raw)")
+    r.add_argument("--survey", default=None, choices=["psm", "moralchoice", "moralchoice-likelihood"])
+    r.set_defaults(func=cmd_runs)
     s = sub.add_parser("serve", help="OpenAI-compatible chat-completions server for a local model (loopback)",
                        allow_abbrev=False)
     s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")

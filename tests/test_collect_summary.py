@@ -44,3 +44,23 @@ def test_committed_runs_add_up_and_the_figure_draws():
     assert (q["answered"] == parts).all()
     axes = summary.plot_psm_quality(runs)
     assert len(axes[0].patches) == len(runs) * 4  # answered at attempt 1, 2, 3 and missing, per run
+
+
+def test_data_readme_lists_every_committed_run_as_the_runs_command_prints_it():
+    """data/README.md's run table is `python -m moralkit runs` on data/raw: it cannot drift from the data."""
+    import re
+
+    text = (paths.project_root() / "data" / "README.md").read_text()
+    m = re.search(r"<!-- runs: python -m moralkit runs -->\n(.*?)\n<!-- /runs -->", text, re.S)
+    assert m, "data/README.md has lost its runs table markers"
+    expected = summary.runs_markdown(summary.find_runs(paths.data_dir() / "raw"))
+    assert m.group(1) == expected, ("data/README.md's run table is out of date: replace it with the output of "
+                                    "`python -m moralkit runs`")
+
+
+def test_moralchoice_completed_counts_scenarios_by_m():
+    att = [dict(scenario_id=s, question_type=q, ordering=o)
+           for s, m in (("a", 5), ("b", 5), ("c", 1)) for q in ("ab", "repeat", "compare") for o in (0, 1)
+           for _ in range(m)]
+    att += [dict(scenario_id="c", question_type="ab", ordering=0)] * 2  # c: one form extended, the rest not
+    assert summary._moralchoice_completed(att) == "3 scenarios, 68 answers; M = 5 on 2, M = 1 on 1"

@@ -16,7 +16,7 @@ import pandas as pd
 from .. import paths
 from .store import read_records
 
-__all__ = ["find_runs", "runs_table", "psm_quality_table", "status_table", "moralchoice_quality_table",
+__all__ = ["find_runs", "runs_table", "runs_markdown", "psm_quality_table", "status_table", "moralchoice_quality_table",
            "plot_psm_quality"]
 
 
@@ -134,6 +134,29 @@ def plot_psm_quality(runs, axes=None):
     return axes
 
 
+def _moralchoice_completed(att) -> str:
+    """``200 scenarios, 4800 answers; M = 5 on 137, M = 1 on 63``: answers per form (M) by scenario."""
+    if not att:
+        return "0 scenarios, 0 answers"
+    n = pd.DataFrame([(a["scenario_id"], a["question_type"], a["ordering"]) for a in att],
+                     columns=["s", "q", "o"]).groupby(["s", "q", "o"]).size().groupby("s").min()
+    ms = n.value_counts().sort_index(ascending=False)
+    return (f"{len(n)} scenarios, {len(att)} answers; "
+            + ", ".join(f"M = {m} on {k}" for m, k in ms.items()))
+
+
+def runs_markdown(runs) -> str:
+    """:func:`runs_table` as a Markdown table (the one in ``data/README.md``; ``python -m moralkit runs``)."""
+    t = runs_table(runs)
+    if not len(t):
+        return "(no runs)"
+    cells = t.astype(str).map(lambda v: v.replace("|", "\\|"))
+    cells["command"] = "`" + cells["command"] + "`"
+    lines = ["| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def runs_table(runs) -> pd.DataFrame:
     """One row per run (any survey): model, licence, sampling, seeds, dates, size, and the exact command
     of its latest session (``python -m moralkit ...``; re-running it resumes the run), read from the manifests and records."""
@@ -156,8 +179,7 @@ def runs_table(runs) -> pd.DataFrame:
             n_forms = sum(len(a.get("forms", {})) for a in att)
             what = f"{len(att)} scenarios, {n_forms} forms (exact likelihoods, persona {m.get('persona')})"
         else:
-            what = (f"{len({a['scenario_id'] for a in att})} scenarios, "
-                    f"{len(att)} answers")
+            what = _moralchoice_completed(att)
         finished = max((a.get("finished") or "" for a in att), default="")
         rows.append(dict(
             run=run.name, survey=m["survey"], model=m["label"], licence=m.get("backend_info", {}).get("licence"),
