@@ -130,22 +130,28 @@ from moralkit.psm import nlls
 from moralkit.studies import steerability
 
 BASE = "qwen2.5-coder-0.5b-instruct"
-mc_models = set(metrics["model"]) if len(metrics) else set()
-mc_personas = sorted(m for m in mc_models if m.startswith(f"{BASE}+persona-"))
-if BASE in mc_models and mc_personas:
-    keep = metrics["model"].isin([BASE, *mc_personas])
+effects_mc = []
+for level in ("low", "high"):
     with warnings.catch_warnings(record=True) as caught:  # a note on the page, not an stderr block
         warnings.simplefilter("always")
-        high_scenarios = load_scenarios("high")
+        m_level = metrics if level == "high" else xm.load_own_runs(data_path, moralchoice_path, ambiguity=level)[1]
+        level_scenarios = load_scenarios(level)
     for w in caught:
         print("note:", w.message)
-    effects_mc = steerability.likelihood_effects(metrics[keep], BASE, high_scenarios,
-                                                 n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
-                                                 seed=seed)
-    show(effects_mc, "07_persona_effects_moralchoice", index=False,
-         caption="Persona effects on the marginal likelihood of action 1 (high ambiguity)")
-else:
-    print("No persona-respondent has MoralChoice likelihoods for this level yet (data/moralchoice_likelihood).")
+    mc_models = set(m_level["model"]) if len(m_level) else set()
+    mc_personas = sorted(m for m in mc_models if m.startswith(f"{BASE}+persona-"))
+    if BASE in mc_models and mc_personas:
+        keep = m_level["model"].isin([BASE, *mc_personas])
+        effects_mc.append(steerability.likelihood_effects(
+            m_level[keep], BASE, level_scenarios, n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
+            seed=seed).assign(ambiguity=level))
+    else:
+        print(f"No persona-respondent has {level}-ambiguity MoralChoice likelihoods yet (data/moralchoice_likelihood).")
+if effects_mc:
+    show(pd.concat(effects_mc, ignore_index=True).set_index(["ambiguity", "respondent"]),
+         "07_persona_effects_moralchoice",
+         caption="Persona effects on the marginal likelihood of action 1 (in low ambiguity, action 1 is the "
+                 "rule-following action)")
 psm_personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
 if BASE in psm and psm_personas:
     others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
