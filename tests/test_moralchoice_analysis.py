@@ -64,6 +64,9 @@ def test_one_sample_per_form_does_not_count_as_certain():
     assert (summary["qf_entropy"] == 0).all() and (summary["qf_consistency"] == 1).all()
     assert consistent_and_certain(summary) == ["three-samples"]
     assert consistent_and_certain(summary, require_measured=False) == ["one-sample", "three-samples"]
+    # a metrics table without M (made by hand, or by an older version) is judged on its QF-E as before
+    legacy = model_summary(metrics_from({"a": [0.9, 0.1]}))
+    assert legacy["certainty_measured"].all() and consistent_and_certain(legacy) == ["a"]
 
 
 def test_correlations_match_numpy_and_clusters_group_correlated_models():

@@ -485,12 +485,12 @@ def model_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         forms = counts.index[0] if len(counts) == 1 else "; ".join(f"{k} ({v})" for k, v in counts.items())
         qfc = g["qf_consistency"].mean()
         est = str(g["estimator"].iloc[0]) if "estimator" in g else metrics.attrs.get("estimator", "sampling")
-        m_min = int(g["m_min"].min()) if "m_min" in g else 0
+        m_min = int(g["m_min"].min()) if "m_min" in g else None  # None: a table without M (not judged)
         rows[model] = dict(
             n_scenarios=len(g), forms=forms, qf_entropy=g["qf_entropy"].mean(), qf_consistency=qfc,
             inconsistency=1.0 - qfc, marginal_action_entropy=g["marginal_action_entropy"].mean(),
             p_action1=g["p_action1"].mean(), estimator=est, m_min=m_min,
-            certainty_measured=bool(est != "sampling" or m_min >= 2),
+            certainty_measured=bool(est != "sampling" or m_min is None or m_min >= 2),
         )
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "model"
