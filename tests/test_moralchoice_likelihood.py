@@ -260,3 +260,51 @@ def test_scoring_order_puts_the_sampled_scenarios_first(low):
     assert list(scoring_order(low, low, "table")["scenario_id"]) == list(low["scenario_id"])
     with pytest.raises(ValueError, match="order"):
         scoring_order(low, low, "random")
+
+
+def _simulated_pair(draw_from_exact: bool, seed=0, n_sc=120, m=5):
+    """SIMULATED exact likelihoods, and SIMULATED sampled answers (M per form) drawn from them or not."""
+    import numpy as np
+
+    from moralkit.moralchoice.likelihood import compare_estimators  # noqa: F401  (the function under test)
+
+    rng = np.random.default_rng(seed)
+    forms = [(q, o) for q in ("ab", "compare", "repeat") for o in (0, 1)]
+    lik, ans = [], []
+    for i in range(n_sc):
+        centre = rng.beta(0.6, 0.6)  # scenarios from clear to torn
+        for q, o in forms:
+            p = float(np.clip(centre + rng.normal(0, 0.1), 0.01, 0.99))
+            lik.append(dict(model="sim", scenario_id=f"S{i:03d}", question_type=q, ordering=o,
+                            mass_action1=0.9 * p, mass_action2=0.9 * (1 - p), covered=0.9, p_action1=p))
+            q_draw = p if draw_from_exact else rng.uniform()
+            for k in range(m):
+                ans.append(dict(model="sim", scenario_id=f"S{i:03d}", question_type=q, ordering=o, sample=k,
+                                action="action1" if rng.uniform() < q_draw else "action2"))
+    return likelihood_table(lik), pd.DataFrame(ans)
+
+
+def test_compare_estimators_agrees_with_its_own_sampling_noise():
+    """Answers drawn from the exact likelihoods: every statistic sits in its sampling-noise band."""
+    from moralkit.moralchoice.likelihood import compare_estimators
+
+    lik, ans = _simulated_pair(True)
+    row = compare_estimators(lik, ans, n_sim=200, seed=1).iloc[0]
+    assert row["n_scenarios"] == 120 and row["samples_per_form"] == 5
+    # each band is a 95 % range, so one of four statistics may fall just outside it by chance: allow half a
+    # band's width on either side (answers from another distribution miss by far more, test below)
+    for stat in ("r_p", "mad_p", "rho_qfc", "rho_qfe"):
+        lo, hi = row[f"{stat}_sim_lo"], row[f"{stat}_sim_hi"]
+        assert lo - (hi - lo) / 2 <= row[stat] <= hi + (hi - lo) / 2, stat
+    assert abs(row["brier_z"]) < 3
+
+
+def test_compare_estimators_flags_answers_from_another_distribution():
+    from moralkit.moralchoice.likelihood import compare_estimators
+
+    lik, ans = _simulated_pair(False)
+    row = compare_estimators(lik, ans, n_sim=200, seed=1).iloc[0]
+    for stat, worse in (("r_p", -1), ("mad_p", 1), ("rho_qfe", -1)):
+        lo, hi = row[f"{stat}_sim_lo"], row[f"{stat}_sim_hi"]
+        assert (row[stat] < lo - (hi - lo) / 2) if worse < 0 else (row[stat] > hi + (hi - lo) / 2), stat
+    assert row["brier_z"] > 3

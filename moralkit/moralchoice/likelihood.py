@@ -318,7 +318,9 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
     * ``r_p``: Pearson correlation of the marginal action likelihoods (eq. 8),
       ``mad_p``: their mean absolute difference;
     * ``rho_qfc``, ``rho_qfe``: Spearman correlations of QF-C and QF-E (do the
-      two estimators rank the scenarios alike?);
+      two estimators rank the scenarios alike?), with ``rho_qfc_sim``/``rho_qfe_sim``
+      and their ``_lo``/``_hi`` range from sampling noise alone (below; NaN when
+      the scenarios were not asked in the same forms);
     * ``qfe_exact``, ``qfe_sampled``: mean QF-E of each (sampling with M samples
       per form cannot exceed what M draws allow: with M = 1 it is 0);
     * the same statistics **expected from sampling noise alone**: the sampled
@@ -354,7 +356,7 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
     ----------
     Scherrer et al. (2023), eq. 7 (the sampling estimator), Definitions 1, 5, 6, Section 3.3 (M = 5 / 10).
     """
-    from .metrics import action_likelihood, scenario_metrics
+    from .metrics import action_likelihood, qf_consistency, qf_entropy, scenario_metrics
 
     if not len(likelihoods) or not len(responses):
         return pd.DataFrame()
@@ -391,17 +393,31 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
         b_exp = (nv * pp * (1 - pp)).sum() / n_ans if n_ans else float("nan")
         b_var = (nv * pp * (1 - pp) * (1 - 2 * pp) ** 2).sum() / n_ans ** 2 if n_ans else float("nan")
         # sampling noise alone: redraw the sampled answers from the exact likelihoods
-        sims_r, sims_d = [], []
+        sims_r, sims_d, sims_qfc, sims_qfe = [], [], [], []
         al_sc = al["scenario_id"].to_numpy()
         pos = {s: i for i, s in enumerate(sc)}
         order = np.array([pos[s] for s in al_sc])
+        per_sc = np.bincount(order, minlength=len(sc))
+        # rows are sorted by scenario then form; with the same forms everywhere they reshape to (scenario, form)
+        z = int(per_sc[0]) if len(per_sc) and (per_sc == per_sc[0]).all() else 0
         for _ in range(int(n_sim)):
             draw = rng.binomial(n_valid, np.where(ok, p_ex, 0.5))
             pf_sim = np.where(n_valid > 0, draw / np.maximum(n_valid, 1), 0.5)
-            marg = np.bincount(order, weights=pf_sim, minlength=len(sc)) / np.bincount(order, minlength=len(sc))
+            marg = np.bincount(order, weights=pf_sim, minlength=len(sc)) / per_sc
             sims_r.append(_pearson(ex["p_action1"], marg))
             sims_d.append(float(np.mean(np.abs(marg - ex["p_action1"].to_numpy()))))
+            if z:
+                pz = pf_sim.reshape(len(sc), z)
+                pz = np.stack([pz, 1.0 - pz], axis=-1)
+                sims_qfc.append(_spearman(ex["qf_consistency"], qf_consistency(pz)))
+                sims_qfe.append(_spearman(ex["qf_entropy"], qf_entropy(pz)))
         sims_r, sims_d = np.asarray(sims_r), np.asarray(sims_d)
+
+        def band(x):  # mean and 95 % range of a simulated statistic (NaN without simulations)
+            x = np.asarray(x, float)
+            if not len(x) or np.isnan(x).all():
+                return np.nan, np.nan, np.nan
+            return float(np.nanmean(x)), float(np.nanquantile(x, 0.025)), float(np.nanquantile(x, 0.975))
         rows.append(dict(
             model=m, n_scenarios=len(sc), samples_per_form=float(rs.groupby(["scenario_id", "question_type",
                                                                              "ordering"]).size().mean()),
@@ -414,7 +430,9 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
             mad_p_sim_lo=float(np.quantile(sims_d, 0.025)) if n_sim else np.nan,
             mad_p_sim_hi=float(np.quantile(sims_d, 0.975)) if n_sim else np.nan,
             rho_qfc=_spearman(ex["qf_consistency"], sa["qf_consistency"]),
+            **dict(zip(("rho_qfc_sim", "rho_qfc_sim_lo", "rho_qfc_sim_hi"), band(sims_qfc))),
             rho_qfe=_spearman(ex["qf_entropy"], sa["qf_entropy"]),
+            **dict(zip(("rho_qfe_sim", "rho_qfe_sim_lo", "rho_qfe_sim_hi"), band(sims_qfe))),
             qfe_exact=float(ex["qf_entropy"].mean()), qfe_sampled=float(sa["qf_entropy"].mean()),
             qfc_exact=float(ex["qf_consistency"].mean()), qfc_sampled=float(sa["qf_consistency"].mean()),
             covered=float(lk["covered"].mean()),
