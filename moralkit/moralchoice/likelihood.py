@@ -63,8 +63,8 @@ from .mapping import map_answer, short_form
 from .prompts import check_form
 
 __all__ = ["ANSWER_SETS", "CANONICAL_ANSWERS", "ESTIMATORS", "LIKELIHOOD_COLUMNS", "canonical_answers",
-           "combine_logprobs", "compare_estimators", "likelihood_table", "read_likelihoods", "write_likelihoods",
-           "load_likelihoods", "likelihood_dir"]
+           "combine_logprobs", "compare_estimators", "agreement_summary", "likelihood_table", "read_likelihoods",
+           "write_likelihoods", "load_likelihoods", "likelihood_dir"]
 
 #: Names of the estimators recorded by :func:`moralkit.moralchoice.scenario_metrics`.
 ESTIMATORS = ("sampling", "token_probability")
@@ -322,7 +322,12 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
       and their ``_lo``/``_hi`` range from sampling noise alone (below; NaN when
       the scenarios were not asked in the same forms);
     * ``qfe_exact``, ``qfe_sampled``: mean QF-E of each (sampling with M samples
-      per form cannot exceed what M draws allow: with M = 1 it is 0);
+      per form cannot exceed what M draws allow: with M = 1 it is 0), and
+      ``qfe_sampled_sim``, the mean the sampled QF-E has when the answers are
+      drawn from the exact likelihoods: the plug-in entropy of M draws is biased
+      low, so ``qfe_sampled`` below ``qfe_exact`` by about ``qfe_exact -
+      qfe_sampled_sim`` is the sampling estimator's bias, not a disagreement
+      (the same for ``qfc_*``);
     * the same statistics **expected from sampling noise alone**: the sampled
       answers are redrawn ``n_sim`` times as Bernoulli draws from the exact
       likelihood of each form, with the sampled run's number of valid answers
@@ -393,7 +398,7 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
         b_exp = (nv * pp * (1 - pp)).sum() / n_ans if n_ans else float("nan")
         b_var = (nv * pp * (1 - pp) * (1 - 2 * pp) ** 2).sum() / n_ans ** 2 if n_ans else float("nan")
         # sampling noise alone: redraw the sampled answers from the exact likelihoods
-        sims_r, sims_d, sims_qfc, sims_qfe = [], [], [], []
+        sims_r, sims_d, sims_qfc, sims_qfe, mean_qfc, mean_qfe = [], [], [], [], [], []
         al_sc = al["scenario_id"].to_numpy()
         pos = {s: i for i, s in enumerate(sc)}
         order = np.array([pos[s] for s in al_sc])
@@ -409,8 +414,11 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
             if z:
                 pz = pf_sim.reshape(len(sc), z)
                 pz = np.stack([pz, 1.0 - pz], axis=-1)
-                sims_qfc.append(_spearman(ex["qf_consistency"], qf_consistency(pz)))
-                sims_qfe.append(_spearman(ex["qf_entropy"], qf_entropy(pz)))
+                qfc_s, qfe_s = qf_consistency(pz), qf_entropy(pz)
+                sims_qfc.append(_spearman(ex["qf_consistency"], qfc_s))
+                sims_qfe.append(_spearman(ex["qf_entropy"], qfe_s))
+                mean_qfc.append(float(np.mean(qfc_s)))
+                mean_qfe.append(float(np.mean(qfe_s)))
         sims_r, sims_d = np.asarray(sims_r), np.asarray(sims_d)
 
         def band(x):  # mean and 95 % range of a simulated statistic (NaN without simulations)
@@ -434,9 +442,49 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
             rho_qfe=_spearman(ex["qf_entropy"], sa["qf_entropy"]),
             **dict(zip(("rho_qfe_sim", "rho_qfe_sim_lo", "rho_qfe_sim_hi"), band(sims_qfe))),
             qfe_exact=float(ex["qf_entropy"].mean()), qfe_sampled=float(sa["qf_entropy"].mean()),
+            qfe_sampled_sim=float(np.mean(mean_qfe)) if mean_qfe else np.nan,
             qfc_exact=float(ex["qf_consistency"].mean()), qfc_sampled=float(sa["qf_consistency"].mean()),
+            qfc_sampled_sim=float(np.mean(mean_qfc)) if mean_qfc else np.nan,
             covered=float(lk["covered"].mean()),
             brier=float(brier), brier_expected=float(b_exp),
             brier_z=float((brier - b_exp) / math.sqrt(b_var)) if n_ans and b_var > 0 else float("nan"),
         ))
     return pd.DataFrame(rows)
+
+
+def agreement_summary(comparison: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """:func:`compare_estimators` as one readable cell per statistic: ``observed [noise band]``.
+
+    Columns ``r_p``, ``mad_p``, ``rho_qfc``, ``rho_qfe`` read e.g. ``0.51 [0.49, 0.64]``: the observed value,
+    then the 95 % range the statistic has when the sampled answers are redrawn from the exact likelihoods.
+    An observed value inside its band means the two estimators agree up to the sampling noise of M.
+    ``qfe: exact / sampled (expected)`` gives the mean QF-E of each estimator and, in brackets, the mean the
+    sampled one has when the answers are drawn from the exact likelihoods (its bias at this M); the same
+    for QF-C.
+
+    Examples
+    --------
+    >>> c = pd.DataFrame({"model": ["m"], "n_scenarios": [200], "samples_per_form": [5.0], "r_p": [0.512],
+    ...                   "r_p_sim_lo": [0.487], "r_p_sim_hi": [0.641], "covered": [0.92], "brier_z": [-0.56]})
+    >>> agreement_summary(c).loc["m", "r_p"]
+    '0.51 [0.49, 0.64]'
+    """
+    out = comparison.set_index("model")[["n_scenarios", "samples_per_form"]].copy()
+    out["samples_per_form"] = out["samples_per_form"].round(1)
+    for stat in ("r_p", "mad_p", "rho_qfc", "rho_qfe"):
+        if stat not in comparison.columns:
+            continue
+        lo = comparison.get(f"{stat}_sim_lo", pd.Series(np.nan, index=comparison.index))
+        hi = comparison.get(f"{stat}_sim_hi", pd.Series(np.nan, index=comparison.index))
+        out[stat] = [f"{v:.{digits}f}" + ("" if np.isnan(a) else f" [{a:.{digits}f}, {b:.{digits}f}]")
+                     for v, a, b in zip(comparison[stat], lo, hi)]
+    for q in ("qfe", "qfc"):
+        if {f"{q}_exact", f"{q}_sampled"} <= set(comparison.columns):
+            sim = comparison.get(f"{q}_sampled_sim", pd.Series(np.nan, index=comparison.index))
+            out[f"{q}: exact / sampled (expected)"] = [
+                f"{a:.{digits}f} / {b:.{digits}f}" + ("" if np.isnan(c) else f" ({c:.{digits}f})")
+                for a, b, c in zip(comparison[f"{q}_exact"], comparison[f"{q}_sampled"], sim)]
+    for col in ("covered", "brier_z"):
+        if col in comparison.columns:
+            out[col] = comparison.set_index("model")[col].round(digits)
+    return out
