@@ -384,17 +384,20 @@ def _label_groups(pairs: pd.DataFrame, index: dict, xspan: float, yspan: float, 
 
 
 def plot_cross_method(res: CrossMethodResult, title: str | None = None):
-    """Side-by-side heatmaps (PSM G, MoralChoice correlation; same model order) and a scatter of the pairs.
+    """Two heatmaps side by side (PSM G, MoralChoice correlation; same model order), the pairs' scatter below.
 
     Models are numbered 1..n: the heatmaps' rows carry the full names, their columns and the scatter's
-    points the numbers, so no name is cut.
+    points the numbers, so no name is cut. Two rows rather than three panels in a line, so that the figure
+    stays legible at the width of a page.
     """
     import matplotlib.pyplot as plt
 
     n = len(res.models)
     num = [str(i + 1) for i in range(n)]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 1.6 + max(3.4, 0.45 * n)), layout="constrained",
-                             gridspec_kw={"width_ratios": [1, 1, 1.1]})
+    h = max(3.4, 0.45 * n)
+    fig, ax_d = plt.subplot_mosaic([["G", "C"], ["S", "S"]], figsize=(11, 2.4 + h + 4.2), layout="constrained",
+                                   gridspec_kw={"height_ratios": [h, 4.2]})
+    axes = [ax_d["G"], ax_d["C"], ax_d["S"]]
     for k, (ax, M, lab, cmap, lim) in enumerate((
             (axes[0], res.G, "PSM similarity G (eq. 6)", "viridis", (0, 1)),
             (axes[1], res.C, "MoralChoice agreement (corr. of p(action))", "RdBu_r", (-1, 1)))):
