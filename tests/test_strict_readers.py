@@ -26,11 +26,12 @@ def _edit(df, row, col, value):
 
 def _psm_cases():
     df = _frame(PSM)
+    last = len(df) + 2  # the appended row, 1-based after the header
     conflicting = _edit(df, 5, "option", "7")
     conflicting.loc[5, "q"] = conflicting.loc[5, "options"][30:35]
     return [
-        ("duplicated round", pd.concat([df, df.iloc[[5]]]), r"row 163 .*round \d+ of model .* appears twice \(first at row 7\)"),
-        ("conflicting round", pd.concat([df, conflicting.iloc[[5]]]), r"row 163 .*appears twice"),
+        ("duplicated round", pd.concat([df, df.iloc[[5]]]), rf"row {last} .*round \d+ of model .* appears twice \(first at row 7\)"),
+        ("conflicting round", pd.concat([df, conflicting.iloc[[5]]]), rf"row {last} .*appears twice"),
         ("round 999", _edit(df, 7, "round", "999"), r"row 9 .*round must be an integer in 0..160, got '999'"),
         ("price_index 99", _edit(df, 7, "price_index", "99"), r"row 9 .*price_index must be an integer in 0..4, got '99'"),
         ("NaN option", _edit(df, 7, "option", "NaN"), r"row 9 .*option must be an integer in 1..100 or empty, got 'NaN'"),
@@ -64,9 +65,10 @@ def test_readers_reject_unreadable_files(tmp_path, reader, good, kind, match):
 
 def _mc_cases():
     df = _frame(MC)
+    last = len(df) + 2  # the appended row: after the header and every committed row (1-based lines)
     return [
-        ("duplicated answer", pd.concat([df, df.iloc[[3]]]), r"row 1202 .*appears twice \(the same answer, first at row 5\)"),
-        ("conflicting answer", pd.concat([df, _edit(df, 3, "answer_raw", "zzz").iloc[[3]]]), r"row 1202 .*conflicting answers"),
+        ("duplicated answer", pd.concat([df, df.iloc[[3]]]), rf"row {last} .*appears twice \(the same answer, first at row 5\)"),
+        ("conflicting answer", pd.concat([df, _edit(df, 3, "answer_raw", "zzz").iloc[[3]]]), rf"row {last} .*conflicting answers"),
         ("NaN sample", _edit(df, 7, "eval_sample_nb", "NaN"), r"row 9 .*eval_sample_nb must be an integer >= 0, got 'NaN'"),
         ("ordering 2", _edit(df, 7, "question_ordering", "2"), r"row 9 .*question_ordering must be 0 or 1"),
         ("bad decision", _edit(df, 7, "decision", "maybe"), r"row 9 .*decision must be one of"),
