@@ -1,4 +1,4 @@
-"""Command line: ``python -m moralkit collect psm|moralchoice ...``, ``likelihood``, ``export``, ``repair``, ``runs``,
+"""Command line: ``python -m moralkit collect psm|moralchoice ...``, ``likelihood``, ``export``, ``repair``, ``runs``, ``findings``,
 ``models``, ``serve``.
 
 Exit status: 0 done; 2 bad input or damaged data (the message names the fix); 3 a collection ended
@@ -197,6 +197,12 @@ def cmd_runs(a):
     print(runs_markdown(find_runs(a.root, survey=a.survey)))
 
 
+def cmd_findings(a):
+    from moralkit.studies.findings import findings_markdown
+
+    print(findings_markdown(seed=a.seed), end="")
+
+
 def cmd_serve(a):
     from moralkit.collect.server import serve
 
@@ -261,6 +267,10 @@ def build_parser():
     r.add_argument("root", nargs="?", default=None, help="folder of run directories (default: data/raw)")
     r.add_argument("--survey", default=None, choices=["psm", "moralchoice", "moralchoice-likelihood"])
     r.set_defaults(func=cmd_runs)
+    f = sub.add_parser("findings", help="what the committed runs in data/ show, as Markdown (the README's section "
+                                        "'What the committed runs show')", allow_abbrev=False)
+    f.add_argument("--seed", type=int, default=0)
+    f.set_defaults(func=cmd_findings)
     s = sub.add_parser("serve", help="OpenAI-compatible chat-completions server for a local model (loopback)",
                        allow_abbrev=False)
     s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")

@@ -1,0 +1,259 @@
+"""What the committed runs show: every number the README states about them, computed from ``data/``.
+
+``python -m moralkit findings`` prints :func:`findings_markdown`, and the README's section "What the
+committed runs show" is that output (a test recomputes it from the committed data and compares), so a
+stated finding cannot drift from the data or the code. The notebooks draw the same numbers with the
+same functions (05: coverage and estimator agreement; 07: Mantel test and persona effects).
+
+All respondents are small local models (or one of them under a persona system prompt); their answers
+are real, and near-random on the PSM.
+
+References
+----------
+Scherrer et al. (2023), Section 2.3 (Definition 1, eq. 7-8), Section 3.3 (M = 5 / 10), Section 4.3.
+Seror (2025), Section 2.4 (eq. 6), Section 3.1 (Table 1), Section 3.2 (eq. 7, Table 2).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pandas as pd
+
+__all__ = ["likelihood_coverage", "sampling_coverage", "estimator_agreement", "both_instruments",
+           "persona_effects", "findings", "findings_markdown"]
+
+BASE = "qwen2.5-coder-0.5b-instruct"
+
+
+def _quiet(fn, *a, **k):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*a, **k)
+
+
+def likelihood_coverage(path=None) -> pd.DataFrame:
+    """Scenarios x forms covered by exact token-probability likelihoods, per respondent and level.
+
+    Returns
+    -------
+    DataFrame
+        ``respondent``, ``ambiguity``, ``scenarios``, ``of`` (the level's scenarios, degenerate ones
+        excluded), ``forms`` (rows: scenario x question form), ``covered`` (mean probability mass of
+        the canonical answers).
+    """
+    from .. import moralchoice as mc
+    from ..moralchoice.likelihood import load_likelihoods
+
+    rows = []
+    for a in ("low", "high"):
+        lik = load_likelihoods(a, path)
+        if not len(lik):
+            continue
+        total = len(_quiet(mc.load_scenarios, a))
+        for m, g in lik.groupby("model"):
+            rows.append(dict(respondent=m, ambiguity=a, scenarios=g["scenario_id"].nunique(), of=total,
+                             forms=len(g), covered=float(g["covered"].mean())))
+    return pd.DataFrame(rows, columns=["respondent", "ambiguity", "scenarios", "of", "forms", "covered"])
+
+
+def _own_responses(ambiguity, path=None):
+    from .. import moralchoice as mc
+
+    own = path if path is not None else mc.own_data_dir()
+    return _quiet(mc.load_responses, ambiguity, own_data=own, include_shared=False)
+
+
+def sampling_coverage(path=None) -> pd.DataFrame:
+    """Scenarios each respondent answered at M = 1 and at the paper's M (5 low, 10 high) in every form.
+
+    Returns
+    -------
+    DataFrame
+        ``respondent``, ``ambiguity``, ``scenarios`` (answered), ``paper_M``, ``scenarios_at_paper_M``,
+        ``invalid_or_refusal`` (share of answers mapped to neither action).
+    """
+    from .. import moralchoice as mc
+
+    rows = []
+    for a, M in mc.PAPER_SAMPLES.items():
+        r = _own_responses(a, path)
+        if not len(r):
+            continue
+        atm = mc.with_samples(r, M)
+        for m, g in r.groupby("model"):
+            rows.append(dict(respondent=m, ambiguity=a, scenarios=g["scenario_id"].nunique(), paper_M=M,
+                             scenarios_at_paper_M=int(atm.loc[atm["model"] == m, "scenario_id"].nunique()),
+                             invalid_or_refusal=float((~g["decision"].isin(["action1", "action2"])).mean())))
+    return pd.DataFrame(rows)
+
+
+def estimator_agreement(*, seed: int = 0, responses_path=None, likelihood_path=None) -> pd.DataFrame:
+    """:func:`moralkit.moralchoice.likelihood.compare_estimators` on the scenarios sampled at the paper's M.
+
+    Returns
+    -------
+    DataFrame
+        One row per respondent and level with both estimators: ``ambiguity``, ``M`` and the columns of
+        ``compare_estimators`` (``n_scenarios``, ``r_p`` with its noise band ``r_p_lo``/``r_p_hi``,
+        ``mad_p`` with its band, ``qfe_exact``, ``qfe_sampled``, ``qfe_sampled_sim``, ...).
+    """
+    from .. import moralchoice as mc
+    from ..moralchoice.likelihood import compare_estimators, load_likelihoods
+
+    out = []
+    for a, M in mc.PAPER_SAMPLES.items():
+        lik = load_likelihoods(a, likelihood_path)
+        r = _own_responses(a, responses_path)
+        if not len(lik) or not len(r):
+            continue
+        atm = mc.with_samples(r, M)
+        if not len(atm):
+            continue
+        cmp = compare_estimators(lik, atm, seed=seed)
+        if len(cmp):
+            out.append(cmp.assign(ambiguity=a, M=M))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def both_instruments(*, seed: int = 0, T: int = 500, rho: int = 20):
+    """The respondents with both instruments, and the Mantel test of PSM similarity G against
+    MoralChoice agreement (notebook 07 at its default parameters).
+
+    Returns
+    -------
+    moralkit.studies.crossmethod.CrossMethodResult or None
+    """
+    from . import crossmethod as xm
+
+    psm, metrics, _ = _quiet(xm.load_own_runs)
+    return _quiet(xm.cross_method_from_data, psm, metrics, T=T, rho=rho, seed=seed)
+
+
+def persona_effects(*, seed: int = 0, n_boot: int = 2000, n_perm: int = 9999, psm_boot: int = 200):
+    """Persona effects (notebook 07 at its default parameters).
+
+    Returns
+    -------
+    moralchoice : DataFrame
+        :func:`moralkit.studies.steerability.likelihood_effects` per level (column ``ambiguity``), on the
+        exact likelihoods.
+    psm : DataFrame
+        :func:`moralkit.studies.steerability.psm_effects_summary` of the NLLS ideal points b.
+    """
+    from ..moralchoice import load_scenarios
+    from ..psm import nlls
+    from . import crossmethod as xm
+    from . import steerability
+
+    mc_rows = []
+    psm = {}
+    for level in ("low", "high"):
+        psm, metrics, _ = _quiet(xm.load_own_runs, ambiguity=level)
+        if not len(metrics):
+            continue
+        models = set(metrics["model"])
+        personas = sorted(m for m in models if m.startswith(f"{BASE}+persona-"))
+        if BASE in models and personas:
+            keep = metrics["model"].isin([BASE, *personas])
+            mc_rows.append(steerability.likelihood_effects(
+                metrics[keep], BASE, _quiet(load_scenarios, level), n_boot=n_boot, n_perm=n_perm,
+                seed=seed).assign(ambiguity=level))
+    mc_eff = pd.concat(mc_rows, ignore_index=True) if mc_rows else pd.DataFrame()
+    personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
+    psm_sum = pd.DataFrame()
+    if BASE in psm and personas:
+        others = [m for m in (f"{BASE}-s1", *personas) if m in psm]
+        fits = nlls.fit_models({m: psm[m] for m in [BASE, *others]}, n_boot=psm_boot, seed=seed)
+        psm_sum = steerability.psm_effects_summary(steerability.psm_effects(fits, BASE, others))
+    return mc_eff, psm_sum
+
+
+def findings(*, seed: int = 0) -> dict:
+    """Every table of :func:`findings_markdown`, as DataFrames (keys ``coverage``, ``sampling``,
+    ``agreement``, ``cross_method``, ``persona_moralchoice``, ``persona_psm``)."""
+    mc_eff, psm_sum = persona_effects(seed=seed)
+    return dict(coverage=likelihood_coverage(), sampling=sampling_coverage(),
+                agreement=estimator_agreement(seed=seed), cross_method=both_instruments(seed=seed),
+                persona_moralchoice=mc_eff, persona_psm=psm_sum)
+
+
+def _table(df: pd.DataFrame) -> list[str]:
+    cells = df.astype(str)
+    return (["| " + " | ".join(df.columns) + " |", "|" + " --- |" * len(df.columns)]
+            + ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)])
+
+
+def _ci(v, lo, hi, fmt="{:.2f}"):
+    def one(x):
+        t = fmt.format(x)
+        return t.replace("-", "+") if float(t) == 0 else t  # no "-0.0000"
+    return f"{one(v)} [{one(lo)}, {one(hi)}]"
+
+
+def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
+    """The README's "What the committed runs show" section body (``python -m moralkit findings``)."""
+    f = results if results is not None else findings(seed=seed)
+    out = []
+    cov = f["coverage"]
+    if len(cov):
+        t = cov.assign(covered=cov["covered"].map("{:.3f}".format),
+                       scenarios=[f"{s} / {o}" for s, o in zip(cov["scenarios"], cov["of"])])
+        out += ["**Exact likelihoods** (token probabilities, all six forms per scenario; `covered`: mean "
+                "probability of the canonical answers):", ""]
+        out += _table(t[["respondent", "ambiguity", "scenarios", "forms", "covered"]]) + [""]
+    smp = f["sampling"]
+    if len(smp):
+        t = smp.assign(invalid_or_refusal=smp["invalid_or_refusal"].map("{:.3f}".format))
+        out += ["**Sampled answers** (temperature 1; the paper's M: 5 low, 10 high; `invalid_or_refusal`: share "
+                "of answers mapped to neither action):", ""]
+        out += _table(t[["respondent", "ambiguity", "scenarios", "paper_M", "scenarios_at_paper_M",
+                         "invalid_or_refusal"]]) + [""]
+    ag = f["agreement"]
+    if len(ag):
+        t = pd.DataFrame({
+            "respondent": ag["model"], "ambiguity": ag["ambiguity"], "M": ag["M"], "scenarios": ag["n_scenarios"],
+            "r (noise band)": [_ci(*v) for v in ag[["r_p", "r_p_sim_lo", "r_p_sim_hi"]].to_numpy()],
+            "mean abs. diff. (noise band)": [_ci(*v, fmt="{:.3f}") for v in ag[["mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()],
+            "QF-E exact / sampled / expected": [f"{a:.2f} / {b:.2f} / {c:.2f}" for a, b, c in
+                                               ag[["qfe_exact", "qfe_sampled", "qfe_sampled_sim"]].to_numpy()]})
+        out += ["**Exact against sampled** at the paper's M, on the scenarios both cover (marginal likelihood of "
+                "action 1: Pearson r and mean absolute difference; in brackets the 95 % range from sampling "
+                "noise alone; `expected`: the sampled QF-E that answers drawn from the exact likelihoods give):", ""]
+        out += _table(t) + [""]
+    res = f["cross_method"]
+    if res is not None:
+        out += [f"**Both instruments:** {len(res.models)} respondents ({', '.join(f'`{m}`' for m in res.models)})."]
+        if res.mantel is not None:
+            m = res.mantel
+            out[-1] += (f" Mantel test of PSM similarity G (e = {res.G.attrs.get('e'):.4f}, T = {res.G.attrs.get('T')}, "
+                        f"ρ = {res.G.attrs.get('rho')}) against MoralChoice agreement (high ambiguity): "
+                        f"{m.method} r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
+                        + (f"(exact over {m.n_permutations} relabellings)." if m.exact else "(Monte Carlo).")
+                        )
+        out += [""]
+    eff = f["persona_moralchoice"]
+    if len(eff):
+        t = pd.DataFrame({
+            "respondent": eff["respondent"], "ambiguity": eff["ambiguity"], "scenarios": eff["n_scenarios"],
+            "mean change of p(action 1) [95 % CI]": [_ci(*v, fmt="{:+.4f}") for v in
+                                                     eff[["mean_delta", "delta_lo", "delta_hi"]].to_numpy()],
+            "towards the persona's rules [95 % CI]": [_ci(*v, fmt="{:+.4f}") for v in
+                                                      eff[["directed_effect", "directed_lo", "directed_hi"]].to_numpy()],
+            "p (one-sided)": eff["p_directed"].map("{:.4f}".format)})
+        out += ["**Persona effects on MoralChoice** (exact likelihoods, persona-respondent minus the model without "
+                "a persona, per scenario; bootstrap intervals over scenarios, sign-flip p-values):", ""]
+        out += _table(t) + [""]
+    ps = f["persona_psm"]
+    if len(ps):
+        signed = ps[ps["persona"].notna()]
+        seed_only = ps.loc[ps["persona"].isna(), "max_abs_delta"]
+        out += [f"**Persona effects on the PSM** (NLLS ideal points b, bootstrap over rounds): "
+                f"{int(signed['interval_excludes_0'].sum())} of {int(signed['statements'].sum())} shifts of b have a "
+                f"95 % interval that excludes 0; {int(signed['expected_side'].sum())} of "
+                f"{int(signed['with_expectation'].sum())} signed predictions are met. Largest |shift| "
+                f"{signed['max_abs_delta'].max():.2f}"
+                + (f"; another sampling seed of the same model moves b by up to {seed_only.max():.2f}." if len(seed_only)
+                   else ".")]
+    return "\n".join(out).rstrip() + "\n"
+

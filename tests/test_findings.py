@@ -1,0 +1,53 @@
+"""The README's "What the committed runs show" is computed from the committed data: every number it states
+is recomputed here (`python -m moralkit findings`), so a change of data or code that moves a finding fails."""
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from moralkit import paths
+from moralkit.studies import findings
+
+
+@pytest.fixture(scope="module")
+def results():
+    return findings.findings(seed=0)
+
+
+def test_readme_states_what_the_committed_runs_show(results):
+    text = (paths.project_root() / "README.md").read_text()
+    m = re.search(r"<!-- findings: python -m moralkit findings -->\n(.*?)<!-- /findings -->", text, re.S)
+    assert m, "README.md has lost its findings markers"
+    assert m.group(1) == findings.findings_markdown(results=results), (
+        "README.md's findings are out of date: replace the block with the output of `python -m moralkit findings`")
+
+
+def test_findings_cover_the_panel(results):
+    # issue 15: >= 6 respondents answer both surveys, so the Mantel test is computed
+    res = results["cross_method"]
+    assert res is not None and len(res.models) >= 6 and res.mantel is not None and res.mantel.exact
+    assert res.mantel.min_pvalue == pytest.approx(1 / math.factorial(len(res.models)))
+    cov = results["coverage"]
+    # the baseline model and SmolLM2 have exact likelihoods for every scenario of both levels
+    for m in ("qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"):
+        rows = cov[cov["respondent"] == m]
+        assert set(rows["ambiguity"]) == {"low", "high"}
+        assert (rows["scenarios"] == rows["of"]).all() and (rows["forms"] == 6 * rows["of"]).all()
+
+
+def test_coverage_counts_scenarios_and_forms(tmp_path):
+    rows = [dict(model="m", scenario_id=f"A_{i:03d}", question_type=q, ordering=o, form=f"{q}{o}",
+                 mass_action1=0.3, mass_action2=0.5, covered=0.8, uncovered=0.2, p_action1=0.375, p_action2=0.625,
+                 n_answers=4, estimator="token_probability")
+            for i in range(3) for q in ("ab", "repeat", "compare") for o in (0, 1)]
+    pd.DataFrame(rows).to_csv(tmp_path / "m-low.csv.gz", index=False)
+    cov = findings.likelihood_coverage(tmp_path)
+    assert cov[["respondent", "ambiguity", "scenarios", "forms"]].values.tolist() == [["m", "low", 3, 18]]
+    assert cov["covered"].iloc[0] == pytest.approx(0.8) and cov["of"].iloc[0] == 687
+
+
+def test_intervals_never_print_minus_zero():
+    assert findings._ci(-0.00001, -0.00004, 0.0003, fmt="{:+.4f}") == "+0.0000 [+0.0000, +0.0003]"
+    assert findings._ci(-0.2, -0.31, -0.1) == "-0.20 [-0.31, -0.10]"
