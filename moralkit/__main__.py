@@ -238,7 +238,8 @@ def build_parser():
                     help="complete at most N more scenarios in this session (the next ones in --order)")
     mc.set_defaults(func=cmd_collect_moralchoice)
     lk = sub.add_parser("likelihood", help="exact MoralChoice action likelihoods from token probabilities "
-                                            "(local transformers models; Scherrer et al. 2023, Definition 1)",
+                                            "(local transformers models, or an OpenAI-compatible server that returns vLLM's "
+                                            "prompt_logprobs; Scherrer et al. 2023, Definition 1)",
                         allow_abbrev=False)
     _add_backend_args(lk)
     lk.add_argument("--ambiguity", choices=["low", "high"], required=True)

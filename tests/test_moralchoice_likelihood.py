@@ -311,3 +311,62 @@ def test_compare_estimators_flags_answers_from_another_distribution():
         lo, hi = row[f"{stat}_sim_lo"], row[f"{stat}_sim_hi"]
         assert (row[stat] < lo - (hi - lo) / 2) if worse < 0 else (row[stat] > hi + (hi - lo) / 2), stat
     assert row["brier_z"] > 3
+
+
+@needs_model
+def test_a_server_with_prompt_logprobs_gives_the_tree_scorers_likelihoods(smol, tmp_path, low):
+    """The API path (vLLM's prompt_logprobs, served here by `moralkit serve`'s handler on the same float32
+    weights) and the local tree-attention path are two computations of the same numbers."""
+    from moralkit.collect.backends import OpenAIBackend
+    from moralkit.collect.likelihood import run_likelihood
+    from moralkit.collect.server import start_server_thread
+    from moralkit.collect.store import read_records
+
+    ids = list(low["scenario_id"][3:5])
+    srv, url = start_server_thread(smol)
+    try:
+        api = OpenAIBackend(MODEL, base_url=url, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2, timeout=600,
+                            max_retries=0)
+        a = run_likelihood(api, tmp_path / "api", ambiguity="low", persona="care", scenarios=ids, progress=False,
+                           question_types=("ab", "repeat"))
+    finally:
+        srv.shutdown()
+    t = run_likelihood(smol, tmp_path / "tree", ambiguity="low", persona="care", scenarios=ids, progress=False,
+                       question_types=("ab", "repeat"))
+    lp = {}
+    for name in ("api", "tree"):
+        for r in read_records(tmp_path / name):
+            for form, answers in r["forms"].items():
+                for ans, act, x in answers:
+                    lp.setdefault((r["scenario_id"], form, ans), {})[name] = x
+    assert len(lp) > 20 and all(len(v) == 2 for v in lp.values())
+    assert max(abs(v["api"] - v["tree"]) for v in lp.values()) < 2e-4
+    cols = ["p_action1", "covered"]
+    np.testing.assert_allclose(a[cols].to_numpy(), t[cols].to_numpy(), atol=2e-4)
+    (rec,) = read_records(tmp_path / "api")[-1:]
+    assert rec["end_tokens"] == ["<|im_end|>"] and rec["backend"] == "openai"
+
+
+def test_prompt_logprob_scorer_refuses_what_it_cannot_score_exactly():
+    from moralkit.collect.backends import OpenAIBackend
+    from moralkit.collect.likelihood import PromptLogprobScorer
+    from moralkit.errors import DataError
+
+    s = PromptLogprobScorer(OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key_env="MORALKIT_TEST_NO_KEY"))
+    entry = lambda d, x: {"7": {"logprob": x, "decoded_token": d}}  # noqa: E731
+    ok = {"prompt_logprobs": [None, entry("<|im_start|>", -1.0), entry("A", -0.5), entry(".", -0.25),
+                              entry("<|im_end|>", -0.125)]}
+    assert s._answer_logprob(ok, 2, "A.") == -0.875 and s.end_tokens == {"<|im_end|>"}
+    with pytest.raises(DataError, match="end-of-turn token differs"):  # "A" then ".": "." cannot end every turn
+        s._answer_logprob(ok, 2, "A")
+    with pytest.raises(DataError, match="no `prompt_logprobs`.*vLLM"):
+        s._answer_logprob({"choices": []}, 2, "A")
+    with pytest.raises(DataError, match="spell 'B', not the answer 'A'"):
+        s._answer_logprob({"prompt_logprobs": ok["prompt_logprobs"][:2] + [entry("B", -1.0)]}, 2, "A")
+    with pytest.raises(DataError, match="no end-of-turn"):
+        s._answer_logprob({"prompt_logprobs": ok["prompt_logprobs"][:4]}, 2, "A.")
+    two = [None, {"7": {"logprob": -1.0, "decoded_token": "A"}, "8": {"logprob": -2.0, "decoded_token": "B"}},
+           {"9": {"logprob": -0.5, "decoded_token": "<|im_end|>"}}]
+    with pytest.raises(DataError, match="send prompt_logprobs=0"):
+        s._answer_logprob({"prompt_logprobs": two}, 1, "B")
+    assert s._answer_logprob({"prompt_logprobs": two, "prompt_token_ids": [1, 8, 9]}, 1, "B") == -2.5

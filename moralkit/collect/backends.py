@@ -259,6 +259,30 @@ class TransformersBackend(Backend):
     def count_tokens(self, messages) -> int:
         return len(self.tokenizer(self.chat_text(messages), add_special_tokens=False)["input_ids"])
 
+    def prompt_logprobs(self, messages, add_generation_prompt: bool = True, skip_special_tokens: bool = True):
+        """Teacher-forced log-probabilities of the chat text of ``messages`` (what vLLM's ``prompt_logprobs`` returns).
+
+        Returns
+        -------
+        list of (token_id, decoded_token, logprob)
+            One per token of the rendered conversation; ``logprob`` is ``log p(token | tokens before it)``
+            (``None`` for the first token), ``decoded_token`` its text (``""`` for a special token when
+            ``skip_special_tokens``).
+        """
+        import torch
+
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=bool(add_generation_prompt),
+                                                  tokenize=False)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        with self._lock, torch.inference_mode():
+            logits = self.lm(input_ids=torch.tensor([ids], dtype=torch.long, device=self.device)).logits[0].float()
+        logp = torch.log_softmax(logits, dim=-1)
+        out = [(int(ids[0]), self.tokenizer.decode([ids[0]], skip_special_tokens=skip_special_tokens), None)]
+        for j in range(1, len(ids)):
+            out.append((int(ids[j]), self.tokenizer.decode([ids[j]], skip_special_tokens=skip_special_tokens),
+                        float(logp[j - 1, ids[j]])))
+        return out
+
     def generate(self, requests):
         """Generate one answer per request, ``batch_size`` at a time.
 

@@ -1,4 +1,4 @@
-"""Score MoralChoice answers by teacher forcing: exact action likelihoods from a local model.
+"""Score MoralChoice answers by teacher forcing: exact action likelihoods from a local model or a server.
 
 For every scenario, the six question forms and their canonical answers
 (:func:`moralkit.moralchoice.likelihood.canonical_answers`) are scored in **one
@@ -20,6 +20,10 @@ forward pass** of the model:
   plus the log-probability of ending the turn after it (any of the model's
   end-of-sequence tokens, the ones that stop generation).
 
+A model behind an OpenAI-compatible server that returns ``prompt_logprobs`` (vLLM's extension of the
+chat API) is scored by :class:`PromptLogprobScorer` instead: one request per answer, the server's own
+chat template. The OpenAI API does not score given text.
+
 The result is exactly the product of the model's next-token probabilities
 along each complete answer, as a plain forward pass over the whole
 conversation would compute it (up to floating-point rounding; the tests check
@@ -40,6 +44,7 @@ the model's own distribution, no truncation), Appendix B.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -50,7 +55,7 @@ import numpy as np
 from ..errors import DataError, MoralkitError
 from .store import RecordStore, git_commit, package_versions, read_records, session_info, utc_now
 
-__all__ = ["TreeScorer", "run_likelihood", "scoring_order", "scenario_items", "likelihood_frame", "export_likelihood", "persona_system",
+__all__ = ["TreeScorer", "PromptLogprobScorer", "make_scorer", "run_likelihood", "scoring_order", "scenario_items", "likelihood_frame", "export_likelihood", "persona_system",
            "LIKELIHOOD_IDENTITY"]
 
 LIKELIHOOD_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "persona", "answers", "dtype")
@@ -269,6 +274,194 @@ class TreeScorer:
         return lp + float(torch.logsumexp(logp[n - 1 + len(ans), self.eos_ids], dim=-1))
 
 
+class PromptLogprobScorer:
+    """Log-probabilities of complete answers from an OpenAI-compatible server that scores given text.
+
+    The OpenAI API itself returns log-probabilities only of the tokens it generates, so it cannot score a
+    given answer. Servers built on vLLM (and ``python -m moralkit serve``) accept its extension of the chat
+    API: ``prompt_logprobs=0`` returns ``log p(token | tokens before it)`` for every token of the rendered
+    conversation. Each canonical answer is sent as the assistant's turn of its question
+    (``add_generation_prompt: false``), so the server's own chat template renders it; the answer's
+    log-probability is the sum over its tokens plus that of the template's end-of-turn token after it. The
+    answer starts where the generation prompt of the same question ends (one extra request per question
+    form gives its length).
+
+    Parameters
+    ----------
+    backend : OpenAIBackend
+        Its endpoint, key, ``concurrency``, ``max_retries``, ``timeout`` and ``backoff`` are used.
+
+    Notes
+    -----
+    Checks made on every answer, each a :class:`~moralkit.errors.DataError` naming the problem: the server
+    returned ``prompt_logprobs``; the tokens after the generation prompt spell the answer exactly (a
+    template that rewrites an assistant turn, or a token that spans the start of the answer, is refused
+    rather than mis-scored); an end-of-turn token follows it. Unlike :class:`TreeScorer`, only the template's
+    own end-of-turn token counts as ending the answer (not every token that stops generation); the
+    difference is the probability of the others, usually below 1e-5.
+
+    References
+    ----------
+    Scherrer et al. (2023), Definition 1 and Section 2.3 (log-probabilities of given continuations, where an
+    API exposes them).
+    """
+
+    def __init__(self, backend):
+        if getattr(backend, "name", None) != "openai":
+            raise MoralkitError("PromptLogprobScorer needs an OpenAI-compatible backend (make_backend('openai', ...))")
+        self.backend = backend
+        self.eos_ids = None
+        self.end_tokens: set = set()
+        self.tokens_scored = 0
+        self.forward_seconds = 0.0
+        self.question_types = ()
+        self.systems: dict = {}
+
+    def set_templates(self, systems: dict) -> None:
+        """One system message per question type, as :meth:`TreeScorer.set_templates`."""
+        self.question_types = tuple(systems)
+        self.systems = dict(systems)
+
+    def items(self, sc, templates, answers="canonical"):
+        """The (question type, system, user, answer) items of one scenario, and their meta."""
+        from ..moralchoice import build_prompt
+        from ..moralchoice.likelihood import canonical_answers
+
+        items, meta = [], []
+        for q in self.question_types:
+            for o in (0, 1):
+                _, text = build_prompt(sc, q, o, templates)
+                for ans, act in canonical_answers(sc, q, o, templates, answers):
+                    items.append((q, self.systems[q], text, ans))
+                    meta.append((q, o, ans, act))
+        return items, meta
+
+    @staticmethod
+    def _messages(system, user, answer=None):
+        m = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+        return m + ([{"role": "assistant", "content": answer}] if answer is not None else [])
+
+    async def _post(self, client, sem, messages, score: bool) -> dict:
+        import asyncio
+
+        from .backends import FATAL_STATUS, parse_retry_after, retry_delay
+
+        b = self.backend
+        o = b._openai
+        extra = {"add_generation_prompt": not score, "skip_special_tokens": False}
+        if score:
+            extra["prompt_logprobs"] = 0
+        err = None
+        async with sem:
+            for k in range(b.max_retries + 1):
+                if b._limiter is not None:
+                    await b._limiter.wait()
+                ra = None
+                try:
+                    raw = await client.chat.completions.with_raw_response.create(
+                        model=b.remote_model, messages=messages, max_tokens=1, temperature=1.0, extra_body=extra)
+                    return json.loads(raw.text)
+                except o.APIStatusError as e:
+                    code = getattr(e, "status_code", None)
+                    err = f"HTTP {code}: {str(e)[:300]}"
+                    if code in FATAL_STATUS or code == 400:
+                        break  # a request the server refuses (e.g. an unknown field) is not retried
+                    if getattr(e, "response", None) is not None:
+                        ra = parse_retry_after(e.response.headers.get("retry-after"))
+                except (o.APITimeoutError, o.APIConnectionError, ValueError) as e:
+                    err = f"{type(e).__name__}: {str(e)[:300]}"
+                if k < b.max_retries:
+                    await asyncio.sleep(retry_delay(k, ra, b.backoff))
+        raise MoralkitError(f"scoring request to {b.base_url or 'the OpenAI API'} failed: {err}. The scenario is "
+                            "not recorded; re-run the same command to resume. A server that refuses "
+                            "`prompt_logprobs` or `add_generation_prompt` (HTTP 400) cannot score given answers: "
+                            "serve the model with vLLM or `python -m moralkit serve`, or use the transformers backend.")
+
+    def _answer_logprob(self, data, n0: int, answer: str) -> float:
+        plp = data.get("prompt_logprobs") if isinstance(data, dict) else None
+        if not isinstance(plp, list):
+            raise DataError(
+                "the server returned no `prompt_logprobs`: it does not score given text (the OpenAI API never does). "
+                "Serve the model with vLLM (its chat API takes prompt_logprobs) or `python -m moralkit serve`, "
+                "or use the transformers backend.")
+        ids = data.get("prompt_token_ids")
+        toks = []
+        for j, entry in enumerate(plp[n0:], start=n0):
+            if not isinstance(entry, dict) or not entry:
+                raise DataError(f"prompt_logprobs[{j}] is {entry!r}, expected {{token id: {{logprob, ...}}}}")
+            if len(entry) == 1:
+                (v,) = entry.values()
+            elif isinstance(ids, list) and len(ids) == len(plp) and str(ids[j]) in entry:
+                v = entry[str(ids[j])]
+            else:
+                raise DataError(f"prompt_logprobs[{j}] holds {len(entry)} tokens and the prompt's token ids are "
+                                "not given: cannot tell which one is the prompt's (send prompt_logprobs=0)")
+            lp = v.get("logprob") if isinstance(v, dict) else None
+            if not isinstance(lp, (int, float)):
+                raise DataError(f"prompt_logprobs[{j}] has no numeric logprob: {v!r}")
+            toks.append((str(v.get("decoded_token") or ""), float(lp)))
+        text, total = "", 0.0
+        for k, (d, lp) in enumerate(toks):
+            text += d
+            total += lp
+            if text == answer:
+                if k + 1 >= len(toks):
+                    raise DataError(f"no end-of-turn token follows the answer {answer!r} in the scored conversation")
+                end = toks[k + 1][0]
+                if self.end_tokens and end not in self.end_tokens:
+                    raise DataError(f"the end-of-turn token differs between answers ({end!r} after {answer!r}, "
+                                    f"{sorted(self.end_tokens)} before): the server's template does not end every "
+                                    "assistant turn the same way, so the answers cannot be scored as complete turns")
+                self.end_tokens.add(end)
+                return total + toks[k + 1][1]
+            if not answer.startswith(text):
+                break
+        raise DataError(
+            f"the tokens after the generation prompt spell {text!r}, not the answer {answer!r}: the server's chat "
+            "template changes an assistant turn, or a token spans the start of the answer; this server cannot "
+            "score the answers exactly")
+
+    async def _score(self, items):
+        import asyncio
+
+        sem = asyncio.Semaphore(self.backend.concurrency)
+        async with self.backend.open_session() as session:
+            client = session.client
+            keys = sorted({(sysm, user) for _, sysm, user, _ in items})
+            heads = await asyncio.gather(*(self._post(client, sem, self._messages(sy, u), False) for sy, u in keys))
+            n0 = {}
+            for key, h in zip(keys, heads):
+                n = (h.get("usage") or {}).get("prompt_tokens") if isinstance(h, dict) else None
+                if not isinstance(n, int) or n < 1:
+                    raise DataError(f"the server's response has no usage.prompt_tokens (got {n!r}); it is needed to "
+                                    "find where the answer starts")
+                n0[key] = n
+            scored = await asyncio.gather(*(self._post(client, sem, self._messages(sy, u, a), True)
+                                            for _, sy, u, a in items))
+        res = []
+        for (_, sy, u, a), data in zip(items, scored):
+            res.append(self._answer_logprob(data, n0[(sy, u)], a))
+            self.tokens_scored += int((data.get("usage") or {}).get("prompt_tokens") or 0)
+        return res
+
+    def score(self, items) -> list[float]:
+        """Natural-log probability of each answer (followed by end of turn), as :meth:`TreeScorer.score`."""
+        from .backends import run_sync
+
+        t0 = time.perf_counter()
+        try:
+            return run_sync(self._score(list(items)))
+        finally:
+            self.forward_seconds += time.perf_counter() - t0
+
+
+def make_scorer(backend):
+    """The scorer for ``backend``: :class:`TreeScorer` for a local model, :class:`PromptLogprobScorer` for a server."""
+    if getattr(backend, "name", None) == "openai":
+        return PromptLogprobScorer(backend)
+    return TreeScorer(backend)
+
+
 def scenario_items(scorer, sc, templates, answers="canonical"):
     """The scorer items of one scenario: every question form's canonical answers.
 
@@ -281,6 +474,8 @@ def scenario_items(scorer, sc, templates, answers="canonical"):
     from ..moralchoice import build_prompt
     from ..moralchoice.likelihood import canonical_answers
 
+    if isinstance(scorer, PromptLogprobScorer):
+        return scorer.items(sc, templates, answers)
     items, meta = [], []
     for q in scorer.question_types:
         for o in (0, 1):
@@ -319,7 +514,9 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
 
     Parameters
     ----------
-    backend : TransformersBackend
+    backend : TransformersBackend or OpenAIBackend
+        A local model (scored by :class:`TreeScorer`), or an OpenAI-compatible server that returns
+        ``prompt_logprobs`` (vLLM, ``python -m moralkit serve``; scored by :class:`PromptLogprobScorer`).
     run_dir : path-like
         Run directory (``records.jsonl``, ``manifest.json``); one record per
         scenario; re-running resumes.
@@ -377,7 +574,7 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
     table = mc.load_scenarios(ambiguity, source=source)
     chosen = select_scenarios(table, scenarios, n_scenarios, scenario_seed)
     templates = mc.load_templates(source)
-    scorer = TreeScorer(backend)
+    scorer = make_scorer(backend)
     systems = {q: persona_system(templates.questions[q].question_header, p.name) for q in qts}
     manifest = dict(
         survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model, ambiguity=ambiguity,
@@ -416,6 +613,7 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
                               survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model,
                               scenario_id=sc["scenario_id"], ambiguity=ambiguity, persona=p.name,
                               answers=answers, forms=forms, tokens=scorer.tokens_scored - n0,
+                              **({} if scorer.eos_ids is not None else {"end_tokens": sorted(scorer.end_tokens)}),
                               started=started, finished=utc_now(), latency_s=round(time.perf_counter() - t0, 4)))
             done_now += 1
             if compress_every and done_now % int(compress_every) == 0:

@@ -8,7 +8,11 @@ can survey a local model, and several collection processes can share one loaded
 model. Standard library only (``http.server``); requests are answered one at a
 time (generation holds a lock). Supported request fields: ``model``,
 ``messages``, ``temperature``, ``top_p``, ``max_tokens`` /
-``max_completion_tokens``, ``seed``, ``n`` (1 only), ``stream`` (false only).
+``max_completion_tokens``, ``seed``, ``n`` (1 only), ``stream`` (false only),
+and vLLM's extensions for scoring given text: ``prompt_logprobs`` (0 only: the
+log-probability of each prompt token, in vLLM's response format),
+``add_generation_prompt`` and ``skip_special_tokens``. A request with
+``add_generation_prompt: false`` is scored, not continued (empty content).
 
 It binds to loopback unless ``allow_remote=True``: it has no authentication.
 ``transformers serve`` (transformers 5.x) is an alternative, but it needs FastAPI
@@ -90,6 +94,16 @@ class _Handler(BaseHTTPRequestHandler):
             s = Sampling(temperature=float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0),
                          top_p=float(body.get("top_p", 1.0) if body.get("top_p") is not None else 1.0),
                          max_tokens=int(body.get("max_completion_tokens") or body.get("max_tokens") or 256))
+            agp = body.get("add_generation_prompt", True)
+            plp = body.get("prompt_logprobs")
+            sst = body.get("skip_special_tokens", True)
+            if not isinstance(agp, bool) or not isinstance(sst, bool):
+                raise ValueError("add_generation_prompt and skip_special_tokens must be true or false")
+            if plp is not None and (isinstance(plp, bool) or plp != 0):
+                raise ValueError(f"prompt_logprobs must be null or 0 (the prompt token's own log-probability), "
+                                 f"got {plp!r}")
+            if not agp and plp is None:
+                raise ValueError("add_generation_prompt=false is only supported with prompt_logprobs=0 (scoring)")
             seed = body.get("seed")
             seed = int(seed) if seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "big") & 0x7FFFFFFF
             req = Request(messages=tuple({"role": m["role"], "content": m["content"]} for m in msgs), seed=seed,
@@ -97,19 +111,31 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, TypeError, json.JSONDecodeError) as e:
             self._error(400, str(e))
             return
+        b = self.server.backend
         try:
-            c = self.server.backend.generate([req])[0]
+            scored = None
+            if plp is not None:
+                scored = b.prompt_logprobs(req.messages, add_generation_prompt=agp, skip_special_tokens=sst)
+            if agp:
+                c = b.generate([req])[0]
+                text, finish, n_prompt, n_out = c.text, c.finish_reason, c.prompt_tokens, c.completion_tokens
+            else:
+                text, finish, n_prompt, n_out = "", "length", len(scored), 0
         except Exception as e:  # pragma: no cover - model failure
             self._error(500, f"{type(e).__name__}: {e}", "server_error")
             return
-        self._send(200, {
+        out = {
             "id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion", "created": int(time.time()),
-            "model": self.server.backend.model, "system_fingerprint": f"seed-{seed}",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text},
-                         "finish_reason": c.finish_reason, "logprobs": None}],
-            "usage": {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                      "total_tokens": (c.prompt_tokens or 0) + (c.completion_tokens or 0)},
-        })
+            "model": b.model, "system_fingerprint": f"seed-{seed}",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out,
+                      "total_tokens": (n_prompt or 0) + (n_out or 0)},
+        }
+        if scored is not None:  # vLLM's layout: one {token id: {logprob, rank, decoded_token}} per token, None first
+            out["prompt_logprobs"] = [None if lp is None else {str(t): {"logprob": lp, "decoded_token": d}}
+                                      for t, d, lp in scored]
+        self._send(200, out)
 
 
 def make_server(backend, host: str = "127.0.0.1", port: int = 8000, allow_remote: bool = False,
