@@ -241,7 +241,9 @@ def test_server_refuses_non_loopback_and_bad_requests():
         with urllib.request.urlopen(base + "/v1/models") as r:
             assert json.load(r)["data"][0]["id"] == "dummy"
         for body in ({"messages": []}, {"messages": [{"role": "user", "content": "x"}], "n": 2},
-                     {"messages": [{"role": "user", "content": "x"}], "stream": True}):
+                     {"messages": [{"role": "user", "content": "x"}], "stream": True},
+                     {"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 5},
+                     {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": False}):
             req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"})
             with pytest.raises(urllib.error.HTTPError) as e:
