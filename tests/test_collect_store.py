@@ -84,6 +84,32 @@ def test_resume_from_committed_gzip(tmp_path):
     assert [json.loads(line)["task"] for line in gzip.open(gz, "rt")] == ["r001"]
 
 
+def test_a_long_session_refreshes_the_compressed_copy(tmp_path, monkeypatch):
+    """A machine lost mid-session keeps what the last refresh of records.jsonl.gz holds, not only what
+    earlier sessions finished (the .gz is what is committed or synced)."""
+    import moralkit.collect.store as store_mod
+
+    clock = [1000.0]
+    monkeypatch.setattr(store_mod.time, "monotonic", lambda: clock[0])
+    with pytest.raises(ValueError, match="compress_every_s"):
+        RecordStore(tmp_path / "bad", M, compress_every_s=-1)
+    s = RecordStore(tmp_path, M, compress_every_s=60)
+    gz = tmp_path / "records.jsonl.gz"
+    s.append(_rec("r001", 1))
+    assert not gz.exists()  # less than 60 s since the session started
+    clock[0] += 61
+    s.append(_rec("r002", 1))
+    assert [r["task"] for r in read_records(gz)] == ["r001", "r002"]
+    clock[0] += 30
+    s.append(_rec("r003", 1))
+    assert len(read_records(gz)) == 2  # the next refresh is due 60 s after the last one
+    s.close()
+    with RecordStore(tmp_path / "off", M, compress_every_s=None) as s2:
+        clock[0] += 10_000
+        s2.append(_rec("r001", 1))
+    assert not (tmp_path / "off" / "records.jsonl.gz").exists()
+
+
 def test_readonly_does_not_touch_files(tmp_path):
     with RecordStore(tmp_path, M) as s:
         s.append(_rec("r001", 1))

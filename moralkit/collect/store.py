@@ -47,6 +47,7 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -259,6 +260,10 @@ class RecordStore:
     secrets : iterable of str, optional
         Values (API keys, URL credentials) replaced by ``[REDACTED]`` in every line and
         manifest written (:class:`moralkit.collect.secrets.Redactor`).
+    compress_every_s : float, default 600
+        While collecting, refresh ``records.jsonl.gz`` (the copy that is committed or synced) when this
+        many seconds have passed since the last refresh, so that a long session's answers are in the
+        compressed copy too, not only in ``records.jsonl``. ``None`` or 0: only when the collector ends.
 
     Raises
     ------
@@ -270,8 +275,13 @@ class RecordStore:
     """
 
     def __init__(self, run_dir, manifest: dict | None = None, identity_keys=(), readonly: bool = False,
-                 secrets=()):
+                 secrets=(), compress_every_s: float | None = 600.0):
         from .secrets import Redactor
+
+        if compress_every_s is not None and not float(compress_every_s) >= 0:
+            raise ValueError(f"compress_every_s must be None or >= 0 seconds, got {compress_every_s!r}")
+        self.compress_every_s = float(compress_every_s) if compress_every_s else None
+        self._last_compress = time.monotonic()
 
         self.dir = Path(run_dir)
         self.path = self.dir / RECORDS
@@ -431,9 +441,12 @@ class RecordStore:
         if kind == "attempt":
             self._keys[k] = record
             self._by_task.setdefault(k[0], []).append(record)
+        if self.compress_every_s is not None and time.monotonic() - self._last_compress >= self.compress_every_s:
+            self.compress()
 
     def compress(self) -> Path:
         """Write ``records.jsonl.gz`` atomically (deterministic: no file name or mtime in the header)."""
+        self._last_compress = time.monotonic()
         return atomic_write_bytes(self.dir / RECORDS_GZ, gzip_bytes(self.path.read_bytes()))
 
     def close(self):
