@@ -168,6 +168,10 @@ def cmd_export(a):
         from moralkit.collect.psm import export_psm
 
         print(export_psm(a.run_dirs, a.out))
+    elif survey == "moralchoice-likelihood":
+        from moralkit.collect.likelihood import export_likelihood
+
+        print(export_likelihood(a.run_dirs, a.out))
     else:
         from moralkit.collect.moralchoice import export_moralchoice
 

@@ -42,3 +42,18 @@ def test_moralkit_error_with_several_lines_is_joined(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err == "error: the survey files were not found:; 1. set MORALKIT_MORALCHOICE_DIR; 2. or ...\n"
+
+
+def test_export_rebuilds_each_kind_of_committed_tidy_file(tmp_path, capsys):
+    """`python -m moralkit export RUN` rebuilds the committed tidy file of a PSM, MoralChoice or exact-likelihood
+    run byte for byte (the README: the tidy files can always be rebuilt from the raw records)."""
+    from moralkit import paths
+
+    data = paths.data_dir()
+    for run, tidy in (("psm-smollm2-135m-instruct-t1-s0", "psm/smollm2-135m-instruct.csv.gz"),
+                      ("mc-low-smollm2-135m-instruct-t1-s0", "moralchoice/smollm2-135m-instruct-low.csv.gz"),
+                      ("mcl-low-smollm2-135m-instruct", "moralchoice_likelihood/smollm2-135m-instruct-low.csv.gz")):
+        out = tmp_path / tidy  # the same file name: gzip headers hold it
+        out.parent.mkdir(exist_ok=True)
+        assert cli.main(["export", str(data / "raw" / run), "--out", str(out)]) in (0, None)
+        assert out.read_bytes() == (data / tidy).read_bytes(), run
