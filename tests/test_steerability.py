@@ -122,3 +122,16 @@ def test_psm_effects_summary_on_simulated_shift():
     row = st.psm_effects_summary(eff).iloc[0]
     # b moved up by 1 on every statement; the deontologist was expected to move down on all five
     assert (row.interval_excludes_0, row.expected_side, row.opposite_side) == (5, 0, 5)
+
+
+def test_a_respondents_interval_does_not_depend_on_the_others(low):
+    """Adding or changing one persona-respondent leaves every other row's intervals and p-value unchanged."""
+    m = _metrics(low, 0.02, "utilitarian")
+    other = _metrics(low, 0.05, "care")  # the same baseline (same seed), another persona
+    other = other[other["model"] != "sim-m"]
+    alone = st.likelihood_effects(m, "sim-m", low, n_boot=300, n_perm=300, seed=0)
+    both = st.likelihood_effects(pd.concat([m, other], ignore_index=True), "sim-m", low, n_boot=300, n_perm=300,
+                                 seed=0)
+    assert len(both) == 2
+    row = both[both["respondent"] == alone["respondent"].iloc[0]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(row, alone)

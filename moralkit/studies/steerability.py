@@ -146,7 +146,8 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         Default: every other respondent whose label holds ``+persona-``.
     n_boot, n_perm, level, seed
         Bootstrap replicates over scenarios, sign-flip permutations, interval
-        level, seed.
+        level, seed. Each respondent draws from its own stream (seed and label),
+        so its row does not depend on which other respondents are analysed.
 
     Returns
     -------
@@ -171,7 +172,6 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         raise DataError(f"baseline {baseline!r} is not in the metrics; they hold {sorted(models)}.")
     if respondents is None:
         respondents = sorted(m for m in models if m != baseline and _persona_of(m))
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15, 3]))
     base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
     rows = []
     for r in respondents:
@@ -181,6 +181,8 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         common = sorted(set(per.index) & set(base.index))
         delta = (per.loc[common] - base.loc[common]).to_numpy()
         persona = _persona_of(r)
+        # one stream per respondent: its intervals do not move when another respondent's data change
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15, 3, *r.encode()]))
         row = dict(respondent=r, persona=persona, n_scenarios=len(common),
                    mean_delta=float(delta.mean()) if len(delta) else np.nan)
         row["delta_lo"], row["delta_hi"] = _boot_mean_ci(delta, n_boot, rng, level)
