@@ -370,3 +370,15 @@ def test_prompt_logprob_scorer_refuses_what_it_cannot_score_exactly():
     with pytest.raises(DataError, match="send prompt_logprobs=0"):
         s._answer_logprob({"prompt_logprobs": two}, 1, "B")
     assert s._answer_logprob({"prompt_logprobs": two, "prompt_token_ids": [1, 8, 9]}, 1, "B") == -2.5
+
+
+def test_compare_estimators_row_does_not_depend_on_the_other_respondents():
+    from moralkit.moralchoice.likelihood import compare_estimators
+
+    lik, ans = _simulated_pair(True, n_sc=40)
+    lik2, ans2 = _simulated_pair(False, seed=3, n_sc=40)
+    lik2["model"], ans2["model"] = "sim-a", "sim-a"  # compared first (models=...)
+    alone = compare_estimators(lik, ans, n_sim=50, seed=2)
+    both = compare_estimators(pd.concat([lik2, lik]), pd.concat([ans2, ans]), n_sim=50, seed=2,
+                              models=["sim-a", "sim"])
+    pd.testing.assert_frame_equal(both[both["model"] == "sim"].reset_index(drop=True), alone)

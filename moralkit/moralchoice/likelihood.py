@@ -350,6 +350,7 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
         Respondents to compare (default: all present in both).
     n_sim : int, default 200
     seed : int, default 0
+        Seed of the noise bands; each respondent draws from its own stream (seed and label).
     decision : str, default "action"
 
     Returns
@@ -371,9 +372,10 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
         if missing:
             raise DataError(f"respondents {missing} are not in both tables; both hold {common_models}.")
         common_models = list(models)
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15]))
     rows = []
     for m in common_models:
+        # one stream per respondent: its noise band does not depend on which other respondents are compared
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15, *str(m).encode()]))
         lk = likelihoods[likelihoods["model"] == m]
         rs = responses[responses["model"] == m]
         sc = sorted(set(lk["scenario_id"]) & set(rs["scenario_id"]))
