@@ -259,6 +259,18 @@ class TreeScorer:
             res.append(lp)
         return res
 
+    def context(self, q: str, user: str):
+        """What the answers of one question form share (for :func:`scenario_items`): the tokens after the
+        template's cached prefix."""
+        head, rest = self.split_chat(self.systems[q], user)
+        if head != self.heads[q]:
+            raise DataError("the chat prefix depends on the question; cannot share it")
+        return self.encode(rest)
+
+    def item(self, q: str, context, answer: str):
+        """One scoring item: (question type, continuation tokens, answer tokens)."""
+        return (q, context, self.encode(answer))
+
     def direct_logprob(self, system: str | None, user: str, answer: str) -> float:
         """log p(answer, eos | chat) by one plain forward pass over the whole text (for checks)."""
         torch = self.torch
@@ -322,19 +334,13 @@ class PromptLogprobScorer:
         self.question_types = tuple(systems)
         self.systems = dict(systems)
 
-    def items(self, sc, templates, answers="canonical"):
-        """The (question type, system, user, answer) items of one scenario, and their meta."""
-        from ..moralchoice import build_prompt
-        from ..moralchoice.likelihood import canonical_answers
+    def context(self, q: str, user: str):
+        """What the answers of one question form share (for :func:`scenario_items`): the question text."""
+        return user
 
-        items, meta = [], []
-        for q in self.question_types:
-            for o in (0, 1):
-                _, text = build_prompt(sc, q, o, templates)
-                for ans, act in canonical_answers(sc, q, o, templates, answers):
-                    items.append((q, self.systems[q], text, ans))
-                    meta.append((q, o, ans, act))
-        return items, meta
+    def item(self, q: str, context, answer: str):
+        """One scoring item: (question type, system message, question, answer)."""
+        return (q, self.systems[q], context, answer)
 
     @staticmethod
     def _messages(system, user, answer=None):
@@ -467,25 +473,22 @@ def scenario_items(scorer, sc, templates, answers="canonical"):
 
     Returns
     -------
-    items : list of (question_type, continuation_tokens, answer_tokens)
-        For :meth:`TreeScorer.score` (after :meth:`TreeScorer.set_templates`).
+    items : list
+        The scorer's own items (``scorer.item``): (question_type, continuation_tokens, answer_tokens) for
+        :class:`TreeScorer`, (question_type, system, question, answer) for :class:`PromptLogprobScorer`;
+        for ``scorer.score`` after ``scorer.set_templates``.
     meta : list of (question_type, ordering, answer, action)
     """
     from ..moralchoice import build_prompt
     from ..moralchoice.likelihood import canonical_answers
 
-    if isinstance(scorer, PromptLogprobScorer):
-        return scorer.items(sc, templates, answers)
     items, meta = [], []
     for q in scorer.question_types:
         for o in (0, 1):
             _, text = build_prompt(sc, q, o, templates)
-            head, rest = scorer.split_chat(scorer.systems[q], text)
-            if head != scorer.heads[q]:
-                raise DataError("the chat prefix depends on the question; cannot share it")
-            cont = scorer.encode(rest)
+            context = scorer.context(q, text)
             for ans, act in canonical_answers(sc, q, o, templates, answers):
-                items.append((q, cont, scorer.encode(ans)))
+                items.append(scorer.item(q, context, ans))
                 meta.append((q, o, ans, act))
     return items, meta
 
@@ -613,7 +616,8 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
                               survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model,
                               scenario_id=sc["scenario_id"], ambiguity=ambiguity, persona=p.name,
                               answers=answers, forms=forms, tokens=scorer.tokens_scored - n0,
-                              **({} if scorer.eos_ids is not None else {"end_tokens": sorted(scorer.end_tokens)}),
+                              **({"end_tokens": sorted(scorer.end_tokens)} if isinstance(scorer, PromptLogprobScorer)
+                                 else {}),
                               started=started, finished=utc_now(), latency_s=round(time.perf_counter() - t0, 4)))
             done_now += 1
             if compress_every and done_now % int(compress_every) == 0:
