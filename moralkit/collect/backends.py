@@ -67,11 +67,16 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Request:
-    """One chat request: ``messages`` (``[{"role": ..., "content": ...}]``) and a seed."""
+    """One chat request: ``messages`` (``[{"role": ..., "content": ...}]``) and a seed.
+
+    ``extra_body`` (OpenAI-compatible servers only) adds fields the official API does not have, e.g.
+    vLLM's ``prompt_logprobs``; the response's JSON is then kept in :attr:`Completion.data`.
+    """
 
     messages: tuple
     seed: int = 0
     sampling: Sampling = field(default_factory=Sampling)
+    extra_body: dict | None = field(default=None, compare=False, hash=False)
 
     @staticmethod
     def from_prompt(prompt: str, system: str | None = None, seed: int = 0, sampling: Sampling | None = None):
@@ -97,6 +102,8 @@ class Completion:
     retry_after: float | None = None
     #: True when retrying cannot help (wrong key, unknown model): the run stops
     fatal: bool = False
+    #: the response's JSON, kept when the request had ``extra_body``
+    data: dict | None = None
 
 
 class Backend:
@@ -613,6 +620,8 @@ class OpenAIBackend(Backend):
                   top_p=float(s.top_p), max_tokens=int(s.max_tokens))
         if self.send_seed:
             kw["seed"] = int(req.seed)
+        if req.extra_body:
+            kw["extra_body"] = dict(req.extra_body)
         if self._limiter is not None:
             await self._limiter.wait()
         started = time.time()
@@ -644,7 +653,8 @@ class OpenAIBackend(Backend):
             return fail(f"{type(e).__name__}: {_short(e)}")
         return Completion(text=text, prompt_tokens=meta["prompt_tokens"], completion_tokens=meta["completion_tokens"],
                           latency_s=time.perf_counter() - t0, finish_reason=meta["finish_reason"],
-                          model=meta["model"] or self.model, started=started)
+                          model=meta["model"] or self.model, started=started,
+                          data=data if req.extra_body else None)
 
     # -- many requests, with retries (direct use; the collectors use moralkit.collect.runner) --
     def generate(self, requests):

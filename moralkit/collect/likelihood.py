@@ -347,41 +347,22 @@ class PromptLogprobScorer:
         m = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
         return m + ([{"role": "assistant", "content": answer}] if answer is not None else [])
 
-    async def _post(self, client, sem, messages, score: bool) -> dict:
-        import asyncio
+    async def _post(self, session, sem, messages, score: bool) -> dict:
+        """One request, with the backend's retries, rate limit and error handling; the response's JSON."""
+        from .backends import Request, Sampling
 
-        from .backends import FATAL_STATUS, parse_retry_after, retry_delay
-
-        b = self.backend
-        o = b._openai
         extra = {"add_generation_prompt": not score, "skip_special_tokens": False}
         if score:
             extra["prompt_logprobs"] = 0
-        err = None
-        async with sem:
-            for k in range(b.max_retries + 1):
-                if b._limiter is not None:
-                    await b._limiter.wait()
-                ra = None
-                try:
-                    raw = await client.chat.completions.with_raw_response.create(
-                        model=b.remote_model, messages=messages, max_tokens=1, temperature=1.0, extra_body=extra)
-                    return json.loads(raw.text)
-                except o.APIStatusError as e:
-                    code = getattr(e, "status_code", None)
-                    err = f"HTTP {code}: {str(e)[:300]}"
-                    if code in FATAL_STATUS or code == 400:
-                        break  # a request the server refuses (e.g. an unknown field) is not retried
-                    if getattr(e, "response", None) is not None:
-                        ra = parse_retry_after(e.response.headers.get("retry-after"))
-                except (o.APITimeoutError, o.APIConnectionError, ValueError) as e:
-                    err = f"{type(e).__name__}: {str(e)[:300]}"
-                if k < b.max_retries:
-                    await asyncio.sleep(retry_delay(k, ra, b.backoff))
-        raise MoralkitError(f"scoring request to {b.base_url or 'the OpenAI API'} failed: {err}. The scenario is "
-                            "not recorded; re-run the same command to resume. A server that refuses "
-                            "`prompt_logprobs` or `add_generation_prompt` (HTTP 400) cannot score given answers: "
-                            "serve the model with vLLM or `python -m moralkit serve`, or use the transformers backend.")
+        req = Request(messages=tuple(messages), sampling=Sampling(temperature=1.0, max_tokens=1), extra_body=extra)
+        c = await self.backend._with_retries(session, sem, req)
+        if c.error is not None:
+            raise MoralkitError(
+                f"scoring request to {self.backend.base_url or 'the OpenAI API'} failed: {c.error}. The scenario is "
+                "not recorded; re-run the same command to resume. A server that refuses `prompt_logprobs` or "
+                "`add_generation_prompt` (HTTP 400) cannot score given answers: serve the model with vLLM or "
+                "`python -m moralkit serve`, or use the transformers backend.")
+        return c.data
 
     def _answer_logprob(self, data, n0: int, answer: str) -> float:
         plp = data.get("prompt_logprobs") if isinstance(data, dict) else None
@@ -432,9 +413,8 @@ class PromptLogprobScorer:
 
         sem = asyncio.Semaphore(self.backend.concurrency)
         async with self.backend.open_session() as session:
-            client = session.client
             keys = sorted({(sysm, user) for _, sysm, user, _ in items})
-            heads = await asyncio.gather(*(self._post(client, sem, self._messages(sy, u), False) for sy, u in keys))
+            heads = await asyncio.gather(*(self._post(session, sem, self._messages(sy, u), False) for sy, u in keys))
             n0 = {}
             for key, h in zip(keys, heads):
                 n = (h.get("usage") or {}).get("prompt_tokens") if isinstance(h, dict) else None
@@ -442,7 +422,7 @@ class PromptLogprobScorer:
                     raise DataError(f"the server's response has no usage.prompt_tokens (got {n!r}); it is needed to "
                                     "find where the answer starts")
                 n0[key] = n
-            scored = await asyncio.gather(*(self._post(client, sem, self._messages(sy, u, a), True)
+            scored = await asyncio.gather(*(self._post(session, sem, self._messages(sy, u, a), True)
                                             for _, sy, u, a in items))
         res = []
         for (_, sy, u, a), data in zip(items, scored):
