@@ -44,7 +44,6 @@ the model's own distribution, no truncation), Appendix B.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
