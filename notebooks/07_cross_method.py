@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from moralkit.figures import save, show
+from moralkit.psm import permutation as perm
 from moralkit.studies import crossmethod as xm
 
 if quick:
@@ -80,7 +81,7 @@ if res is None:
           "(`python -m moralkit collect psm|moralchoice ...`) for at least 4 models to make the Mantel test informative.")
 else:
     print(res.note)
-    print("e =", res.G.attrs.get("e"), " rho =", res.G.attrs.get("rho"), " T =", res.G.attrs.get("T"))
+    print(f"e = {perm.describe_e(res.G.attrs['e'])}, rho = {res.G.attrs.get('rho')}, T = {res.G.attrs.get('T')}")
     show(res.pairs(), "07_pairs")
     if res.mantel is not None:
         m = res.mantel

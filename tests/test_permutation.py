@@ -19,7 +19,9 @@ from moralkit.psm.design import make_design
 from moralkit.psm.permutation import (
     PAPER_ALPHAS,
     default_e,
+    describe_e,
     draw_rounds,
+    e_below_ccei,
     passing_models,
     permutation_study,
     plot_networks,
@@ -179,6 +181,24 @@ def test_default_e_keeps_every_passing_model_consistent(clusters):
     other.attrs["index"] = "origin/1-e"
     with pytest.raises(ValueError, match="standard-CCEI scale"):
         study_setup(clusters, other)
+
+
+@given(st.integers(1, 11))
+def test_describe_e_names_the_ccei_e_is_set_below(k):
+    # e is set a hair below a CCEI k/12: the reader sees the ratio, not 0.249999999
+    from fractions import Fraction
+
+    f = Fraction(k, 12)
+    assert describe_e(e_below_ccei([k / 12, 1.0])) == f"just below {f}"
+    assert describe_e(k / 12) == str(f)
+
+
+def test_describe_e_other_values():
+    assert describe_e(0.333) == "0.333"  # the paper's e is not 1/3
+    assert describe_e(0.0) == "0" and describe_e(1.0) == "1"
+    assert describe_e(0.123456) == "0.1235"
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        describe_e(1.5)
 
 
 @pytest.mark.parametrize("alpha", PAPER_ALPHAS)

@@ -57,6 +57,7 @@ __all__ = [
     "PAPER_ALPHAS",
     "default_e",
     "e_below_ccei",
+    "describe_e",
     "max_rho",
     "E_BELOW_CCEI",
     "passing_models",
@@ -156,6 +157,46 @@ def e_below_ccei(cceis, *, below: float = E_BELOW_CCEI) -> float:
     if not values:
         raise MoralkitError("no CCEI given: e is set from the CCEIs of the models compared")
     return max(0.0, min(values) - below)
+
+
+def describe_e(e: float, *, below: float = E_BELOW_CCEI, max_denominator: int = 60) -> str:
+    """The rationality level e as a reader would write it.
+
+    :func:`e_below_ccei` sets e a hair (``below``) under a CCEI that is a ratio
+    of small integers (a multiple of 1/12 for the PSM), so printing the float
+    shows ``0.249999999``. This names the ratio instead.
+
+    Parameters
+    ----------
+    e : float
+        A rationality level in [0, 1].
+    below : float, default :data:`E_BELOW_CCEI`
+        The offset :func:`e_below_ccei` used.
+    max_denominator : int, default 60
+        Largest denominator recognised as a ratio.
+
+    Returns
+    -------
+    str
+        ``"1/4"`` when e is that ratio (to float precision), ``"just below 1/4"``
+        when e is a ratio minus ``below``, otherwise e to 4 significant digits
+        (e.g. the paper's ``"0.333"``).
+
+    Examples
+    --------
+    >>> describe_e(e_below_ccei([1 / 4, 1 / 3]))
+    'just below 1/4'
+    >>> describe_e(2 / 3), describe_e(0.333)
+    ('2/3', '0.333')
+    """
+    from fractions import Fraction
+
+    e = check_e(e)
+    for target, fmt in ((e, "{f}"), (e + below, "just below {f}")):
+        f = Fraction(target).limit_denominator(max_denominator)
+        if f.denominator > 1 and abs(float(f) - target) <= 4 * np.finfo(float).eps:
+            return fmt.format(f=f)
+    return f"{e:.4g}"
 
 
 def max_rho(datasets) -> int:
