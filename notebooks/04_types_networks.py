@@ -105,7 +105,7 @@ if ready:
 # %%
 if ready:
     pooled = mp.pool({m: datasets[m] for m in models})
-    print(f"{pooled.n_obs} pooled rounds of {pooled.n_models} models; pooled GARP_e at e = {perm.describe_e(e)}: "
+    print(f"{pooled.n_obs} pooled rounds of {pooled.n_models} models; pooled GARP_e at {perm.describe_e(e)}: "
           f"{mp.garp_pooled(pooled, e)}")
     alone = {m: mp.garp_pooled(pooled, e, [m]) for m in models}
     print("each model alone satisfies GARP_e:", alone)
@@ -165,7 +165,7 @@ if ready:
         rho = max_rho
     study = perm.permutation_study({m: datasets[m] for m in models}, e, T=T, rho=rho, seed=seed,
                                    solver=solver, n_jobs=n_jobs, progress=False)
-    print(f"T = {study.T}, rho = {study.rho}, e = {perm.describe_e(study.e)}, solver = {solver}: {study.wall_s:.1f} s; "
+    print(f"T = {study.T}, rho = {study.rho}, {perm.describe_e(study.e)}, solver = {solver}: {study.wall_s:.1f} s; "
           f"types per synthetic dataset: {np.bincount(study.n_types).tolist()} (index = number of types)")
 
 # %% [markdown]
@@ -175,7 +175,7 @@ if ready:
 
 # %%
 if ready:
-    show(study.table3(), "04_table3", caption=f"This run: G (T = {study.T}, rho = {study.rho}, e = {perm.describe_e(study.e)})")
+    show(study.table3(), "04_table3", caption=f"This run: G (T = {study.T}, rho = {study.rho}, {perm.describe_e(study.e)})")
 show(reference.published_table3(), caption="published (Seror 2025, Table 3)")
 
 # %% [markdown]

@@ -81,7 +81,7 @@ if res is None:
           "(`python -m moralkit collect psm|moralchoice ...`) for at least 4 models to make the Mantel test informative.")
 else:
     print(res.note)
-    print(f"e = {perm.describe_e(res.G.attrs['e'])}, rho = {res.G.attrs.get('rho')}, T = {res.G.attrs.get('T')}")
+    print(f"{perm.describe_e(res.G.attrs['e'])}, rho = {res.G.attrs.get('rho')}, T = {res.G.attrs.get('T')}")
     show(res.pairs(), "07_pairs")
     if res.mantel is not None:
         m = res.mantel

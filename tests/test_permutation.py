@@ -189,14 +189,14 @@ def test_describe_e_names_the_ccei_e_is_set_below(k):
     from fractions import Fraction
 
     f = Fraction(k, 12)
-    assert describe_e(e_below_ccei([k / 12, 1.0])) == f"just below {f}"
-    assert describe_e(k / 12) == str(f)
+    assert describe_e(e_below_ccei([k / 12, 1.0])) == f"e just below {f}"
+    assert describe_e(k / 12) == f"e = {f}"
 
 
 def test_describe_e_other_values():
-    assert describe_e(0.333) == "0.333"  # the paper's e is not 1/3
-    assert describe_e(0.0) == "0" and describe_e(1.0) == "1"
-    assert describe_e(0.123456) == "0.1235"
+    assert describe_e(0.333) == "e = 0.333"  # the paper's e is not 1/3
+    assert describe_e(0.0) == "e = 0" and describe_e(1.0) == "e = 1"
+    assert describe_e(0.123456) == "e = 0.1235"
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         describe_e(1.5)
 

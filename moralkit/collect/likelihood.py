@@ -270,6 +270,10 @@ class TreeScorer:
         """One scoring item: (question type, continuation tokens, answer tokens)."""
         return (q, context, self.encode(answer))
 
+    def record_fields(self) -> dict:
+        """Fields this scorer adds to each scenario's record: none (the end-of-turn ids are in the manifest)."""
+        return {}
+
     def direct_logprob(self, system: str | None, user: str, answer: str) -> float:
         """log p(answer, eos | chat) by one plain forward pass over the whole text (for checks)."""
         torch = self.torch
@@ -340,6 +344,11 @@ class PromptLogprobScorer:
     def item(self, q: str, context, answer: str):
         """One scoring item: (question type, system message, question, answer)."""
         return (q, self.systems[q], context, answer)
+
+    def record_fields(self) -> dict:
+        """Fields this scorer adds to each scenario's record: ``end_tokens``, the template's end-of-turn
+        token(s) seen after the answers so far."""
+        return {"end_tokens": sorted(self.end_tokens)}
 
     @staticmethod
     def _messages(system, user, answer=None):
@@ -595,8 +604,7 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
                               survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model,
                               scenario_id=sc["scenario_id"], ambiguity=ambiguity, persona=p.name,
                               answers=answers, forms=forms, tokens=scorer.tokens_scored - n0,
-                              **({"end_tokens": sorted(scorer.end_tokens)} if isinstance(scorer, PromptLogprobScorer)
-                                 else {}),
+                              **scorer.record_fields(),
                               started=started, finished=utc_now(), latency_s=round(time.perf_counter() - t0, 4)))
             done_now += 1
             if compress_every and done_now % int(compress_every) == 0:

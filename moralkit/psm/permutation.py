@@ -160,7 +160,7 @@ def e_below_ccei(cceis, *, below: float = E_BELOW_CCEI) -> float:
 
 
 def describe_e(e: float, *, below: float = E_BELOW_CCEI, max_denominator: int = 60) -> str:
-    """The rationality level e as a reader would write it.
+    """The rationality level e as a reader would write it: ``"e = 1/4"``, ``"e just below 1/4"``.
 
     :func:`e_below_ccei` sets e a hair (``below``) under a CCEI that is a ratio
     of small integers (a multiple of 1/12 for the PSM), so printing the float
@@ -178,25 +178,25 @@ def describe_e(e: float, *, below: float = E_BELOW_CCEI, max_denominator: int = 
     Returns
     -------
     str
-        ``"1/4"`` when e is that ratio (to float precision), ``"just below 1/4"``
-        when e is a ratio minus ``below``, otherwise e to 4 significant digits
-        (e.g. the paper's ``"0.333"``).
+        ``"e = 1/4"`` when e is that ratio (to float precision), ``"e just below
+        1/4"`` when e is a ratio minus ``below``, otherwise e to 4 significant
+        digits (e.g. the paper's ``"e = 0.333"``).
 
     Examples
     --------
     >>> describe_e(e_below_ccei([1 / 4, 1 / 3]))
-    'just below 1/4'
+    'e just below 1/4'
     >>> describe_e(2 / 3), describe_e(0.333)
-    ('2/3', '0.333')
+    ('e = 2/3', 'e = 0.333')
     """
     from fractions import Fraction
 
     e = check_e(e)
-    for target, fmt in ((e, "{f}"), (e + below, "just below {f}")):
+    for target, fmt in ((e, "e = {f}"), (e + below, "e just below {f}")):
         f = Fraction(target).limit_denominator(max_denominator)
         if f.denominator > 1 and abs(float(f) - target) <= 4 * np.finfo(float).eps:
             return fmt.format(f=f)
-    return f"{e:.4g}"
+    return f"e = {e:.4g}"
 
 
 def max_rho(datasets) -> int:

@@ -228,9 +228,7 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
             m = res.mantel
             from ..psm.permutation import describe_e
 
-            e_words = describe_e(res.G.attrs["e"])
-            e_words = e_words if e_words.startswith("just") else "= " + e_words
-            out[-1] += (f" Mantel test of PSM similarity G (e {e_words}, T = {res.G.attrs.get('T')}, "
+            out[-1] += (f" Mantel test of PSM similarity G ({describe_e(res.G.attrs['e'])}, T = {res.G.attrs.get('T')}, "
                         f"ρ = {res.G.attrs.get('rho')}) against MoralChoice agreement (high ambiguity): "
                         f"{m.method} r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
                         + (f"(exact over {m.n_permutations} relabellings)." if m.exact else "(Monte Carlo).")
