@@ -51,3 +51,19 @@ def test_coverage_counts_scenarios_and_forms(tmp_path):
 def test_intervals_never_print_minus_zero():
     assert findings._ci(-0.00001, -0.00004, 0.0003, fmt="{:+.4f}") == "+0.0000 [+0.0000, +0.0003]"
     assert findings._ci(-0.2, -0.31, -0.1) == "-0.20 [-0.31, -0.10]"
+
+
+def test_agreement_says_which_measures_lie_in_their_noise_band():
+    assert findings._within_noise(0.5, 0.4, 0.6, 0.07, 0.06, 0.08) == "both"
+    assert findings._within_noise(0.3, 0.4, 0.6, 0.07, 0.06, 0.08) == "mean abs. diff. only"
+    assert findings._within_noise(0.5, 0.4, 0.6, 0.09, 0.06, 0.08) == "r only"
+    assert findings._within_noise(0.7, 0.4, 0.6, 0.05, 0.06, 0.08) == "neither"
+    # a band edge counts as inside
+    assert findings._within_noise(0.4, 0.4, 0.6, 0.08, 0.06, 0.08) == "both"
+
+
+def test_mantel_sentence_states_significance_at_5_percent():
+    assert findings._significance(0.037) == "significant at the 5 % level"
+    assert findings._significance(0.05) == "significant at the 5 % level"
+    assert findings._significance(0.101) == "not significant at the 5 % level"
+    assert findings._significance(0.02, level=0.01) == "not significant at the 1 % level"

@@ -191,6 +191,18 @@ def _ci(v, lo, hi, fmt="{:.2f}"):
     return f"{one(v)} [{one(lo)}, {one(hi)}]"
 
 
+def _within_noise(r, r_lo, r_hi, mad, mad_lo, mad_hi) -> str:
+    """Which of the two agreement measures lie in their sampling-noise band, in words."""
+    r_in, mad_in = r_lo <= r <= r_hi, mad_lo <= mad <= mad_hi
+    return {(True, True): "both", (True, False): "r only", (False, True): "mean abs. diff. only",
+            (False, False): "neither"}[(bool(r_in), bool(mad_in))]
+
+
+def _significance(p: float, level: float = 0.05) -> str:
+    """``"significant at the 5 % level"`` or ``"not significant at the 5 % level"``."""
+    return f"{'' if p <= level else 'not '}significant at the {100 * level:g} % level"
+
+
 def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
     """The README's "What the committed runs show" section body (``python -m moralkit findings``)."""
     f = results if results is not None else findings(seed=seed)
@@ -216,10 +228,13 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
             "r (noise band)": [_ci(*v) for v in ag[["r_p", "r_p_sim_lo", "r_p_sim_hi"]].to_numpy()],
             "mean abs. diff. (noise band)": [_ci(*v, fmt="{:.3f}") for v in ag[["mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()],
             "QF-E exact / sampled / expected": [f"{a:.2f} / {b:.2f} / {c:.2f}" for a, b, c in
-                                               ag[["qfe_exact", "qfe_sampled", "qfe_sampled_sim"]].to_numpy()]})
+                                               ag[["qfe_exact", "qfe_sampled", "qfe_sampled_sim"]].to_numpy()],
+            "within noise": [_within_noise(*v) for v in
+                             ag[["r_p", "r_p_sim_lo", "r_p_sim_hi", "mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()]})
         out += ["**Exact against sampled** at the paper's M, on the scenarios both cover (marginal likelihood of "
                 "action 1: Pearson r and mean absolute difference; in brackets the 95 % range from sampling "
-                "noise alone; `expected`: the sampled QF-E that answers drawn from the exact likelihoods give):", ""]
+                "noise alone; `expected`: the sampled QF-E that answers drawn from the exact likelihoods give; "
+                "`within noise`: whether r and the mean abs. diff. lie in their bands):", ""]
         out += _table(t) + [""]
     res = f["cross_method"]
     if res is not None:
@@ -231,8 +246,8 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
             out[-1] += (f" Mantel test of PSM similarity G ({describe_e(res.G.attrs['e'])}, T = {res.G.attrs.get('T')}, "
                         f"ρ = {res.G.attrs.get('rho')}) against MoralChoice agreement (high ambiguity): "
                         f"{m.method} r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
-                        + (f"(exact over {m.n_permutations} relabellings)." if m.exact else "(Monte Carlo).")
-                        )
+                        + (f"(exact over {m.n_permutations} relabellings)" if m.exact else "(Monte Carlo)")
+                        + f", {_significance(m.pvalue)}.")
         out += [""]
     eff = f["persona_moralchoice"]
     if len(eff):
