@@ -382,3 +382,24 @@ def test_compare_estimators_row_does_not_depend_on_the_other_respondents():
     both = compare_estimators(pd.concat([lik2, lik]), pd.concat([ans2, ans]), n_sim=50, seed=2,
                               models=["sim-a", "sim"])
     pd.testing.assert_frame_equal(both[both["model"] == "sim"].reset_index(drop=True), alone)
+
+
+def test_partial_exact_likelihoods_do_not_replace_sampled_answers():
+    from moralkit.studies.crossmethod import prefer_exact
+
+    def metrics(model, ids, estimator):
+        return pd.DataFrame(dict(model=model, scenario_id=ids, p_action1=0.5, estimator=estimator))
+
+    sampled = pd.concat([metrics("a", ["G_1", "G_2", "G_3"], "sampling"), metrics("b", ["G_1", "G_2"], "sampling"),
+                         metrics("c", ["G_1"], "sampling")])
+    exact = pd.concat([metrics("a", ["G_1"], "token_probability"),  # partial: a keeps its sampled answers
+                       metrics("b", ["G_1", "G_2", "G_3"], "token_probability"),  # covers b's sampled scenarios
+                       metrics("d", ["G_1"], "token_probability")])  # exact only
+    out, notes = prefer_exact(sampled, exact)
+    used = out.groupby("model")["estimator"].agg(set).to_dict()
+    assert used == {"a": {"sampling"}, "b": {"token_probability"}, "c": {"sampling"}, "d": {"token_probability"}}
+    assert len(out[out["model"] == "a"]) == 3 and len(out[out["model"] == "b"]) == 3
+    assert "exact likelihoods used instead of sampled answers for ['b']" in notes[0]
+    assert "a: exact likelihoods cover 1 of the 3 scenarios" in notes[1]
+    assert prefer_exact(sampled, exact.iloc[:0])[0].equals(sampled)
+    assert prefer_exact(sampled.iloc[:0], exact)[0].equals(exact)

@@ -46,6 +46,7 @@ __all__ = [
     "match_models",
     "psm_similarity",
     "moralchoice_agreement",
+    "prefer_exact",
     "CrossMethodResult",
     "cross_method",
     "plot_cross_method",
@@ -484,7 +485,8 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
         Exact token-probability likelihoods (:func:`moralkit.moralchoice.likelihood.load_likelihoods`);
         default ``data_dir() / "moralchoice_likelihood"`` when ``moralchoice_path`` is also the default,
         none when ``moralchoice_path`` is given; ``False``: none. A respondent with both sampled answers
-        and exact likelihoods is represented by the exact ones (column ``estimator``).
+        and exact likelihoods is represented by the exact ones once they cover every sampled scenario
+        (:func:`prefer_exact`; column ``estimator``).
 
     Returns
     -------
@@ -533,14 +535,49 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
             lm = mc.scenario_metrics(lik)
             exact = sorted(lm["model"].unique())
             msgs.append(f"MoralChoice exact likelihoods: {len(exact)} respondent(s) in {relative_path(lpath)}: {exact}")
-            if len(metrics):
-                replaced = sorted(set(metrics["model"]) & set(exact))
-                if replaced:
-                    msgs.append(f"  exact likelihoods used instead of sampled answers for {replaced}")
-                metrics = pd.concat([metrics[~metrics["model"].isin(exact)], lm], ignore_index=True)
-            else:
-                metrics = lm
+            metrics, notes = prefer_exact(metrics, lm)
+            msgs += notes
     return psm, metrics, msgs
+
+
+def prefer_exact(sampled: pd.DataFrame, exact: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """One estimator per respondent: exact likelihoods where they cover what was sampled.
+
+    A respondent with exact likelihoods is represented by them when they cover every scenario its sampled
+    answers cover; while they are partial (a likelihood run still in progress) its sampled answers are kept,
+    so that its agreement correlations rest on the larger scenario set.
+
+    Parameters
+    ----------
+    sampled, exact : DataFrame
+        :func:`moralkit.moralchoice.scenario_metrics` of sampled answers and of exact likelihoods
+        (columns ``model`` and ``scenario_id``); either may be empty.
+
+    Returns
+    -------
+    metrics : DataFrame
+        One estimator per respondent (column ``estimator`` says which).
+    notes : list of str
+        Which respondents use which estimator, and why.
+    """
+    if not len(sampled):
+        return exact, []
+    if not len(exact):
+        return sampled, []
+    s_ids = sampled.groupby("model")["scenario_id"].agg(set)
+    e_ids = exact.groupby("model")["scenario_id"].agg(set)
+    replaced, kept = [], []
+    for m in sorted(set(s_ids.index) & set(e_ids.index)):
+        (replaced if s_ids[m] <= e_ids[m] else kept).append(m)
+    notes = []
+    if replaced:
+        notes.append(f"  exact likelihoods used instead of sampled answers for {replaced}")
+    for m in kept:
+        notes.append(f"  {m}: exact likelihoods cover {len(s_ids[m] & e_ids[m])} of the {len(s_ids[m])} scenarios "
+                     "of its sampled answers; the sampled answers are used until they cover all")
+    use_exact = exact[~exact["model"].isin(kept)]
+    use_sampled = sampled[~sampled["model"].isin(set(use_exact["model"]))]
+    return pd.concat([use_sampled, use_exact], ignore_index=True), notes
 
 
 def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict | None = None, e: float | None = None,
