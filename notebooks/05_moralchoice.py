@@ -367,14 +367,9 @@ if "controversial" in summaries:
 if exact:
     rows = {}
     for a in exact:
-        for m, r in ((mc.PAPER_SAMPLES[a], at_paper_m.get(a)), (1, responses.get(a))):
-            if r is None or not len(r):
-                continue
-            if m == 1:  # the respondents not yet sampled at the paper's M
-                r = r[~r["model"].isin(set(at_paper_m.get(a, pd.DataFrame(columns=["model"]))["model"]))]
-            cmp = mcl.compare_estimators(exact[a], r, seed=seed)
-            if len(cmp):
-                rows[(a, m)] = cmp
+        cmp = mcl.compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed)
+        for m, c in (cmp.groupby("M", sort=False) if len(cmp) else []):
+            rows[(a, m)] = c.drop(columns="M").reset_index(drop=True)
     if rows:
         agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
         view = pd.concat({k: mcl.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])

@@ -403,3 +403,22 @@ def test_partial_exact_likelihoods_do_not_replace_sampled_answers():
     assert "a: exact likelihoods cover 1 of the 3 scenarios" in notes[1]
     assert prefer_exact(sampled, exact.iloc[:0])[0].equals(sampled)
     assert prefer_exact(sampled.iloc[:0], exact)[0].equals(exact)
+
+
+def test_compare_at_paper_m_uses_the_paper_m_and_falls_back_to_m1():
+    from moralkit.moralchoice.likelihood import compare_at_paper_m, compare_estimators
+
+    lik, ans = _simulated_pair(True, n_sc=30, m=5)  # "sim": M = 5 on every scenario
+    lik1, ans1 = _simulated_pair(True, seed=4, n_sc=30, m=1)
+    lik1["model"], ans1["model"] = "sim-m1", "sim-m1"  # answered once per form only
+    both_lik, both_ans = pd.concat([lik, lik1]), pd.concat([ans, ans1])
+    out = compare_at_paper_m(both_lik, both_ans, "low", seed=2)
+    assert out[["model", "M"]].values.tolist() == [["sim", 5], ["sim-m1", 1]]
+    pd.testing.assert_frame_equal(out[out["model"] == "sim"].drop(columns="M").reset_index(drop=True),
+                                  compare_estimators(lik, ans, seed=2))
+    # without the fallback only the respondents at the paper's M; at high ambiguity (M = 10) nobody
+    assert compare_at_paper_m(both_lik, both_ans, "low", seed=2, fallback=False)["model"].tolist() == ["sim"]
+    assert compare_at_paper_m(both_lik, both_ans, "high", seed=2, fallback=False).empty
+    assert compare_at_paper_m(both_lik, both_ans, "high", seed=2)["M"].tolist() == [1, 1]
+    with pytest.raises(ValueError, match="ambiguity"):
+        compare_at_paper_m(lik, ans, "medium")

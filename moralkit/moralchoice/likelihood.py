@@ -63,7 +63,7 @@ from .mapping import map_answer, short_form
 from .prompts import check_form
 
 __all__ = ["ANSWER_SETS", "CANONICAL_ANSWERS", "ESTIMATORS", "LIKELIHOOD_COLUMNS", "canonical_answers",
-           "combine_logprobs", "compare_estimators", "agreement_summary", "likelihood_table", "read_likelihoods",
+           "combine_logprobs", "compare_estimators", "compare_at_paper_m", "agreement_summary", "likelihood_table", "read_likelihoods",
            "write_likelihoods", "load_likelihoods", "likelihood_dir"]
 
 #: Names of the estimators recorded by :func:`moralkit.moralchoice.scenario_metrics`.
@@ -452,6 +452,53 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
             brier_z=float((brier - b_exp) / math.sqrt(b_var)) if n_ans and b_var > 0 else float("nan"),
         ))
     return pd.DataFrame(rows)
+
+
+def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambiguity: str, *, seed: int = 0,
+                       fallback: bool = True) -> pd.DataFrame:
+    """:func:`compare_estimators` on the sampled answers at the paper's M, per respondent.
+
+    A respondent's answers count at the paper's M (5 low, 10 high) on the scenarios answered that many
+    times in every form (:func:`moralkit.moralchoice.with_samples`). With ``fallback``, the respondents
+    with no such scenario are compared on all their answers instead (M = 1 runs, where QF-E cannot agree).
+
+    Parameters
+    ----------
+    likelihoods : DataFrame
+        Exact likelihoods of one ambiguity level (:func:`load_likelihoods`).
+    responses : DataFrame
+        Sampled answers of the same level (:func:`moralkit.moralchoice.load_responses`).
+    ambiguity : {"low", "high"}
+    seed : int
+        Seed of the noise bands (:func:`compare_estimators`).
+    fallback : bool, default True
+
+    Returns
+    -------
+    DataFrame
+        The columns of :func:`compare_estimators` and ``M`` (the paper's M, or 1), paper-M rows first.
+
+    References
+    ----------
+    Scherrer et al. (2023), eq. 7 and Section 3.3 (M = 5 low, M = 10 high).
+    """
+    from .data import PAPER_SAMPLES
+    from .responses import with_samples
+
+    if ambiguity not in PAPER_SAMPLES:
+        raise MoralkitError(f"ambiguity must be one of {sorted(PAPER_SAMPLES)}, got {ambiguity!r}")
+    M = PAPER_SAMPLES[ambiguity]
+    out = []
+    if len(likelihoods) and len(responses):
+        at_m = with_samples(responses, M)
+        if len(at_m):
+            out.append(compare_estimators(likelihoods, at_m, seed=seed).assign(M=M))
+        if fallback:
+            rest = responses[~responses["model"].isin(set(at_m["model"]) if len(at_m) else set())]
+            if len(rest):
+                out.append(compare_estimators(likelihoods, rest, seed=seed).assign(M=1))
+    out = [c for c in out if len(c)]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
 def agreement_summary(comparison: pd.DataFrame, digits: int = 2) -> pd.DataFrame:

@@ -99,20 +99,14 @@ def estimator_agreement(*, seed: int = 0, responses_path=None, likelihood_path=N
         ``mad_p`` with its band, ``qfe_exact``, ``qfe_sampled``, ``qfe_sampled_sim``, ...).
     """
     from .. import moralchoice as mc
-    from ..moralchoice.likelihood import compare_estimators, load_likelihoods
+    from ..moralchoice.likelihood import compare_at_paper_m, load_likelihoods
 
     out = []
-    for a, M in mc.PAPER_SAMPLES.items():
-        lik = load_likelihoods(a, likelihood_path)
-        r = _own_responses(a, responses_path)
-        if not len(lik) or not len(r):
-            continue
-        atm = mc.with_samples(r, M)
-        if not len(atm):
-            continue
-        cmp = compare_estimators(lik, atm, seed=seed)
+    for a in mc.PAPER_SAMPLES:
+        cmp = compare_at_paper_m(load_likelihoods(a, likelihood_path), _own_responses(a, responses_path), a,
+                                 seed=seed, fallback=False)
         if len(cmp):
-            out.append(cmp.assign(ambiguity=a, M=M))
+            out.append(cmp.assign(ambiguity=a))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
