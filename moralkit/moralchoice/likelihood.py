@@ -488,15 +488,13 @@ def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambig
     if ambiguity not in PAPER_SAMPLES:
         raise MoralkitError(f"ambiguity must be one of {sorted(PAPER_SAMPLES)}, got {ambiguity!r}")
     M = PAPER_SAMPLES[ambiguity]
-    out = []
-    if len(likelihoods) and len(responses):
-        at_m = with_samples(responses, M)
-        if len(at_m):
-            out.append(compare_estimators(likelihoods, at_m, seed=seed).assign(M=M))
-        if fallback:
-            rest = responses[~responses["model"].isin(set(at_m["model"]) if len(at_m) else set())]
-            if len(rest):
-                out.append(compare_estimators(likelihoods, rest, seed=seed).assign(M=1))
+    if not len(likelihoods) or not len(responses):
+        return pd.DataFrame()
+    at_m = with_samples(responses, M)
+    parts = [(at_m, M)]
+    if fallback:  # the respondents with no scenario at the paper's M
+        parts.append((responses[~responses["model"].isin(set(at_m["model"]))], 1))
+    out = [compare_estimators(likelihoods, r, seed=seed).assign(M=m) for r, m in parts if len(r)]
     out = [c for c in out if len(c)]
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
