@@ -8,6 +8,7 @@ pass over the whole conversation, answer by answer.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -183,10 +184,12 @@ def test_tree_scores_equal_direct_full_sequence_computation(smol, low):
     t = mc.load_templates()
     s = TreeScorer(smol)
     systems = {q: persona_system(t.questions[q].question_header, "care") for q in mc.QUESTION_TYPES}
-    s.set_templates(systems)
     sc = low.iloc[5]
-    items, meta = scenario_items(s, sc, t, "canonical")
-    got = s.score(items)
+    with warnings.catch_warnings():  # no deprecated keyword (transformers 5.24 renamed past_key_values)
+        warnings.simplefilter("error", FutureWarning)
+        s.set_templates(systems)
+        items, meta = scenario_items(s, sc, t, "canonical")
+        got = s.score(items)
     assert len(got) == len(meta) > 30
     for (q, o, ans, _), lp in list(zip(meta, got))[::3]:  # a third of them: one forward pass each
         _, text = mc.build_prompt(sc, q, o, t)

@@ -44,6 +44,7 @@ the model's own distribution, no truncation), Appendix B.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import time
@@ -115,6 +116,9 @@ class TreeScorer:
         self._kv = None
         self.tokens_scored = 0
         self.forward_seconds = 0.0
+        # transformers 5.24 renamed forward's ``past_key_values`` to ``cache`` (the old name is removed in 5.40)
+        params = inspect.signature(self.lm.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     # ------------------------------------------------------------------ tokenisation
     def encode(self, text: str) -> list[int]:
@@ -152,7 +156,7 @@ class TreeScorer:
         cache = DynamicCache(config=self.lm.config)
         with torch.inference_mode():
             self.lm(input_ids=ids, attention_mask=self._mask4d(mask), position_ids=torch.tensor([pos]),
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+                    use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
         self._kv = [(layer.keys, layer.values) for layer in cache.layers]
         self.prefixes = {name: dict(span=spans[name], tokens=t) for name, t in zip(names, toks)}
         self._n_prefix = n
@@ -243,8 +247,8 @@ class TreeScorer:
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = self.lm(input_ids=torch.tensor([token], dtype=torch.long), attention_mask=self._mask4d(allowed),
-                          position_ids=torch.tensor([pos], dtype=torch.long), past_key_values=cache, use_cache=True,
-                          logits_to_keep=torch.tensor(need, dtype=torch.long))
+                          position_ids=torch.tensor([pos], dtype=torch.long), use_cache=True,
+                          logits_to_keep=torch.tensor(need, dtype=torch.long), **{self._cache_kw: cache})
             logp = torch.log_softmax(out.logits[0].float(), dim=-1)
             eos = torch.logsumexp(logp[:, self.eos_ids], dim=-1)
         self.forward_seconds += time.perf_counter() - t0
