@@ -146,8 +146,7 @@ show(res.scan.set_index("e")[["mean_types", "mean_sim", "sd_sim", "min_sim", "ma
                               "mean_abs_diff"]],
      "08_scan_e", caption=f"G against e (T = {T_scan} per level); published mean 0.353, s.d. 0.074",
      float_format="{:.3f}".format)
-print(f"e (paper's rule) = {res.e_rule:.10g} = {res.e_rule * 12:.6f}/12; "
-      f"level-matched e = {res.e_matched:.10g} = {res.e_matched * 12:.6f}/12")
+print(f"paper's rule: {perm.describe_e(res.e_rule)}; level-matched: {perm.describe_e(res.e_matched)}")
 
 # %% [markdown]
 # ### Table 3: simulated $G$ next to the published one
@@ -157,7 +156,7 @@ pub3 = reference.published_table3()
 show(pub3, caption="published (Seror 2025, Table 3)")
 for k in ("rule", "matched"):
     show(res.G[k].round(2), f"08_table3_simulated_{k}",
-         caption=f"SIMULATED, e = {res.e_rule if k == 'rule' else res.e_matched:.4f} "
+         caption=f"SIMULATED, {perm.describe_e(res.e_rule if k == 'rule' else res.e_matched)} "
                  f"({'the paper rule' if k == 'rule' else 'level-matched'}), T = {T}, rho = {rho}")
 summary = res.summary()
 show(summary[["e", "pearson", "spearman", "mantel_p", "mean_abs_diff", "max_abs_diff", "mean_sim", "mean_pub",
@@ -182,7 +181,7 @@ show(comp.map(lambda x: "; ".join(", ".join(c) for c in x) if isinstance(x, list
 fig = perm.plot_similarity(pub3, title="published (Seror 2025, Table 3)")
 save(fig, "08_fig3_published")
 plt.show()
-fig = perm.plot_similarity(res.G["matched"], title=f"SIMULATED agents, e = {res.e_matched:.4f} (level-matched)")
+fig = perm.plot_similarity(res.G["matched"], title=f"SIMULATED agents, {perm.describe_e(res.e_matched)} (level-matched)")
 save(fig, "08_fig3_simulated")
 plt.show()
 
@@ -190,7 +189,7 @@ plt.show()
 fig = perm.plot_networks(pub3, title="published (Seror 2025, Table 3)")
 save(fig, "08_fig4_published")
 plt.show()
-fig = perm.plot_networks(res.G["matched"], title=f"SIMULATED agents, e = {res.e_matched:.4f} (level-matched)")
+fig = perm.plot_networks(res.G["matched"], title=f"SIMULATED agents, {perm.describe_e(res.e_matched)} (level-matched)")
 save(fig, "08_fig4_simulated")
 plt.show()
 
@@ -224,7 +223,7 @@ reps = rep.replications(range(n_simulations), res.e_matched, T=T, rho=rho, noise
                         n_datasets=n_datasets, n_jobs=n_jobs)
 show(reps.set_index("seed")[["pearson", "spearman", "mantel_p", "mean_abs_diff", "mean_sim", "sd_sim",
                              "cal_abs_err_ccei", "cal_abs_err_alpha"]],
-     "08_simulations", caption=f"SIMULATED: {n_simulations} independent simulations, e = {res.e_matched:.4f}",
+     "08_simulations", caption=f"SIMULATED: {n_simulations} independent simulations, {perm.describe_e(res.e_matched)}",
      float_format="{:.3f}".format)
 mean_stats, _ = rep.compare_g(reps.attrs["mean_G"])
 print(f"Spearman with Table 3 over the simulations: min {reps['spearman'].min():.2f}, "
@@ -236,7 +235,7 @@ print(f"average G over the simulations vs Table 3: Pearson {mean_stats['pearson'
 
 # %%
 fig = rep.plot_g_comparison(res.G["matched"], reps,
-                            title=f"seed {seed}, e = {res.e_matched:.4f}: simulated vs published G")
+                            title=f"seed {seed}, {perm.describe_e(res.e_matched)}: simulated vs published G")
 save(fig, "08_g_comparison")
 plt.show()
 
