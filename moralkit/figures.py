@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .paths import figures_dir, project_root, tables_dir
 
-__all__ = ["LONG_TABLE_ROWS", "Saved", "relative_path", "save", "save_figure", "show", "table_html"]
+__all__ = ["LONG_TABLE_ROWS", "Saved", "format_interval", "relative_path", "save", "save_figure", "show", "table_html"]
 
 #: tables with more rows than this are shown in a box of fixed height that scrolls
 LONG_TABLE_ROWS = 15
@@ -46,6 +46,33 @@ _TABLE_IDS = itertools.count(1)
 
 #: text columns with longer values than this wrap (the others stay on one line and the table scrolls)
 LONG_TEXT = 40
+
+
+def format_interval(value, lo, hi, digits: int = 2, signed: bool = False) -> str:
+    """``"value [lo, hi]"`` with ``digits`` decimals, never hiding which side of the interval a value is on.
+
+    Where a value outside ``[lo, hi]`` would print as the interval's edge, more decimals are used
+    (0.5256 against a band from 0.5302 prints "0.526 [0.530, 0.697]", not "0.53 [0.53, 0.70]"). A value
+    that rounds to zero prints without a minus sign. With ``lo`` or ``hi`` missing (NaN) only the value
+    is printed.
+
+    Examples
+    --------
+    >>> format_interval(0.5256, 0.5302, 0.6972)
+    '0.526 [0.530, 0.697]'
+    >>> format_interval(0.0031, 0.0020, 0.0042, digits=4, signed=True)
+    '+0.0031 [+0.0020, +0.0042]'
+    """
+    def one(x, d):
+        t = f"{x:{'+' if signed else ''}.{d}f}"
+        return t.replace("-", "+" if signed else "") if float(t) == 0 else t  # no "-0.00"
+
+    if lo != lo or hi != hi:  # NaN: no interval
+        return one(value, digits)
+    while digits < 8 and ((value < lo and one(value, digits) == one(lo, digits))
+                          or (value > hi and one(value, digits) == one(hi, digits))):
+        digits += 1
+    return f"{one(value, digits)} [{one(lo, digits)}, {one(hi, digits)}]"
 
 
 def relative_path(path) -> str:

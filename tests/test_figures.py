@@ -95,3 +95,17 @@ def test_show_a_view_and_save_the_full_table(tmp_path, monkeypatch):
     assert 'data-mk-table="02_table1"' in shown[0].data and "n_obs" not in shown[0].data
     with pytest.raises(ValueError, match="needs the stem"):
         figures.show(full, full=full)
+
+
+def test_intervals_never_print_minus_zero():
+    assert figures.format_interval(-0.00001, -0.00004, 0.0003, digits=4, signed=True) == "+0.0000 [+0.0000, +0.0003]"
+    assert figures.format_interval(-0.001, -0.004, 0.3) == "0.00 [0.00, 0.30]"
+    assert figures.format_interval(-0.2, -0.31, -0.1) == "-0.20 [-0.31, -0.10]"
+
+
+def test_a_value_outside_its_interval_never_prints_as_the_interval_edge():
+    assert figures.format_interval(0.5256, 0.5302, 0.6972) == "0.526 [0.530, 0.697]"  # below
+    assert figures.format_interval(0.05798, 0.045, 0.05781, digits=3) == "0.0580 [0.0450, 0.0578]"  # above
+    assert figures.format_interval(0.5302, 0.5256, 0.6972) == "0.53 [0.53, 0.70]"  # inside: the usual digits
+    assert figures.format_interval(0.51, 0.46, 0.66) == "0.51 [0.46, 0.66]"
+    assert figures.format_interval(0.51, float("nan"), float("nan")) == "0.51"  # no interval

@@ -48,18 +48,6 @@ def test_coverage_counts_scenarios_and_forms(tmp_path):
     assert cov["covered"].iloc[0] == pytest.approx(0.8) and cov["of"].iloc[0] == 687
 
 
-def test_intervals_never_print_minus_zero():
-    assert findings._ci(-0.00001, -0.00004, 0.0003, digits=4, signed=True) == "+0.0000 [+0.0000, +0.0003]"
-    assert findings._ci(-0.2, -0.31, -0.1) == "-0.20 [-0.31, -0.10]"
-
-
-def test_a_value_outside_its_band_never_prints_as_the_band_edge():
-    assert findings._ci(0.5256, 0.5302, 0.6972) == "0.526 [0.530, 0.697]"  # below the band
-    assert findings._ci(0.05798, 0.045, 0.05781, digits=3) == "0.0580 [0.0450, 0.0578]"  # above it
-    assert findings._ci(0.5302, 0.5256, 0.6972) == "0.53 [0.53, 0.70]"  # inside: the usual digits
-    assert findings._ci(0.51, 0.46, 0.66) == "0.51 [0.46, 0.66]"
-
-
 def test_agreement_says_which_measures_lie_in_their_noise_band():
     assert findings._within_noise(0.5, 0.4, 0.6, 0.07, 0.06, 0.08) == "both"
     assert findings._within_noise(0.3, 0.4, 0.6, 0.07, 0.06, 0.08) == "mean abs. diff. only"

@@ -20,6 +20,7 @@ from moralkit import moralchoice as mc
 from moralkit.collect.localmodels import local_model_available
 from moralkit.moralchoice.likelihood import (
     CANONICAL_ANSWERS,
+    agreement_summary,
     canonical_answers,
     combine_logprobs,
     likelihood_table,
@@ -425,3 +426,11 @@ def test_compare_at_paper_m_uses_the_paper_m_and_falls_back_to_m1():
     assert compare_at_paper_m(both_lik, both_ans, "high", seed=2)["M"].tolist() == [1, 1]
     with pytest.raises(ValueError, match="ambiguity"):
         compare_at_paper_m(lik, ans, "medium")
+
+
+def test_agreement_summary_shows_a_value_below_its_band_as_below():
+    """The notebook's table and the README's findings print bands alike (``figures.format_interval``)."""
+    c = pd.DataFrame({"model": ["m"], "n_scenarios": [200], "samples_per_form": [5.0], "r_p": [0.5256],
+                      "r_p_sim_lo": [0.5302], "r_p_sim_hi": [0.6972], "mad_p": [0.055]})
+    out = agreement_summary(c)
+    assert out.loc["m", "r_p"] == "0.526 [0.530, 0.697]" and out.loc["m", "mad_p"] == "0.06"

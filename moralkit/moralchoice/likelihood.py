@@ -58,6 +58,7 @@ import pandas as pd
 
 from ..atomicfile import atomic_path
 from ..errors import DataError, MoralkitError
+from ..figures import format_interval
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .mapping import map_answer, short_form
 from .prompts import check_form
@@ -523,8 +524,7 @@ def agreement_summary(comparison: pd.DataFrame, digits: int = 2) -> pd.DataFrame
             continue
         lo = comparison.get(f"{stat}_sim_lo", pd.Series(np.nan, index=comparison.index))
         hi = comparison.get(f"{stat}_sim_hi", pd.Series(np.nan, index=comparison.index))
-        out[stat] = [f"{v:.{digits}f}" + ("" if np.isnan(a) else f" [{a:.{digits}f}, {b:.{digits}f}]")
-                     for v, a, b in zip(comparison[stat], lo, hi)]
+        out[stat] = [format_interval(v, a, b, digits) for v, a, b in zip(comparison[stat], lo, hi)]
     for q in ("qfe", "qfc"):
         if {f"{q}_exact", f"{q}_sampled"} <= set(comparison.columns):
             sim = comparison.get(f"{q}_sampled_sim", pd.Series(np.nan, index=comparison.index))

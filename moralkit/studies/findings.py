@@ -20,6 +20,8 @@ import warnings
 
 import pandas as pd
 
+from ..figures import format_interval
+
 __all__ = ["likelihood_coverage", "sampling_coverage", "estimator_agreement", "both_instruments",
            "persona_effects", "findings", "findings_markdown"]
 
@@ -178,19 +180,6 @@ def _table(df: pd.DataFrame) -> list[str]:
             + ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)])
 
 
-def _ci(v, lo, hi, digits=2, signed=False):
-    """``"v [lo, hi]"`` to ``digits`` decimals; more digits where a value outside its band would print as
-    the band's edge (0.5256 below 0.5302 is "0.526 [0.530, ...]", not "0.53 [0.53, ...]")."""
-    def one(x, d):
-        t = f"{x:{'+' if signed else ''}.{d}f}"
-        return t.replace("-", "+") if float(t) == 0 else t  # no "-0.0000"
-
-    while digits < 8 and ((v < lo and one(v, digits) == one(lo, digits))
-                          or (v > hi and one(v, digits) == one(hi, digits))):
-        digits += 1
-    return f"{one(v, digits)} [{one(lo, digits)}, {one(hi, digits)}]"
-
-
 def _within_noise(r, r_lo, r_hi, mad, mad_lo, mad_hi) -> str:
     """Which of the two agreement measures lie in their sampling-noise band, in words."""
     r_in, mad_in = r_lo <= r <= r_hi, mad_lo <= mad <= mad_hi
@@ -225,8 +214,8 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
     if len(ag):
         t = pd.DataFrame({
             "respondent": ag["model"], "ambiguity": ag["ambiguity"], "M": ag["M"], "scenarios": ag["n_scenarios"],
-            "r (noise band)": [_ci(*v) for v in ag[["r_p", "r_p_sim_lo", "r_p_sim_hi"]].to_numpy()],
-            "mean abs. diff. (noise band)": [_ci(*v, digits=3) for v in ag[["mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()],
+            "r (noise band)": [format_interval(*v) for v in ag[["r_p", "r_p_sim_lo", "r_p_sim_hi"]].to_numpy()],
+            "mean abs. diff. (noise band)": [format_interval(*v, digits=3) for v in ag[["mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()],
             "QF-E exact / sampled / expected": [f"{a:.2f} / {b:.2f} / {c:.2f}" for a, b, c in
                                                ag[["qfe_exact", "qfe_sampled", "qfe_sampled_sim"]].to_numpy()],
             "within noise": [_within_noise(*v) for v in
@@ -253,9 +242,9 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
     if len(eff):
         t = pd.DataFrame({
             "respondent": eff["respondent"], "ambiguity": eff["ambiguity"], "scenarios": eff["n_scenarios"],
-            "mean change of p(action 1) [95 % CI]": [_ci(*v, digits=4, signed=True) for v in
+            "mean change of p(action 1) [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
                                                      eff[["mean_delta", "delta_lo", "delta_hi"]].to_numpy()],
-            "towards the persona's rules [95 % CI]": [_ci(*v, digits=4, signed=True) for v in
+            "towards the persona's rules [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
                                                       eff[["directed_effect", "directed_lo", "directed_hi"]].to_numpy()],
             "p (one-sided)": eff["p_directed"].map("{:.4f}".format)})
         out += ["**Persona effects on MoralChoice** (exact likelihoods, persona-respondent minus the model without "
