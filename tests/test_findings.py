@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from moralkit import paths
+from moralkit.figures import format_interval
 from moralkit.studies import findings
 
 
@@ -62,3 +63,30 @@ def test_mantel_sentence_states_significance_at_5_percent():
     assert findings._significance(0.05) == "significant at the 5 % level"
     assert findings._significance(0.101) == "not significant at the 5 % level"
     assert findings._significance(0.02, level=0.01) == "not significant at the 1 % level"
+
+
+def _reading_them() -> str:
+    text = (paths.project_root() / "README.md").read_text()
+    return re.search(r"<!-- /findings -->\n\nReading them:\n(.*?)\n## ", text, re.S).group(1)
+
+
+def test_readme_prose_restates_the_computed_findings(results):
+    """The bullets under the findings block repeat some of its numbers in words: they must move with it."""
+    prose = " ".join(_reading_them().split())
+    ag = results["agreement"]
+    bands = [ag[[m, f"{m}_sim_lo", f"{m}_sim_hi"]].to_numpy() for m in ("r_p", "mad_p")]
+    inside = sum(int(lo <= v <= hi) for b in bands for v, lo, hi in b)
+    assert f"{inside} of the {2 * len(ag)} measures above lie in their noise bands" in prose
+    digits = {0: 2, 1: 3}  # as the findings block prints r and the mean abs. diff.
+    for k, b in enumerate(bands):
+        for v, lo, hi in b:
+            if not lo <= v <= hi:  # a measure outside its band is named, with the digits that show it
+                assert f"({format_interval(v, lo, hi, digits[k]).split()[0]})" in prose
+    smp = results["sampling"].set_index(["respondent", "ambiguity"])["invalid_or_refusal"]
+    smol = [smp[("smollm2-135m-instruct", a)] for a in ("low", "high")]
+    assert f"{100 * smol[0]:.1f} % and {100 * smol[1]:.1f} % of its answers map to neither action" in prose
+    q15 = sorted(smp[("qwen2.5-coder-1.5b-instruct", a)] for a in ("low", "high"))
+    assert f"{100 * q15[0]:.1f}–{100 * q15[1]:.1f} % of its sampled answers map to neither action" in prose
+    p = results["cross_method"].mantel.pvalue
+    assert ("the correlation is not significant" in prose) == (p > 0.05)
+    assert f"and {p:.3f} at" in prose  # the latest of the p-values the prose lists
