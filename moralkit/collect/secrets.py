@@ -27,7 +27,7 @@ Examples
 'cannot reach https://host/v1'
 >>> import base64
 >>> r("Basic " + base64.b64encode(b"user:s3cr3t-token-0123").decode())
-'Basic dXN[REDACTED]M'
+'Basic dXNlcjp[REDACTED]w=='
 """
 
 from __future__ import annotations
