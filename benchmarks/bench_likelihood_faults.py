@@ -12,7 +12,7 @@ all three question types: 150 requests):
   likelihood) writes and prints, under a server echoing the key and the Authorization header in
   400/500 and 401 errors.
 
-Prints one JSON object (with the date and the load average). Usage::
+Prints one JSON line per measurement as it ends (the first and last with the date and the load average). Usage::
 
     PYTHONPATH=. python benchmarks/bench_likelihood_faults.py [--kills 20]
 """
@@ -39,7 +39,7 @@ from moralkit.collect.faultserver import FaultServer  # noqa: E402
 def invocations(rate: float, tmp: Path, max_invocations: int = 20) -> dict:
     out = tmp / f"lk-{rate}"
     codes = []
-    with FaultServer(rate=rate, seed=11, hang=1.5, retry_after=1) as srv:
+    with FaultServer(rate=rate, seed=11, hang=1.5, retry_after=1, max_seconds=7200) as srv:
         args = h._lk_args(srv.url, out)
         args[args.index("ab,repeat")] = "ab,repeat,compare"
         while len(codes) < max_invocations:
@@ -59,7 +59,7 @@ def invocations(rate: float, tmp: Path, max_invocations: int = 20) -> dict:
 def kills(n: int, tmp: Path) -> dict:
     d = tmp / "kills"
     d.mkdir()
-    hit, lost, dup, in_flight = h.likelihood_kill_run(d, kills=n)
+    hit, lost, dup, in_flight = h.likelihood_kill_run(d, kills=n, max_seconds=7200)
     return dict(kills_attempted=n, kills_that_hit=hit, records_lost=lost, records_duplicated=dup,
                 answers_in_flight_at_a_kill=in_flight)
 
@@ -70,7 +70,8 @@ def secrets(tmp: Path) -> dict:
         d = tmp / ("sec-" + "-".join(faults))
         d.mkdir()
         texts = []
-        with FaultServer(rate=1.0 if "401" in faults else 0.5, faults=faults, seed=7, echo=True) as srv:
+        with FaultServer(rate=1.0 if "401" in faults else 0.5, faults=faults, seed=7, echo=True,
+                         max_seconds=7200) as srv:
             for name, args in h._collectors(srv.url, d):
                 p = h._cli(*args)
                 texts += [p.stdout, p.stderr]
@@ -90,16 +91,17 @@ def main():
     out = dict(date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), load_average=os.getloadavg(),
                git=subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                   text=True).stdout.strip())
+    print(json.dumps(out), flush=True)
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         if "faults" not in skip:
-            out["fault_rates"] = [invocations(r, tmp) for r in (0.4, 0.7)]
-        if "kills" not in skip:
-            out["sigkill"] = kills(a.kills, tmp)
+            for r in (0.4, 0.7):
+                print(json.dumps({"fault_rate": invocations(r, tmp)}), flush=True)
         if "secrets" not in skip:
-            out["secrets"] = secrets(tmp)
-    out["load_average_end"] = os.getloadavg()
-    print(json.dumps(out, indent=1))
+            print(json.dumps({"secrets": secrets(tmp)}), flush=True)
+        if "kills" not in skip:
+            print(json.dumps({"sigkill": kills(a.kills, tmp)}), flush=True)
+    print(json.dumps({"load_average_end": os.getloadavg()}), flush=True)
 
 
 if __name__ == "__main__":

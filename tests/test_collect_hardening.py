@@ -195,13 +195,14 @@ def _lines(p):
     return p.read_bytes().split(b"\n")[:-1] if p.exists() else []
 
 
-def likelihood_kill_run(tmp_path, kills, seed=2026, rate=0.3):
+def likelihood_kill_run(tmp_path, kills, seed=2026, rate=0.3, max_seconds=600.0):
     """SIGKILL a `likelihood` collection ``kills`` times at random numbers of stored lines, then finish it.
     Returns (kills that hit a running process, records lost, records duplicated, answers in flight at a kill)."""
     rng = random.Random(seed)
     out = tmp_path / "run"
     hit, lost = 0, 0
-    with FaultServer(rate=rate, seed=4, hang=1.5, retry_after=0, latency=lambda r: 0.01) as srv:
+    with FaultServer(rate=rate, seed=4, hang=1.5, retry_after=0, latency=lambda r: 0.01,
+                     max_seconds=max_seconds) as srv:
         seen: list[bytes] = []
         for _ in range(kills):
             target = len(seen) + rng.randint(1, 12)
