@@ -195,7 +195,7 @@ def _lines(p):
     return p.read_bytes().split(b"\n")[:-1] if p.exists() else []
 
 
-def likelihood_kill_run(tmp_path, kills, seed=2026, rate=0.3, max_seconds=600.0):
+def likelihood_kill_run(tmp_path, kills, seed=2026, rate=0.3, max_seconds=1800.0):
     """SIGKILL a `likelihood` collection ``kills`` times at random numbers of stored lines, then finish it.
     Returns (kills that hit a running process, records lost, records duplicated, answers in flight at a kill)."""
     rng = random.Random(seed)
