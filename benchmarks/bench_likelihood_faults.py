@@ -5,7 +5,8 @@ never data), with the real command line (``python -m moralkit likelihood``, 3 lo
 all three question types: 150 requests):
 
 - at fault rates 0.4 and 0.7 (every fault type): invocations needed to finish, usable answers the
-  server sent vs. recorded (discarded = sent - recorded);
+  server sent vs. recorded; of those not recorded, the ones whose request had already timed out at the
+  client (the response never arrived) and the others (discarded by the collector);
 - ``--kills`` SIGKILLs at random numbers of stored records, then a finishing run: records lost,
   duplicated, and answers that were in flight at a kill (re-sent, not lost);
 - bytes matching the API key or its base64 forms in everything each collector (psm, moralchoice,
@@ -47,13 +48,14 @@ def invocations(rate: float, tmp: Path, max_invocations: int = 20) -> dict:
             codes.append(p.returncode)
             if p.returncode == 0:
                 break
-        usable = len(srv.usable)
+        usable = list(srv.usable)
         faults = {str(k): v for k, v in srv.counts.items() if k}
     att = h._attempts(out)
     keys = [(a["task"], a["attempt"]) for a in att]
-    return dict(rate=rate, invocations=len(codes), exit_codes=codes, requests=len(att), usable_sent=usable,
-                recorded=len(att), discarded=usable - len(att), duplicated=len(keys) - len(set(keys)),
-                faults_injected=sum(faults.values()))
+    lost, timed_out = h.discarded(out, usable)
+    return dict(rate=rate, invocations=len(codes), exit_codes=codes, requests=len(att), usable_sent=len(usable),
+                recorded=len(att), discarded=lost, timed_out_at_the_client_before_arriving=timed_out,
+                duplicated=len(keys) - len(set(keys)), faults_injected=sum(faults.values()))
 
 
 def kills(n: int, tmp: Path) -> dict:

@@ -77,6 +77,19 @@ def _attempts(run):
     return [r for r in read_records(run) if r.get("kind", "attempt") == "attempt"]
 
 
+def discarded(run, usable) -> tuple[int, int]:
+    """``(discarded, timed_out)``: usable answers the server sent (``usable``: its ``(seed, text)`` log)
+    that are not recorded as attempts. An answer whose request timed out at the client first (the
+    error record of that seed says so: a loaded machine delayed the response past ``--timeout``) never
+    reached the collector and is counted as ``timed_out``; any other is ``discarded``."""
+    recs = read_records(run)
+    left = Counter(s for s, _ in usable) - Counter(r["seed"] for r in recs if r.get("kind", "attempt") == "attempt")
+    transport = Counter(r["seed"] for r in recs if r.get("kind") == "error"
+                        and str(r.get("error", "")).startswith(("APITimeoutError", "APIConnectionError")))
+    timed_out = sum(min(n, transport[s]) for s, n in left.items())
+    return sum(left.values()) - timed_out, timed_out
+
+
 def _lk_args(url, out, *extra):
     return ["likelihood", "--backend", "openai", "--model", "fault-double", "--base-url", url, "--api-key-env",
             "FAULT_KEY", "--concurrency", "4", "--timeout", "1", "--backoff", "0.02", "--ambiguity", "low",
@@ -102,12 +115,14 @@ def test_likelihood_under_faults_discards_nothing_and_resumes_to_the_fault_free_
                 break
             except CollectionIncompleteError as e:
                 assert "re-run the same command to resume" in str(e)
-        sent_usable = len(srv.usable)
+        usable = list(srv.usable)
         counts = dict(srv.counts)
+    sent_usable = len(usable)
     att = _attempts(out)
     keys = [(a["task"], a["attempt"]) for a in att]
     assert len(keys) == len(set(keys))  # 0 duplicated
-    assert len(att) == sent_usable  # 0 usable answers discarded
+    lost, timed_out = discarded(out, usable)
+    assert lost == 0 and len(att) == sent_usable - timed_out  # 0 usable answers discarded
     assert len({a["task"] for a in att}) == len(att)  # no answered request was ever re-sent
     assert sum(v for k, v in counts.items() if k) > 10
     with FaultServer(rate=0.0) as clean:
