@@ -1,9 +1,12 @@
 """Command line: ``python -m moralkit collect psm|moralchoice ...``, ``likelihood``, ``export``, ``repair``, ``runs``, ``findings``,
 ``models``, ``serve``.
 
-Exit status: 0 done; 2 bad input or damaged data (the message names the fix); 3 a collection ended
-with tasks undone (its completeness line and the failing requests are printed; re-run to resume);
-4 the run directory is in use by another collector.
+Exit status: 0 done; 2 bad input, damaged data, or a server that refuses the collection (HTTP 401
+wrong key, 403, 404 unknown model: its redacted message is printed; the message names the fix);
+3 a collection ended with tasks undone (its completeness line and the failing requests are printed;
+re-run to resume); 4 the run directory is in use by another collector. Invalid option values are
+refused before anything runs. Whatever is printed on stderr, tracebacks included, passes through the
+secret filter (:mod:`moralkit.collect.secrets`).
 
 Examples
 --------
@@ -21,6 +24,7 @@ From an API (key in the environment variable named by --api-key-env)::
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from moralkit import __version__
@@ -38,6 +42,58 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
+def _number(kind, lo=None, lo_open=False, hi=None, what=""):
+    """An argparse type: a finite int/float within bounds (refused at parse time, with the rule)."""
+    def conv(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if isinstance(v, float) and not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        if hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return v
+    conv.__name__ = kind.__name__
+    return conv
+
+
+_POS_INT = _number(int, 1, what="an integer >= 1")
+_NONNEG_INT = _number(int, 0, what="an integer >= 0")
+
+
+def _base_url(text):
+    """argparse type of --base-url: an http(s) URL without credentials (never echoed)."""
+    from moralkit.collect.secrets import check_base_url
+    from moralkit.errors import MoralkitError
+
+    try:
+        return check_base_url(text)
+    except MoralkitError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("base_url (--base-url) ", "")) from None
+
+
+def _new_file(text):
+    """argparse type of an output file: not an existing directory."""
+    from pathlib import Path
+
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name, e.g. {Path(text) / 'NAME.csv.gz'}")
+    return text
+
+
+def _run_dir(text):
+    """argparse type of a run directory to write: not an existing file."""
+    from pathlib import Path
+
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a run directory; give a directory (a new one for a "
+                                         "new run, or the directory of the run to resume)")
+    return text
+
+
 def _add_backend_args(p):
     g = p.add_argument_group("backend")
     g.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
@@ -47,32 +103,36 @@ def _add_backend_args(p):
     g.add_argument("--gguf-file", default=None, help="GGUF file inside --model (a directory or hub repo)")
     g.add_argument("--device", default="auto")
     g.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    g.add_argument("--batch-size", type=int, default=None, help="requests per forward pass / batch")
-    g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--threads", type=_POS_INT, default=None, help="torch CPU threads")
+    g.add_argument("--batch-size", type=_POS_INT, default=None, help="requests per forward pass / batch")
+    g.add_argument("--base-url", type=_base_url, default=None,
+                   help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (no credentials: the key goes in "
+                        "the environment variable named by --api-key-env)")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY",
                    help="NAME of the environment variable holding the key (the key itself is never an option, "
                         "and is never written or printed)")
-    g.add_argument("--concurrency", type=int, default=4, help="requests in flight (openai)")
-    g.add_argument("--rpm", type=int, default=None, help="requests-per-minute cap (openai)")
-    g.add_argument("--timeout", type=float, default=60.0)
-    g.add_argument("--max-retries", type=int, default=6,
+    g.add_argument("--concurrency", type=_POS_INT, default=4, help="requests in flight (openai)")
+    g.add_argument("--rpm", type=_POS_INT, default=None, help="requests-per-minute cap (openai)")
+    g.add_argument("--timeout", type=_number(float, 0, lo_open=True, what="a number of seconds > 0"), default=60.0)
+    g.add_argument("--max-retries", type=_NONNEG_INT, default=6,
                    help="failed tries of one request before it is left undone for this session (openai)")
-    g.add_argument("--backoff", type=float, default=1.0,
+    g.add_argument("--backoff", type=_number(float, 0, what="a number of seconds >= 0"), default=1.0,
                    help="base of the exponential backoff between retries, seconds (jittered; Retry-After honoured)")
     s = p.add_argument_group("sampling")
-    s.add_argument("--temperature", type=float, default=1.0)
-    s.add_argument("--top-p", type=float, default=1.0)
-    s.add_argument("--top-k", type=int, default=None)
-    s.add_argument("--max-tokens", type=int, default=None)
+    s.add_argument("--temperature", type=_number(float, 0, what="a finite number >= 0"), default=1.0)
+    s.add_argument("--top-p", type=_number(float, 0, lo_open=True, hi=1, what="a number in (0, 1]"), default=1.0)
+    s.add_argument("--top-k", type=_NONNEG_INT, default=None)
+    s.add_argument("--max-tokens", type=_POS_INT, default=None,
+                   help="maximum tokens per answer (default: 16 for the PSM, 8 for MoralChoice)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--system", default=None, help="system message (default: none)")
     s.add_argument("--persona", default=None,
                    help="a named system-prompt persona (moralkit.collect.personas: none, utilitarian, "
                         "deontological, care, virtue); the label gains '+persona-<name>'")
     p.add_argument("--label", default=None, help="respondent label in the exported data (default: model name)")
-    p.add_argument("--out", required=True, help="run directory (records.jsonl, manifest.json); re-run to resume")
-    p.add_argument("--export", default=None, help="tidy .csv.gz to write at the end")
+    p.add_argument("--out", type=_run_dir, required=True,
+                   help="run directory (records.jsonl, manifest.json); re-run to resume")
+    p.add_argument("--export", type=_new_file, default=None, help="tidy .csv.gz to write at the end")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -85,7 +145,9 @@ def _backend(a, default_batch):
         return make_backend("transformers", model, gguf_file=a.gguf_file, device=a.device, dtype=a.dtype,
                             batch_size=a.batch_size or default_batch, threads=a.threads)
     if a.model is None:
-        raise SystemExit("--model is required with --backend openai")
+        from moralkit.errors import MoralkitError
+
+        raise MoralkitError("--model is required with --backend openai (the model name as the server knows it)")
     return make_backend("openai", model, base_url=a.base_url, api_key_env=a.api_key_env,
                         concurrency=a.concurrency, rpm=a.rpm, timeout=a.timeout, max_retries=a.max_retries,
                         backoff=a.backoff)
@@ -94,7 +156,8 @@ def _backend(a, default_batch):
 def _sampling(a, default_max):
     from moralkit.collect.backends import Sampling
 
-    return Sampling(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, max_tokens=a.max_tokens or default_max)
+    return Sampling(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
+                    max_tokens=default_max if a.max_tokens is None else a.max_tokens)
 
 
 def _apply_persona(a):
@@ -146,26 +209,31 @@ def cmd_collect_moralchoice(a):
 
 
 def cmd_likelihood(a):
-    from moralkit.collect.likelihood import run_likelihood
+    from moralkit.collect.likelihood import LIKELIHOOD_LINE, run_likelihood
 
     b = _backend(a, 1)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
-    df = run_likelihood(b, a.out, ambiguity=a.ambiguity, persona=a.persona or "none", label=a.label,
-                        scenarios=a.scenarios, n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed,
-                        answers=a.answers, question_types=qt, order=a.order, limit=a.limit,
-                        progress=not a.no_progress, export=a.export)
+    df, rep = run_likelihood(b, a.out, ambiguity=a.ambiguity, persona=a.persona or "none", label=a.label,
+                             scenarios=a.scenarios, n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed,
+                             answers=a.answers, question_types=qt, order=a.order, limit=a.limit,
+                             progress=not a.no_progress, export=a.export, return_report=True)
     n = df["scenario_id"].nunique() if len(df) else 0
     print(f"{n} scenarios x forms = {len(df)} rows; mean covered mass {df['covered'].mean() if n else float('nan'):.4f}")
     if a.export:
         print(f"wrote {a.export}")
+    print(rep.line(*LIKELIHOOD_LINE["api" if b.name == "openai" else "tree"]))
 
 
 def cmd_export(a):
-    from moralkit.collect.store import RecordStore
+    from moralkit.collect.store import distinct_runs, read_manifest
+    from moralkit.errors import DataError
 
-    st = RecordStore(a.run_dirs[0], readonly=True)
-    survey = st.manifest.get("survey")
-    st.close()
+    distinct_runs(a.run_dirs)
+    surveys = {d: read_manifest(d).get("survey") for d in a.run_dirs}
+    survey = surveys[a.run_dirs[0]]
+    if len(set(surveys.values())) > 1:
+        raise DataError("one export holds one survey; the runs given are of " +
+                        ", ".join(f"{d}: {v}" for d, v in surveys.items()))
     if survey == "psm":
         from moralkit.collect.psm import export_psm
 
@@ -182,11 +250,16 @@ def cmd_export(a):
 
 def cmd_repair(a):
     from moralkit.collect.store import repair_run
+    from moralkit.errors import DataError
 
-    r = repair_run(a.run_dir)
-    print(f"{a.run_dir}: {r['kept']} records kept, {r['quarantined']} lines moved to quarantine.jsonl "
-          f"{r['reasons'] or ''}, {r['merged_from_gz']} merged from records.jsonl.gz; records.jsonl and "
-          "records.jsonl.gz rewritten. Re-run the collection command to resume.")
+    r = repair_run(a.run_dir, manifest_from=a.manifest_from)
+    aside = "; set aside (nothing deleted): " + ", ".join(r["set_aside"]) if r["set_aside"] else "; nothing set aside"
+    print(f"{a.run_dir}: {r['kept']} records kept, {r['fixed']} fixed in place, {r['quarantined']} lines moved to "
+          f"quarantine.jsonl {r['reasons'] or ''}, {r['merged_from_gz']} merged from records.jsonl.gz{aside}"
+          + (f"; manifest taken from {r['manifest_from']}" if r["manifest_from"] else ""))
+    if r["problem"]:
+        raise DataError(f"{a.run_dir} is still not resumable: {r['problem']}")
+    print("The run is resumable: re-run the collection command to resume.")
 
 
 def cmd_models(a):
@@ -245,21 +318,21 @@ def build_parser():
     _add_backend_args(ps)
     ps.add_argument("--design-seed", type=int, default=0)
     ps.add_argument("--order", choices=["paper", "shuffled"], default="paper")
-    ps.add_argument("--attempts", type=int, default=3)
-    ps.add_argument("--limit", type=int, default=None, help="only the first N constrained rounds")
+    ps.add_argument("--attempts", type=_POS_INT, default=3)
+    ps.add_argument("--limit", type=_NONNEG_INT, default=None, help="only the first N constrained rounds")
     ps.set_defaults(func=cmd_collect_psm)
     mc = csub.add_parser("moralchoice", help="MoralChoice (Scherrer et al. 2023, Section 3.3)", allow_abbrev=False)
     _add_backend_args(mc)
     mc.add_argument("--ambiguity", choices=["low", "high"], required=True)
     mc.add_argument("--scenarios", default=None, help="comma-separated scenario ids (default: all or --n-scenarios)")
-    mc.add_argument("--n-scenarios", type=int, default=None, help="a seeded random subset of this size")
+    mc.add_argument("--n-scenarios", type=_POS_INT, default=None, help="a seeded random subset of this size")
     mc.add_argument("--scenario-seed", type=int, default=0)
-    mc.add_argument("--samples", type=int, default=None, help="M samples per question form (paper: 5 low, 10 high)")
+    mc.add_argument("--samples", type=_POS_INT, default=None, help="M samples per question form (paper: 5 low, 10 high)")
     mc.add_argument("--question-types", default=None, help="subset of ab,compare,repeat")
     mc.add_argument("--order", choices=["table", "shuffled"], default="table",
                     help="scenario order: the survey table's (grouped by rule) or seeded random (--scenario-seed), "
                          "so that a run stopped early holds a random subset of complete scenarios")
-    mc.add_argument("--limit", type=int, default=None,
+    mc.add_argument("--limit", type=_NONNEG_INT, default=None,
                     help="complete at most N more scenarios in this session (the next ones in --order)")
     mc.set_defaults(func=cmd_collect_moralchoice)
     lk = sub.add_parser("likelihood", help="exact MoralChoice action likelihoods from token probabilities "
@@ -269,22 +342,25 @@ def build_parser():
     _add_backend_args(lk)
     lk.add_argument("--ambiguity", choices=["low", "high"], required=True)
     lk.add_argument("--scenarios", default=None, help="comma-separated scenario ids (default: all)")
-    lk.add_argument("--n-scenarios", type=int, default=None, help="a seeded random subset of this size")
+    lk.add_argument("--n-scenarios", type=_POS_INT, default=None, help="a seeded random subset of this size")
     lk.add_argument("--scenario-seed", type=int, default=0)
     lk.add_argument("--question-types", default=None, help="subset of ab,compare,repeat")
     lk.add_argument("--answers", choices=["canonical", "templates"], default="canonical",
                     help="canonical answer set (moralkit.moralchoice.likelihood)")
     lk.add_argument("--order", choices=["overlap-first", "table"], default="overlap-first")
-    lk.add_argument("--limit", type=int, default=None, help="score at most N new scenarios in this session")
+    lk.add_argument("--limit", type=_NONNEG_INT, default=None, help="score at most N new scenarios in this session")
     lk.set_defaults(func=cmd_likelihood)
     e = sub.add_parser("export", help="write the tidy .csv.gz of one or more run directories", allow_abbrev=False)
     e.add_argument("run_dirs", nargs="+")
-    e.add_argument("--out", required=True)
+    e.add_argument("--out", type=_new_file, required=True)
     e.set_defaults(func=cmd_export)
     r = sub.add_parser("repair", allow_abbrev=False,
                        help="make a damaged run directory resumable: quarantine corrupt or duplicated lines "
                             "(nothing is deleted), merge records.jsonl with records.jsonl.gz")
     r.add_argument("run_dir")
+    r.add_argument("--manifest-from", default=None, metavar="OTHER_RUN_OR_MANIFEST",
+                   help="give a run directory that has records but no manifest.json the manifest of the run it "
+                        "belongs to (a run directory or a manifest.json), after checking that the records agree")
     r.set_defaults(func=cmd_repair)
     m = sub.add_parser("models", help="list the offline models shipped by PyPI packages", allow_abbrev=False)
     m.set_defaults(func=cmd_models)
@@ -329,22 +405,29 @@ def main(argv=None):
     collection that ends with tasks undone gives 3, a run directory in use by another collector 4.
     """
     from moralkit.collect.runner import CollectionIncompleteError
+    from moralkit.collect.secrets import process_redactor
     from moralkit.collect.store import RunLockedError
 
     a = build_parser().parse_args(argv)
+    redact = process_redactor(getattr(a, "api_key_env", None), getattr(a, "base_url", None))
     if getattr(a, "scenarios", None):
         a.scenarios = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     try:
         a.func(a)
     except CollectionIncompleteError as e:
-        print(one_line(e), file=sys.stderr)
+        print(redact.error_text(one_line(e)), file=sys.stderr)
         return 3
     except RunLockedError as e:
-        print(one_line(e), file=sys.stderr)
+        print(redact.error_text(one_line(e)), file=sys.stderr)
         return 4
-    except (ValueError, RuntimeError, FileNotFoundError) as e:
-        print(one_line(e), file=sys.stderr)
+    except (ValueError, RuntimeError, OSError) as e:  # OSError: a missing file, no permission, a full disk
+        print(redact.error_text(one_line(e)), file=sys.stderr)
         return 2
+    except Exception:  # a bug: the traceback, through the secret filter
+        import traceback
+
+        print(redact.error_text(traceback.format_exc()), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -22,7 +22,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "fsync_dir", "remove_stale_temporaries"]
+__all__ = ["atomic_path", "atomic_write_bytes", "fsync_dir", "remove_stale_temporaries", "remove_stale_temporaries_in"]
 
 
 def fsync_dir(d) -> None:
@@ -66,16 +66,40 @@ def remove_stale_temporaries(path) -> list[Path]:
     return removed
 
 
+def remove_stale_temporaries_in(directory) -> list[Path]:
+    """Remove every hidden temporary folder (``.<name>.tmp<pid>``, any target name) that a killed writer
+    left in ``directory``; folders of live processes are left alone. Returns the folders removed.
+
+    Collectors call it when they open a run directory, and :func:`atomic_path` before each write, so a
+    kill's leftovers (up to the size of the file being written) are gone on the next start.
+    """
+    directory = Path(directory)
+    removed = []
+    if not directory.is_dir():
+        return removed
+    for d in directory.glob(".*.tmp*"):
+        pid = d.name.rsplit(".tmp", 1)[-1]
+        if d.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
 @contextmanager
 def atomic_path(path):
     """Yield a temporary path with ``path``'s file name; rename it over ``path`` if the block succeeds.
 
-    Temporary folders that killed writers left next to ``path`` are removed first
-    (:func:`remove_stale_temporaries`).
+    Temporary folders that killed writers left next to ``path`` (for any target) are removed first
+    (:func:`remove_stale_temporaries_in`). A ``path`` that is a directory is refused
+    (:class:`~moralkit.errors.MoralkitError`), before anything is written.
     """
     path = Path(path)
+    if path.is_dir():
+        from .errors import MoralkitError
+
+        raise MoralkitError(f"{path} is a directory: give a file name to write, e.g. {path / 'NAME.csv.gz'}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(path)
+    remove_stale_temporaries_in(path.parent)
     tmpdir = path.parent / f".{path.name}.tmp{os.getpid()}"
     tmpdir.mkdir(exist_ok=True)
     tmp = tmpdir / path.name

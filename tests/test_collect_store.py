@@ -39,6 +39,7 @@ def test_duplicate_attempt_is_refused(tmp_path):
 
 
 def test_duplicate_on_disk_is_detected(tmp_path):
+    RecordStore(tmp_path, M).close()
     line = json.dumps(_rec("r001", 1)) + "\n"
     (tmp_path / "records.jsonl").write_text(line + line)
     with pytest.raises(ValueError, match="duplicate record"):

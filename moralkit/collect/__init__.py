@@ -21,11 +21,11 @@ from .backends import Backend, Completion, OpenAIBackend, Request, Sampling, Tra
 from .localmodels import DEFAULT_MODEL, LOCAL_MODELS, local_model_path
 from .moralchoice import export_moralchoice, moralchoice_frame, moralchoice_quality, run_moralchoice
 from .psm import export_psm, psm_dataset, psm_quality, run_psm
-from .runner import CollectionIncompleteError, RunReport, Task, run_tasks
+from .runner import CollectionIncompleteError, CollectionRefusedError, RunReport, Task, run_tasks
 from .store import CorruptRecordsError, RecordStore, RunLockedError, read_records, repair_run
 
 __all__ = ["Backend", "Completion", "OpenAIBackend", "Request", "Sampling", "TransformersBackend", "make_backend",
            "DEFAULT_MODEL", "LOCAL_MODELS", "local_model_path", "run_psm", "psm_dataset", "export_psm",
            "psm_quality", "run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
            "RecordStore", "read_records", "repair_run", "CorruptRecordsError", "RunLockedError", "Task", "run_tasks",
-           "RunReport", "CollectionIncompleteError"]
+           "RunReport", "CollectionIncompleteError", "CollectionRefusedError"]

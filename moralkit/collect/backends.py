@@ -52,8 +52,8 @@ class Sampling:
     max_tokens: int = 16
 
     def __post_init__(self):
-        if not (self.temperature >= 0):
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not (0 <= self.temperature < float("inf")):
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not (0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k is not None and self.top_k < 0:
@@ -237,11 +237,20 @@ class TransformersBackend(Backend):
 
             mkw["quantization_config"] = GgufConfig(gguf_file=gguf_file, dequantize=bool(dequantize))
         t0 = time.perf_counter()
-        self.tokenizer = AutoTokenizer.from_pretrained(src, **kw)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(src, **kw)
+            self.lm = AutoModelForCausalLM.from_pretrained(src, dtype=td, **mkw).to(self.device)
+        except Exception as e:  # a missing model or a damaged file: one clear message, not a traceback
+            from ..errors import MoralkitError
+
+            what = f"{src}/{gguf_file}" if gguf_file else src
+            raise MoralkitError(
+                f"cannot load the model {what!r} ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}). "
+                "Pass a name listed by `python -m moralkit models` (installed offline models), a local model "
+                "directory, or a valid .gguf file; hub ids need a populated Hugging Face cache.") from e
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.lm = AutoModelForCausalLM.from_pretrained(src, dtype=td, **mkw).to(self.device)
         self.lm.eval()
         self.load_seconds = time.perf_counter() - t0
         if getattr(self.tokenizer, "chat_template", None) is None:
@@ -536,7 +545,7 @@ class OpenAIBackend(Backend):
                  max_retries=6, timeout=60.0, backoff=1.0, send_seed=True, label=None):
         import openai
 
-        from .secrets import check_env_name
+        from .secrets import Redactor, check_base_url, check_env_name
 
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -550,7 +559,7 @@ class OpenAIBackend(Backend):
             raise ValueError(f"timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}")
         self.remote_model = str(model)
         self.model = label or str(model)
-        self._base_url = base_url
+        self._base_url = None if base_url is None else check_base_url(base_url)
         self.api_key_env = check_env_name(api_key_env)
         self.concurrency = int(concurrency)
         self.batch_size = self.concurrency * 2
@@ -566,6 +575,7 @@ class OpenAIBackend(Backend):
             )
         self._openai = openai
         self._version = openai.__version__
+        self._redact = Redactor(self.secrets())  # error texts are redacted before they are cut
         self._limiter = None
 
     @property
@@ -637,20 +647,21 @@ class OpenAIBackend(Backend):
             try:
                 data = json.loads(body)
             except ValueError as e:
-                raise MalformedResponse(f"the body is not JSON ({e}); it starts with {body[:80]!r}") from None
+                raise MalformedResponse(f"the body is not JSON ({e}); it starts with "
+                                        f"{self._redact(body)[:80]!r}") from None
             text, meta = completion_from_json(data)
         except MalformedResponse as e:
-            return fail(f"MalformedResponse: {_short(e)}", status_code=200)
+            return fail(f"MalformedResponse: {_short(e, self._redact)}", status_code=200)
         except o.APIStatusError as e:
             code = getattr(e, "status_code", None)
             ra = parse_retry_after(e.response.headers.get("retry-after")) if getattr(e, "response", None) is not None \
                 else None
-            return fail(f"HTTP {code} {type(e).__name__}: {_short(e)}", status_code=code, retry_after=ra,
+            return fail(f"HTTP {code} {type(e).__name__}: {_short(e, self._redact)}", status_code=code, retry_after=ra,
                         fatal=code in FATAL_STATUS)
         except (o.APITimeoutError, o.APIConnectionError) as e:
-            return fail(f"{type(e).__name__}: {_short(e)}")
+            return fail(f"{type(e).__name__}: {_short(e, self._redact)}")
         except Exception as e:  # anything else in one response is this request's error, never the run's
-            return fail(f"{type(e).__name__}: {_short(e)}")
+            return fail(f"{type(e).__name__}: {_short(e, self._redact)}")
         return Completion(text=text, prompt_tokens=meta["prompt_tokens"], completion_tokens=meta["completion_tokens"],
                           latency_s=time.perf_counter() - t0, finish_reason=meta["finish_reason"],
                           model=meta["model"] or self.model, started=started,
@@ -682,8 +693,9 @@ class OpenAIBackend(Backend):
         return c
 
 
-def _short(e, n=300) -> str:
-    s = str(e)
+def _short(e, redact=None, n=300) -> str:
+    """An error's text, secrets redacted *before* it is cut to ``n`` characters."""
+    s = redact(str(e)) if redact is not None else str(e)
     return s if len(s) <= n else s[:n] + "..."
 
 

@@ -17,7 +17,18 @@ is ever data. With probability ``rate`` a request gets one of :data:`FAULTS` ins
 ``empty_choices``         ``choices: []``
 ``null_content``          ``content: null``
 ``surrogate``             a usable answer followed by a lone surrogate (``\\ud83d``)
+``401``, ``404``          wrong key, unknown model (:data:`FATAL_FAULTS`: not drawn unless named in ``faults``)
 ========================  ================================================================
+
+With ``echo=True`` every error body also echoes what a careless server or proxy could: the request's
+``Authorization`` header, the key, and its base64 forms (``Basic base64("user:" + key)``,
+``base64(key)``), so that a test can check that none of them is ever written or printed.
+
+A request with vLLM's extensions (``prompt_logprobs``, ``add_generation_prompt``) is answered as vLLM
+would: the conversation is rendered with a small chat template (``<|role|>\\ncontent<|end|>\\n``),
+cut into tokens (special tokens, words, spaces, punctuation), and ``prompt_logprobs`` gives every
+token a log-probability that is a hash of the text before it and the token (so a scored answer
+depends only on the conversation); ``usage.prompt_tokens`` is the number of tokens.
 
 Every usable answer it sends is logged (:attr:`FaultServer.usable`), so a test can check that none
 was discarded. Loops are bounded: a handler sleeps at most ``hang`` seconds, and the server stops
@@ -32,20 +43,46 @@ True
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["FaultServer", "FAULTS", "USABLE_FAULTS", "fake_answer"]
+__all__ = ["FaultServer", "FAULTS", "FATAL_FAULTS", "USABLE_FAULTS", "fake_answer", "fake_prompt_logprobs",
+           "render_chat"]
 
 FAULTS = ("429", "500", "503", "400", "timeout", "drop", "bad_json", "html", "choices_object", "no_message",
           "empty_choices", "null_content", "surrogate")
 
 #: Faults whose response still carries a usable answer.
 USABLE_FAULTS = ("surrogate",)
+
+#: Faults that no retry can fix (the collectors stop at once); drawn only when named in ``faults``.
+FATAL_FAULTS = ("401", "404")
+
+_TOKEN = re.compile(r"<\|\w+\|>|\s+|\w+|[^\w\s]")
+
+
+def render_chat(messages, add_generation_prompt=True) -> str:
+    """The double's chat template: ``<|role|>\\ncontent<|end|>\\n`` per message, then ``<|assistant|>\\n``."""
+    text = "".join(f"<|{m.get('role')}|>\n{m.get('content')}<|end|>\n" for m in messages)
+    return text + ("<|assistant|>\n" if add_generation_prompt else "")
+
+
+def fake_prompt_logprobs(text: str) -> list:
+    """vLLM-style ``prompt_logprobs`` of ``text`` (``prompt_logprobs=0``): ``None``, then one
+    ``{token_id: {logprob, rank, decoded_token}}`` per token; a function of the text only."""
+    toks = _TOKEN.findall(text)
+    out, pos = [None], len(toks[0]) if toks else 0
+    for tok in toks[1:]:
+        lp = -((_h(text[:pos], tok) % 5000) / 1000.0 + 0.001)
+        out.append({str(_h(tok) % 50000): {"logprob": lp, "rank": 1, "decoded_token": tok}})
+        pos += len(tok)
+    return out
 
 
 def _h(*parts) -> int:
@@ -95,6 +132,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self._json(200, {"object": "list", "data": [{"id": "fault-double", "object": "model"}]})
 
+    def _echo(self) -> str:
+        srv: FaultServer = self.server.owner
+        if not srv.echo:
+            return ""
+        auth = self.headers.get("Authorization", "")
+        basic = base64.b64encode(f"user:{srv.api_key}".encode()).decode()
+        return (f" (received Authorization: {auth}; as Basic auth: Basic {basic}; key base64 "
+                f"{base64.b64encode(srv.api_key.encode()).decode()}; key {srv.api_key})")
+
     def do_POST(self):
         srv: FaultServer = self.server.owner
         n = int(self.headers.get("Content-Length", "0"))
@@ -102,6 +148,8 @@ class _Handler(BaseHTTPRequestHandler):
             req = json.loads(self.rfile.read(n) or b"{}")
         except ValueError:
             return self._json(400, {"error": {"message": "bad request body"}})
+        if not isinstance(req, dict):
+            return self._json(400, {"error": {"message": "the body is not a JSON object"}})
         fault, delay = srv._draw(req)
         if delay:
             time.sleep(delay)
@@ -111,17 +159,33 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         ra = {"Retry-After": str(srv.retry_after)}
+        echo = self._echo()
         if fault == "429":
-            return self._json(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, ra)
+            return self._json(429, {"error": {"message": "rate limited" + echo, "type": "rate_limit"}}, ra)
         if fault in ("500", "503"):
-            return self._json(int(fault), {"error": {"message": "server error"}}, ra if fault == "503" else None)
+            return self._json(int(fault), {"error": {"message": "server error" + echo}},
+                              ra if fault == "503" else None)
         if fault == "400":
-            return self._json(400, {"error": {"message": f"invalid request for key {srv.api_key}",
+            return self._json(400, {"error": {"message": f"invalid request for key {srv.api_key}" + echo,
                                               "type": "invalid_request_error"}})
-        text = fake_answer(req.get("messages", []), req.get("seed"))
+        if fault == "401":
+            return self._json(401, {"error": {"message": f"Incorrect API key provided: {srv.api_key}" + echo,
+                                              "type": "invalid_request_error", "code": "invalid_api_key"}})
+        if fault == "404":
+            return self._json(404, {"error": {"message": f"The model {req.get('model')!r} does not exist" + echo,
+                                              "type": "invalid_request_error", "code": "model_not_found"}})
+        messages = req.get("messages", [])
+        text = fake_answer(messages, req.get("seed"))
+        usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
         choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
         body = {"id": "fault", "object": "chat.completion", "created": 0, "model": req.get("model", "fault-double"),
-                "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
+                "choices": [choice], "usage": usage}
+        if "prompt_logprobs" in req or "add_generation_prompt" in req:  # vLLM's extensions: score the prompt
+            rendered = render_chat(messages, bool(req.get("add_generation_prompt", True)))
+            plp = fake_prompt_logprobs(rendered)
+            usage.update(prompt_tokens=len(plp), total_tokens=len(plp) + 2)
+            if req.get("prompt_logprobs") is not None:
+                body["prompt_logprobs"] = plp
         if fault == "bad_json":
             return self._send(200, json.dumps(body).encode()[:40])
         if fault == "html":
@@ -160,19 +224,22 @@ class FaultServer:
     latency : callable, optional
         ``latency(request_json) -> seconds`` to sleep before answering (slow requests).
     api_key : str
-        The key the 400 fault echoes back.
+        The key the 400 and 401 faults echo back.
+    echo : bool
+        Every error body also echoes the ``Authorization`` header, the key and its base64 forms.
     max_seconds : float
         The server shuts itself down after this long.
     """
 
     def __init__(self, rate=0.0, faults=FAULTS, seed=0, hang=3.0, retry_after=1, latency=None,
-                 api_key="sk-test-fault-server-key-0000", max_seconds=600.0):
-        bad = [f for f in faults if f not in FAULTS]
+                 api_key="sk-test-fault-server-key-0000", max_seconds=600.0, echo=False):
+        bad = [f for f in faults if f not in FAULTS + FATAL_FAULTS]
         if bad or not 0 <= rate <= 1:
             raise ValueError(f"unknown faults {bad} or rate {rate} outside [0, 1]; faults: {FAULTS}")
         self.rate, self.faults, self.seed = float(rate), tuple(faults), int(seed)
         self.hang, self.retry_after, self.latency = float(hang), int(retry_after), latency
         self.api_key = api_key
+        self.echo = bool(echo)
         self.max_seconds = float(max_seconds)
         self.n = 0
         self.counts: dict = {}

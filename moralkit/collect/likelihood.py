@@ -29,11 +29,25 @@ along each complete answer, as a plain forward pass over the whole
 conversation would compute it (up to floating-point rounding; the tests check
 the agreement with a direct full-sequence computation).
 
-Records are written per scenario to a run directory (``records.jsonl`` +
-``manifest.json``, :class:`~moralkit.collect.store.RecordStore`), so a run
-stopped at any point resumes by re-running the same command; the tidy table
-(:func:`likelihood_frame`, :func:`export_likelihood`) has one row per model,
-scenario and question form.
+Records go to a run directory (``records.jsonl`` + ``manifest.json``,
+:class:`~moralkit.collect.store.RecordStore`), so a run stopped at any point
+resumes by re-running the same command:
+
+* a local model (:class:`TreeScorer`) writes one record per scenario (one
+  forward pass scores all its answers);
+* a server (:class:`PromptLogprobScorer`) goes through the shared request
+  runner (:func:`moralkit.collect.runner.run_tasks`), like the sampling
+  collectors: one record per request as its response arrives (a ``head``
+  request per question form, then one per answer), failed requests recorded as
+  errors and re-sent with backoff (``Retry-After`` honoured), a request that has
+  an answer never re-sent, and the same statuses (:func:`run_likelihood` raises
+  :class:`~moralkit.collect.runner.CollectionIncompleteError` when requests
+  remain, :class:`~moralkit.collect.runner.CollectionRefusedError` when the
+  server refuses). A scenario enters the table once all its answers are scored;
+  one failed request never discards the others.
+
+The tidy table (:func:`likelihood_frame`, :func:`export_likelihood`) has one row
+per model, scenario and question form.
 
 References
 ----------
@@ -53,12 +67,16 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, MoralkitError
+from .runner import RunReport, Task, incomplete_error, run_tasks
 from .store import RecordStore, git_commit, package_versions, read_records, session_info, utc_now
 
 __all__ = ["TreeScorer", "PromptLogprobScorer", "make_scorer", "run_likelihood", "scoring_order", "scenario_items", "likelihood_frame", "export_likelihood", "persona_system",
            "LIKELIHOOD_IDENTITY"]
 
 LIKELIHOOD_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "persona", "answers", "dtype")
+
+#: How :func:`run_likelihood` names its units in the completeness line.
+LIKELIHOOD_LINE = {"tree": ("scenarios", "scored", "not scored"), "api": ("requests", "answered", "not usable")}
 
 _SENTINEL = "\uE000MORALKIT-QUESTION\uE000"
 
@@ -369,14 +387,23 @@ class PromptLogprobScorer:
         req = Request(messages=tuple(messages), sampling=Sampling(temperature=1.0, max_tokens=1), extra_body=extra)
         c = await self.backend._with_retries(session, sem, req)
         if c.error is not None:
+            from .secrets import Redactor
+
             raise MoralkitError(
-                f"scoring request to {self.backend.base_url or 'the OpenAI API'} failed: {c.error}. The scenario is "
-                "not recorded; re-run the same command to resume. A server that refuses `prompt_logprobs` or "
+                f"scoring request to {self.backend.base_url or 'the OpenAI API'} failed: "
+                f"{Redactor(self.backend.secrets()).error_text(c.error, 600)}. A server that refuses `prompt_logprobs` or "
                 "`add_generation_prompt` (HTTP 400) cannot score given answers: serve the model with vLLM or "
                 "`python -m moralkit serve`, or use the transformers backend.")
         return c.data
 
     def _answer_logprob(self, data, n0: int, answer: str) -> float:
+        """log p(answer, end of turn) from a scored conversation whose answer starts at token ``n0``."""
+        return self.score_answer(data, n0, answer)[0]
+
+    def score_answer(self, data, n0: int, answer: str):
+        """``(logprob, tokens)``: log p(answer, end of turn) and the ``[decoded token, logprob]`` pairs it sums
+        (the answer's tokens, then the end-of-turn token); a :class:`~moralkit.errors.DataError` when the
+        response cannot score the answer exactly (see the class notes)."""
         plp = data.get("prompt_logprobs") if isinstance(data, dict) else None
         if not isinstance(plp, list):
             raise DataError(
@@ -412,7 +439,7 @@ class PromptLogprobScorer:
                                     f"{sorted(self.end_tokens)} before): the server's template does not end every "
                                     "assistant turn the same way, so the answers cannot be scored as complete turns")
                 self.end_tokens.add(end)
-                return total + toks[k + 1][1]
+                return total + toks[k + 1][1], [[d2, lp2] for d2, lp2 in toks[:k + 2]]
             if not answer.startswith(text):
                 break
         raise DataError(
@@ -504,17 +531,18 @@ def scoring_order(chosen, table, order: str = "overlap-first", seed: int = 0):
 def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = "none", label=None, scenarios=None,
                    n_scenarios=None, scenario_seed: int = 0, answers: str = "canonical", question_types=None,
                    order: str = "overlap-first", source=None, progress: bool = True, export=None, limit=None,
-                   compress_every: int = 20):
+                   compress_every: int = 20, return_report: bool = False):
     """Exact action likelihoods of every scenario and question form (resumable run).
 
     Parameters
     ----------
     backend : TransformersBackend or OpenAIBackend
         A local model (scored by :class:`TreeScorer`), or an OpenAI-compatible server that returns
-        ``prompt_logprobs`` (vLLM, ``python -m moralkit serve``; scored by :class:`PromptLogprobScorer`).
+        ``prompt_logprobs`` (vLLM, ``python -m moralkit serve``; scored by :class:`PromptLogprobScorer`
+        through :func:`moralkit.collect.runner.run_tasks`).
     run_dir : path-like
-        Run directory (``records.jsonl``, ``manifest.json``); one record per
-        scenario; re-running resumes.
+        Run directory (``records.jsonl``, ``manifest.json``): one record per scenario (local model) or
+        per request (server); re-running resumes.
     ambiguity : {"low", "high", "controversial"}
     persona : str, default "none"
         A persona of :mod:`moralkit.collect.personas`; its text precedes the
@@ -540,12 +568,25 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
     compress_every : int, default 20
         Refresh ``records.jsonl.gz`` every this many scenarios (and at the end).
     export : path-like, optional
-        Write the tidy table (:func:`export_likelihood`) there at the end.
+        Write the tidy table (:func:`export_likelihood`) there at the end (also when requests remain:
+        it holds the complete scenarios).
+    return_report : bool
+        Also return the session's :class:`~moralkit.collect.runner.RunReport`.
 
     Returns
     -------
     DataFrame
-        The tidy likelihood table of the run (:func:`likelihood_frame`).
+        The tidy likelihood table of the run (:func:`likelihood_frame`); with ``return_report``,
+        ``(frame, report)``.
+
+    Raises
+    ------
+    CollectionIncompleteError
+        Requests are left undone (they kept failing); completed records are saved, the export written,
+        and re-running resumes without re-sending an answered request.
+    CollectionRefusedError
+        A response no retry can fix (wrong key, unknown model, a server that does not return
+        ``prompt_logprobs``) stopped the session.
 
     References
     ----------
@@ -558,6 +599,8 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
 
     if answers not in ANSWER_SETS:
         raise MoralkitError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
+        raise MoralkitError(f"limit must be None or a non-negative integer, got {limit!r}")
     p = get_persona(persona)
     label = persona_label(label or backend.model, p.name)
     if not re.fullmatch(r"[A-Za-z0-9._@+-]+", label):
@@ -580,19 +623,54 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
         session=dict(session_info(), scenarios=len(chosen), question_types=list(qts), n_scenarios=n_scenarios,
                      scenario_seed=scenario_seed, limit=limit, order=order),
     )
-    store = RecordStore(run_dir, manifest, identity_keys=LIKELIHOOD_IDENTITY)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(chosen), desc=f"likelihood {ambiguity} {label}", unit="scenario")
-    done_now = 0
+    store = RecordStore(run_dir, manifest, identity_keys=LIKELIHOOD_IDENTITY,
+                        secrets=getattr(backend, "secrets", list)())
+    ordered = [sc for _, sc in scoring_order(chosen, table, order).iterrows()]
+    common = dict(run=Path(run_dir).name, survey="moralchoice-likelihood", label=label, backend=backend.name,
+                  model=backend.model, ambiguity=ambiguity, persona=p.name, answers=answers)
     try:
-        todo = [sc for _, sc in scoring_order(chosen, table, order).iterrows() if not store.has(sc["scenario_id"], 1)]
+        if isinstance(scorer, PromptLogprobScorer):
+            report = _score_by_requests(scorer, store, ordered, templates, systems, answers, common, limit,
+                                        compress_every, progress, f"likelihood {ambiguity} {label}")
+        else:
+            report = _score_by_scenario(scorer, store, ordered, templates, systems, answers, common, limit,
+                                        compress_every, progress, f"likelihood {ambiguity} {label}")
+        sess = store.manifest["sessions"][-1] if store.manifest.get("sessions") else None
+        if sess is not None:
+            sess["result"] = report.to_dict()
+        store.update_manifest(last_finished=utc_now())
+    finally:
+        store.compress()
+        store.close()
+    df = likelihood_frame(run_dir)
+    if export is not None:
+        export_likelihood([run_dir], export)
+    if not report.complete:
+        raise incomplete_error(report, *LIKELIHOOD_LINE["api" if isinstance(scorer, PromptLogprobScorer) else "tree"])
+    return (df, report) if return_report else df
+
+
+def _bar(progress, total, desc, unit):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit)
+
+
+def _score_by_scenario(scorer, store, ordered, templates, systems, answers, common, limit, compress_every, progress,
+                       desc) -> RunReport:
+    """A local model: one forward pass and one record per scenario (task = scenario id, attempt 1)."""
+    rep = RunReport(tasks=len(ordered))
+    bar = _bar(progress, len(ordered), desc, "scenario")
+    t_wall = time.perf_counter()
+    try:
+        todo = [sc for sc in ordered if not store.has(sc["scenario_id"], 1)]
         if bar is not None:
-            bar.update(len(chosen) - len(todo))
+            bar.update(len(ordered) - len(todo))
         if todo:
             scorer.set_templates(systems)
+        done_now = 0
         for sc in todo:
             if limit is not None and done_now >= int(limit):
                 break
@@ -604,27 +682,125 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
             forms = {}
             for (q, o, ans, act), lp in zip(meta, lps):
                 forms.setdefault(f"{q}:{o}", []).append([ans, act, lp])
-            store.append(dict(kind="attempt", task=sc["scenario_id"], attempt=1, run=Path(run_dir).name,
-                              survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model,
-                              scenario_id=sc["scenario_id"], ambiguity=ambiguity, persona=p.name,
-                              answers=answers, forms=forms, tokens=scorer.tokens_scored - n0,
-                              **scorer.record_fields(),
+            store.append(dict(kind="attempt", task=sc["scenario_id"], attempt=1, run=common["run"],
+                              survey="moralchoice-likelihood", label=common["label"], backend=common["backend"],
+                              model=common["model"], scenario_id=sc["scenario_id"], ambiguity=common["ambiguity"],
+                              persona=common["persona"], answers=answers, forms=forms,
+                              tokens=scorer.tokens_scored - n0, **scorer.record_fields(),
                               started=started, finished=utc_now(), latency_s=round(time.perf_counter() - t0, 4)))
             done_now += 1
+            rep.sent += 1
+            rep.attempts += 1
             if compress_every and done_now % int(compress_every) == 0:
                 store.compress()
             if bar is not None:
                 bar.update(1)
-        store.update_manifest(last_finished=utc_now())
     finally:
         if bar is not None:
             bar.close()
-        store.compress()
-        store.close()
-    df = likelihood_frame(run_dir)
-    if export is not None:
-        export_likelihood([run_dir], export)
-    return df
+        rep.wall_seconds = time.perf_counter() - t_wall
+    for sc in ordered:
+        if store.has(sc["scenario_id"], 1):
+            rep.done += 1
+            rep.answered += 1
+        else:
+            rep.undone.append(sc["scenario_id"])
+    if rep.undone and limit is not None:
+        rep.undone = []  # scenarios left for a later session by --limit are not a failure
+        rep.tasks = rep.done
+    return rep
+
+
+def _form_tasks(scorer, sc, templates, answers, n_forms):
+    """The requests of one scenario: per question form, a ``head`` (where the answer starts), then one per
+    canonical answer (the answer as the assistant's turn, scored by ``prompt_logprobs``)."""
+    from ..moralchoice import build_prompt
+    from ..moralchoice.likelihood import canonical_answers
+
+    sid = sc["scenario_id"]
+    heads, items = [], []
+    for q in scorer.question_types:
+        for o in (0, 1):
+            _, text = build_prompt(sc, q, o, templates)
+            system = scorer.systems[q]
+            head = f"{sid}|{q}|{o}|head"
+            base = dict(scenario_id=sid, question_type=q, ordering=o, n_forms=n_forms)
+            heads.append(Task(head, text, dict(base, part="head"), system=system,
+                              messages=tuple(scorer._messages(system, text)),
+                              extra_body={"add_generation_prompt": True, "skip_special_tokens": False}))
+            cans = canonical_answers(sc, q, o, templates, answers)
+            for k, (ans, act) in enumerate(cans):
+                items.append(Task(f"{sid}|{q}|{o}|a{k}", text,
+                                  dict(base, part="answer", index=k, n_answers=len(cans), answer=ans, action=act),
+                                  system=system, messages=tuple(scorer._messages(system, text, ans)),
+                                  extra_body={"add_generation_prompt": False, "skip_special_tokens": False,
+                                              "prompt_logprobs": 0},
+                                  context=head))
+    return heads, items
+
+
+def _score_by_requests(scorer, store, ordered, templates, systems, answers, common, limit, compress_every, progress,
+                       desc) -> RunReport:
+    """A server: every request through :func:`~moralkit.collect.runner.run_tasks`, ``compress_every`` scenarios
+    at a time (their heads, then their answers)."""
+    from .backends import Sampling
+
+    scorer.set_templates(systems)
+    n_forms = 2 * len(scorer.question_types)
+    for r in store.records:  # the end-of-turn token seen in earlier sessions (every answer must end alike)
+        if r.get("kind", "attempt") == "attempt" and r.get("part") == "answer" and isinstance(r.get("parsed"), dict):
+            if r["parsed"].get("end_token") is not None:
+                scorer.end_tokens.add(r["parsed"]["end_token"])
+    per = [(sc, *_form_tasks(scorer, sc, templates, answers, n_forms)) for sc in ordered]
+
+    def done(t):
+        return any(a.get("status") == "ok" for a in store.attempts(t.task))
+
+    todo = [x for x in per if not all(done(t) for t in x[1] + x[2])]
+    if limit is not None:
+        todo = todo[:int(limit)]
+    sampling = Sampling(temperature=1.0, max_tokens=1)
+
+    def parse_head(t, c):
+        n = (c.data or {}).get("usage", {}).get("prompt_tokens") if isinstance(c.data, dict) else None
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise DataError(f"the server's response has no usage.prompt_tokens (got {n!r}); it is needed to find "
+                            "where the answer starts")
+        return n, "ok"
+
+    def parse_answer(t, c):
+        head = [a for a in store.attempts(t.context) if a.get("status") == "ok"]
+        lp, toks = scorer.score_answer(c.data, int(head[0]["parsed"]), t.fields["answer"])
+        return {"logprob": lp, "end_token": toks[-1][0], "tokens": toks}, "ok"
+
+    total = sum(len(h) + len(a) for _, h, a in todo)
+    rep = RunReport()
+    bar = _bar(progress, total, desc, "request")
+    chunk = max(1, int(compress_every or len(todo) or 1))
+    try:
+        for i in range(0, len(todo), chunk):
+            part = todo[i:i + chunk]
+            heads = [t for _, h, _ in part for t in h]
+            if rep.stopped:
+                rep.tasks += sum(len(h) + len(a) for _, h, a in part)
+                rep.undone += [t.task for _, h, a in part for t in h + a if not done(t)]
+                continue
+            r1 = run_tasks(scorer.backend, store, heads, parse_head, seed=0, sampling=sampling, common=common,
+                           bar=bar, parse_completion=True)
+            ready = [t for _, _, a in part for t in a if any(x.get("status") == "ok" for x in
+                                                              store.attempts(t.context))]
+            blocked = [t for _, _, a in part for t in a if t not in ready]
+            r2 = run_tasks(scorer.backend, store, ready, parse_answer, seed=0, sampling=sampling, common=common,
+                           bar=bar, parse_completion=True) if ready and not r1.stopped else \
+                RunReport(tasks=len(ready), undone=[t.task for t in ready if not done(t)])
+            r2.tasks += len(blocked)
+            r2.undone += [t.task for t in blocked]  # their question form's head is not answered yet
+            rep = rep.merge(r1).merge(r2)
+            store.compress()
+    finally:
+        if bar is not None:
+            bar.close()
+    return rep
 
 
 def likelihood_frame(run_dir_or_records, label=None):
@@ -637,14 +813,28 @@ def likelihood_frame(run_dir_or_records, label=None):
 
     recs = run_dir_or_records if isinstance(run_dir_or_records, list) else read_records(run_dir_or_records)
     rows = []
+    scored: dict = {}  # per-request records (a server): scenario -> form -> {index: (answer, action, logprob)}
     for r in recs:
         if r.get("kind", "attempt") != "attempt":
             continue
-        for form, ans in r["forms"].items():
-            q, o = form.split(":")
-            lp = [(-math.inf if a[2] is None else float(a[2])) for a in ans]
-            rows.append(dict(model=label or r["label"], scenario_id=r["scenario_id"], question_type=q,
-                             ordering=int(o), **combine_logprobs(lp, [a[1] for a in ans])))
+        if "forms" in r:  # one record per scenario (a local model)
+            for form, ans in r["forms"].items():
+                q, o = form.split(":")
+                lp = [(-math.inf if a[2] is None else float(a[2])) for a in ans]
+                rows.append(dict(model=label or r["label"], scenario_id=r["scenario_id"], question_type=q,
+                                 ordering=int(o), **combine_logprobs(lp, [a[1] for a in ans])))
+        elif r.get("part") == "answer" and r.get("status") == "ok":
+            sc = scored.setdefault(r["scenario_id"], {"label": r["label"], "n_forms": int(r["n_forms"]), "forms": {}})
+            form = sc["forms"].setdefault((r["question_type"], int(r["ordering"])), {"n": int(r["n_answers"])})
+            form[int(r["index"])] = (r["answer"], r["action"], float(r["parsed"]["logprob"]))
+    for sid, sc in scored.items():  # a scenario enters the table once every answer of every form is scored
+        forms = sc["forms"]
+        if len(forms) != sc["n_forms"] or any(len(f) - 1 != f["n"] for f in forms.values()):
+            continue
+        for (q, o), f in forms.items():
+            ans = [f[k] for k in range(f["n"])]
+            rows.append(dict(model=label or sc["label"], scenario_id=sid, question_type=q, ordering=o,
+                             **combine_logprobs([a[2] for a in ans], [a[1] for a in ans])))
     return likelihood_table(rows)
 
 
@@ -653,9 +843,9 @@ def export_likelihood(run_dirs, path) -> Path:
     import pandas as pd
 
     from ..moralchoice.likelihood import write_likelihoods
+    from .store import distinct_runs
 
-    if isinstance(run_dirs, (str, Path)):
-        run_dirs = [run_dirs]
+    run_dirs = distinct_runs(run_dirs)
     df = pd.concat([likelihood_frame(d) for d in run_dirs], ignore_index=True)
     if df["model"].nunique() > 1:
         raise DataError(f"one likelihood file holds one respondent; got {sorted(df['model'].unique())}")

@@ -37,8 +37,17 @@ from ..atomicfile import atomic_path
 from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import Backend, Sampling
-from .runner import CollectionIncompleteError, Task, check_label, run_tasks
-from .store import RecordStore, git_commit, package_versions, provider_of, read_records, session_info, utc_now
+from .runner import Task, check_label, incomplete_error, run_tasks
+from .store import (
+    RecordStore,
+    distinct_runs,
+    git_commit,
+    package_versions,
+    provider_of,
+    read_records,
+    session_info,
+    utc_now,
+)
 
 __all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
            "select_scenarios", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "MC_IDENTITY"]
@@ -141,6 +150,9 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     CollectionIncompleteError
         Answers are left undone (requests that kept failing); the message names them and the
         server's last message. Completed records are saved and re-running resumes.
+    CollectionRefusedError
+        A response no retry can fix (HTTP 401, 403, 404: wrong key, no access, unknown model) stopped
+        the session; the message carries the server's (redacted) message.
 
     References
     ----------
@@ -251,7 +263,7 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     if export is not None:
         _write(df, export)
     if not report.complete:
-        raise CollectionIncompleteError(report, *MC_LINE)
+        raise incomplete_error(report, *MC_LINE)
     return (df, report) if return_report else df
 
 
@@ -316,8 +328,7 @@ def _write(df, path) -> Path:
 
 def export_moralchoice(run_dirs, path) -> Path:
     """Write the response file (``.csv.gz``, shared layout) of one or more runs of one model."""
-    if isinstance(run_dirs, (str, Path)):
-        run_dirs = [run_dirs]
+    run_dirs = distinct_runs(run_dirs)  # a run given twice would be counted twice
     df = pd.concat([moralchoice_frame(d) for d in run_dirs], ignore_index=True)
     if df["model_id"].nunique() > 1:
         raise ValueError(f"one response file holds one model; got {sorted(df['model_id'].unique())}")

@@ -42,9 +42,10 @@ from ..psm.design import (
     unconstrained_prompt,
 )
 from .backends import Backend, Sampling
-from .runner import CollectionIncompleteError, Task, check_label, run_tasks
+from .runner import Task, check_label, incomplete_error, run_tasks
 from .store import (
     RecordStore,
+    distinct_runs,
     git_commit,
     package_versions,
     prompt_sha256,
@@ -132,6 +133,9 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
         Rounds are left undone (requests that kept failing, or a server that refuses every
         request); the message names them and the server's last message. Completed records are
         saved, the export written, and re-running resumes.
+    CollectionRefusedError
+        A response no retry can fix (HTTP 401, 403, 404: wrong key, no access, unknown model) stopped
+        the session; the message carries the server's (redacted) message.
 
     Notes
     -----
@@ -206,7 +210,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     if export is not None:
         write_psm([ds], export)
     if not report.complete:
-        raise CollectionIncompleteError(report, "rounds (incl. round 0)")
+        raise incomplete_error(report, "rounds (incl. round 0)")
     return (ds, report) if return_report else ds
 
 
@@ -265,8 +269,7 @@ def psm_dataset(run_dir, label=None) -> PSMDataset:
 
 def export_psm(run_dirs, path) -> Path:
     """Write the tidy PSM file (:func:`moralkit.psm.dataset.write_psm`) of one or more runs."""
-    if isinstance(run_dirs, (str, Path)):
-        run_dirs = [run_dirs]
+    run_dirs = distinct_runs(run_dirs)  # a run given twice would be counted twice
     return write_psm([psm_dataset(d) for d in run_dirs], path)
 
 

@@ -24,8 +24,15 @@ What happens to each response:
   :func:`~moralkit.collect.backends.retry_delay` (``Retry-After`` honoured, exponential backoff with
   jitter). Other requests keep going meanwhile;
 - a task that fails ``backend.max_retries + 1`` times in one session is left undone, named with its
-  last error; 401/403/404 (wrong key, no access, unknown model) and ``max_consecutive_errors``
-  failures in a row stop the session at once (requests in flight are still awaited and stored).
+  last error; ``max_consecutive_errors`` failures in a row stop the session (requests in flight are
+  still awaited and stored);
+- a response that no retry can fix stops the session at once and makes it *refused*: an HTTP status in
+  :data:`~moralkit.collect.backends.FATAL_STATUS` (401 wrong key, 403 no access, 404 unknown model;
+  a status joins by being added to that one tuple), or a parser's
+  :class:`~moralkit.errors.MoralkitError` (a server that cannot do what is asked, e.g. score given
+  text). :func:`incomplete_error` then gives a :class:`CollectionRefusedError` (command-line status 2,
+  the server's redacted message, no advice to re-run) instead of a :class:`CollectionIncompleteError`
+  (status 3, re-run to resume).
 
 The answer of a request depends only on its prompt and its seed, ``derive_seed(seed, task, attempt)``;
 retries after errors re-send the same attempt with the same seed.
@@ -50,11 +57,11 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from ..errors import MoralkitError
-from .backends import Completion, Request, Sampling, retry_delay, run_sync
+from .backends import FATAL_STATUS, Completion, Request, Sampling, retry_delay, run_sync
 from .store import derive_seed, prompt_sha256, utc_now
 
-__all__ = ["Task", "RunReport", "CollectionIncompleteError", "run_tasks", "check_label", "iso_time",
-           "LABEL_RE"]
+__all__ = ["Task", "RunReport", "CollectionIncompleteError", "CollectionRefusedError", "incomplete_error",
+           "run_tasks", "check_label", "iso_time", "LABEL_RE"]
 
 #: What a respondent label may look like: it names files and appears in tidy data.
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
@@ -106,6 +113,12 @@ class Task:
         Batch backends put only consecutive tasks of one group into one batch.
     context : any
         Passed to the parse function with the text (e.g. the scenario's actions).
+    messages : tuple of dict, optional
+        The whole conversation to send, in place of ``system`` + ``prompt`` (e.g. one that ends with an
+        assistant turn to be scored).
+    extra_body : dict, optional
+        Extra request fields for OpenAI-compatible servers (:attr:`~moralkit.collect.backends.Request.extra_body`);
+        the response's JSON is then in :attr:`~moralkit.collect.backends.Completion.data`.
     """
 
     task: str
@@ -115,6 +128,8 @@ class Task:
     sampling: Sampling | None = None
     group: object = None
     context: object = None
+    messages: tuple | None = None
+    extra_body: dict | None = None
 
 
 @dataclass
@@ -138,6 +153,7 @@ class RunReport:
     last_errors: dict = field(default_factory=dict)
     error_types: Counter = field(default_factory=Counter)
     stopped: str | None = None
+    refused: str | None = None
     wall_seconds: float = 0.0
     busy_slot_seconds: float = 0.0
 
@@ -160,6 +176,7 @@ class RunReport:
             undone=self.undone + other.undone, sent=self.sent + other.sent, attempts=self.attempts + other.attempts,
             errors=self.errors + other.errors, last_errors={**self.last_errors, **other.last_errors},
             error_types=self.error_types + other.error_types, stopped=self.stopped or other.stopped,
+            refused=self.refused or other.refused,
             wall_seconds=self.wall_seconds + other.wall_seconds,
             busy_slot_seconds=self.busy_slot_seconds + other.busy_slot_seconds)
         return out
@@ -193,6 +210,10 @@ class RunReport:
         n_unsent = len(self.undone) - len(named)
         if n_unsent:
             parts.append(f"{n_unsent} task(s) not sent or not finished")
+        if self.refused:
+            return "; ".join(parts) + (". Retrying cannot fix this: check the key (the environment variable named "
+                                       "by --api-key-env), the model name and the base URL. Completed records "
+                                       "are saved.")
         return "; ".join(parts) + ". Completed records are saved; re-run the same command to resume."
 
     def to_dict(self) -> dict:
@@ -211,6 +232,25 @@ class CollectionIncompleteError(MoralkitError):
     def __init__(self, report: RunReport, *labels: str):
         self.report = report
         super().__init__(f"{report.line(*labels)}. {report.problem()}")
+
+
+class CollectionRefusedError(MoralkitError):
+    """A collection session was stopped by a response no retry can fix (wrong key, unknown model, a server
+    that cannot do what is asked). ``report`` says what was done; the message carries the server's
+    (redacted) message. The command line exits with status 2."""
+
+    def __init__(self, report: RunReport, *labels: str):
+        self.report = report
+        super().__init__(f"the server refused the collection: {report.refused}. {report.problem()} "
+                         f"[{report.line(*labels)}]")
+
+
+def incomplete_error(report: RunReport, *labels: str) -> MoralkitError:
+    """The error for a session that ended with tasks undone: :class:`CollectionRefusedError` when a
+    response no retry can fix stopped it, else :class:`CollectionIncompleteError` (re-run to resume)."""
+    if report.refused:
+        return CollectionRefusedError(report, *labels)
+    return CollectionIncompleteError(report, *labels)
 
 
 def _error_kind(c: Completion, error: str) -> str:
@@ -234,6 +274,7 @@ class _Scheduler:
         self.errors = Counter()
         self.consecutive = 0
         self.stopped = None
+        self.refused = None
         self.failed: dict[str, str] = {}
 
     def is_done(self, t: Task) -> bool:
@@ -272,11 +313,13 @@ class _Scheduler:
         if not self.is_done(t):
             self.ready.appendleft(t)
 
-    def failed_try(self, t: Task, c: Completion, message: str) -> None:
+    def failed_try(self, t: Task, c: Completion, message: str, fatal: bool = False) -> None:
         self.errors[t.task] += 1
         self.consecutive += 1
-        if c.fatal:
-            self.stopped = f"request {t.task!r}: {message} (retrying cannot fix this)"
+        if fatal or c.fatal or c.status_code in FATAL_STATUS:
+            if self.refused is None:
+                self.refused = f"request {t.task!r}: {message}"
+                self.stopped = f"request {t.task!r}: {message} (retrying cannot fix this)"
             self.failed[t.task] = message
             return
         if self.consecutive >= self.max_consecutive:
@@ -293,7 +336,7 @@ class _Scheduler:
 
 def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, max_attempts: int = 1,
               common: dict | None = None, bar=None, record_batch: bool = False,
-              max_consecutive_errors: int | None = None) -> RunReport:
+              max_consecutive_errors: int | None = None, parse_completion: bool = False) -> RunReport:
     """Send every task until it is done; store one record per response as it arrives.
 
     Parameters
@@ -307,7 +350,9 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
     parse : callable
         ``parse(task, text) -> (value, status)`` (or an object with ``.value`` and ``.status``, like
         :class:`moralkit.psm.design.ParseResult`); ``status == "ok"`` is a valid answer.
-        An exception here is recorded as the request's error and the request is retried.
+        An exception here is recorded as the request's error and the request is retried; a
+        :class:`~moralkit.errors.MoralkitError` says that no retry can help, and stops the session
+        (refused).
     seed : int
         Run seed; attempt ``a`` of task ``t`` is sent with ``derive_seed(seed, t, a)``.
     sampling : Sampling
@@ -322,6 +367,9 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
         Add ``batch`` (requests in the forward batch, or in flight) to every record.
     max_consecutive_errors : int, optional
         Stop after this many failures in a row (default ``max(25, 4 * concurrency)``).
+    parse_completion : bool
+        Call ``parse(task, completion)`` with the whole :class:`~moralkit.collect.backends.Completion`
+        (its ``data`` holds the response's JSON) instead of ``parse(task, text)``.
 
     Returns
     -------
@@ -339,13 +387,22 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
     redact = store.redact
     for s in getattr(backend, "secrets", lambda: [])():
         redact.add(s)
+    sched.redact = redact  # errors are redacted before they are cut (handle() cuts them)
     attempt_no = {}
 
     def request_for(t: Task) -> Request:
-        a = len(store.attempts(t.task)) + 1
+        # the next attempt number: one more than the last stored (attempts are 1..n, so this is n + 1; after
+        # a repair set one aside, a gap is never re-filled with a number that is already taken)
+        a = max((int(r["attempt"]) for r in store.attempts(t.task)), default=0) + 1
         attempt_no[t.task] = a
-        return Request.from_prompt(t.prompt, system=t.system, seed=derive_seed(seed, t.task, a),
-                                   sampling=t.sampling or sampling)
+        if t.messages is not None:
+            return Request(messages=tuple(t.messages), seed=derive_seed(seed, t.task, a),
+                           sampling=t.sampling or sampling, extra_body=t.extra_body)
+        rq = Request.from_prompt(t.prompt, system=t.system, seed=derive_seed(seed, t.task, a),
+                                 sampling=t.sampling or sampling)
+        if t.extra_body is not None:
+            rq = Request(messages=rq.messages, seed=rq.seed, sampling=rq.sampling, extra_body=t.extra_body)
+        return rq
 
     def handle(t: Task, rq: Request, c: Completion, batch: int) -> None:
         a = attempt_no[t.task]
@@ -358,15 +415,17 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
             base["batch"] = batch
         rep.busy_slot_seconds += max(0.0, c.latency_s)
         error = c.error
+        fatal = False
         if error is None:
             try:
-                res = parse(t, c.text)
+                res = parse(t, c if parse_completion else c.text)
                 value, status = (res.value, res.status) if hasattr(res, "status") else res
                 value = list(value) if isinstance(value, tuple) else value
             except Exception as e:  # a parser failure is this request's error, never the run's
-                error = f"ParseError {type(e).__name__}: {str(e)[:200]}"
+                error = f"ParseError {type(e).__name__}: {redact.error_text(str(e), 400)}"
+                fatal = isinstance(e, MoralkitError)  # the response shows the server cannot do what is asked
         if error is not None:
-            msg = redact.error_text(error)
+            msg = redact.error_text(error, 600)
             rec = dict(base, kind="error", attempt=a, error=msg)
             if c.status_code is not None:
                 rec["status_code"] = c.status_code
@@ -375,7 +434,7 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
             store.append(rec)
             rep.errors += 1
             rep.error_types[_error_kind(c, error)] += 1
-            sched.failed_try(t, c, msg)
+            sched.failed_try(t, c, msg, fatal=fatal)
             return
         store.append(dict(base, kind="attempt", attempt=a, raw=c.text, parsed=value, status=status))
         rep.attempts += 1
@@ -399,6 +458,7 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
                 rep.undone.append(t.task)
         rep.last_errors = {t: e for t, e in sched.failed.items() if t in set(rep.undone)}
         rep.stopped = sched.stopped
+        rep.refused = sched.refused
     return rep
 
 
@@ -423,8 +483,8 @@ def _batches(backend, sched, request_for, handle):
             if len(comps) != len(reqs):
                 raise RuntimeError(f"the backend returned {len(comps)} answers for {len(reqs)} requests")
         except Exception as e:  # the whole batch failed: each request records the error and is retried
-            comps = [Completion(text=None, error=f"{type(e).__name__}: {str(e)[:300]}", started=time.time())
-                     for _ in reqs]
+            msg = f"{type(e).__name__}: {getattr(sched, 'redact', str)(str(e))}"
+            comps = [Completion(text=None, error=msg, started=time.time()) for _ in reqs]
         for t, rq, c in zip(batch, reqs, comps):
             handle(t, rq, c, len(reqs))
 
@@ -437,7 +497,8 @@ async def _pool(backend, sched, request_for, handle, C):
             try:
                 return await session.complete(rq)
             except Exception as e:  # complete() should not raise; if it does, it is this request's error
-                return Completion(text=None, error=f"{type(e).__name__}: {str(e)[:300]}", started=time.time())
+                return Completion(text=None, error=f"{type(e).__name__}: {getattr(sched, 'redact', str)(str(e))}",
+                                  started=time.time())
 
         while True:
             while len(running) < C:

@@ -29,6 +29,13 @@ is cut off; a duplicated key raises ``ValueError``. Runners ask the store which
 attempts exist and only request the missing ones, so a run killed with SIGKILL
 at any point and restarted loses no completed record and duplicates none.
 
+Strict reading: every line must be a record of the schema (:func:`schema_problem`: a ``task``
+string, a positive integer ``attempt``, a ``status`` or ``forms`` on an attempt); any other line is
+named with its file, its line and the fix (``python -m moralkit repair RUN``, which fixes what it
+can, sets the rest aside in ``quarantine.jsonl`` and says whether the run can resume). A directory
+that holds records but no ``manifest.json`` is never adopted by a new run
+(``repair RUN --manifest-from OTHER`` gives it one, after checking that its records agree).
+
 References
 ----------
 Scherrer et al. (2023), Section 3.3 (query timestamps recorded for provenance).
@@ -51,12 +58,12 @@ import time
 import zlib
 from pathlib import Path
 
-from ..atomicfile import atomic_write_bytes
+from ..atomicfile import atomic_write_bytes, remove_stale_temporaries_in
 from ..errors import DataError, MoralkitError
 
 __all__ = ["RecordStore", "prompt_sha256", "derive_seed", "utc_now", "package_versions", "git_commit",
            "read_records", "provider_of", "repair_run", "atomic_write_bytes", "gzip_bytes", "CorruptRecordsError",
-           "RunLockedError", "session_info"]
+           "RunLockedError", "session_info", "schema_problem", "read_manifest", "distinct_runs", "check_resumable"]
 
 RECORDS = "records.jsonl"
 RECORDS_GZ = "records.jsonl.gz"
@@ -121,6 +128,52 @@ class RunLockedError(MoralkitError):
     """Another process holds the run directory's lock (its pid and host are in the message)."""
 
 
+def schema_problem(rec: dict) -> str | None:
+    """What makes a decoded JSON object not a record, or ``None``.
+
+    A record has ``kind`` ``"attempt"`` (the default) or ``"error"``, a non-empty string ``task`` and a
+    positive integer ``attempt``; an attempt has a ``status`` string (sampled answers) or a ``forms``
+    object (a scenario scored by a local model).
+
+    Examples
+    --------
+    >>> schema_problem({"task": "r001", "attempt": None, "status": "ok"})
+    "'attempt' is None, not a positive integer"
+    """
+    kind = rec.get("kind", "attempt")
+    if kind not in ("attempt", "error"):
+        return f"'kind' is {kind!r}, not 'attempt' or 'error'"
+    if "task" not in rec:
+        return "no 'task'"
+    if not isinstance(rec["task"], str) or not rec["task"]:
+        return f"'task' is {rec['task']!r}, not a non-empty string"
+    if "attempt" not in rec:
+        return "no 'attempt'"
+    a = rec["attempt"]
+    if isinstance(a, bool) or not isinstance(a, int) or a < 1:
+        return f"'attempt' is {a!r}, not a positive integer"
+    if kind == "attempt":
+        if "status" in rec:
+            if not isinstance(rec["status"], str):
+                return f"'status' is {rec['status']!r}, not a string"
+        elif not isinstance(rec.get("forms"), dict):
+            return "no 'status' (nor 'forms')"
+    return None
+
+
+def _fixed(rec: dict) -> dict | None:
+    """A record that :func:`repair_run` can fix without guessing (an ``attempt`` written as ``"3"`` or
+    ``3.0``), fixed; else ``None``."""
+    a = rec.get("attempt")
+    if isinstance(a, str) and a.strip().isdigit():
+        rec = dict(rec, attempt=int(a.strip()))
+    elif isinstance(a, float) and a.is_integer():
+        rec = dict(rec, attempt=int(a))
+    else:
+        return None
+    return rec if schema_problem(rec) is None else None
+
+
 def _decode_lines(data: bytes, where: str, strict: bool = True):
     """Records and problems of a JSONL byte string.
 
@@ -138,16 +191,41 @@ def _decode_lines(data: bytes, where: str, strict: bool = True):
             rec = json.loads(line)
             if not isinstance(rec, dict):
                 raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+            why = schema_problem(rec)
+            if why is not None:
+                raise ValueError(f"a JSON object of the wrong schema: {why}")
         except ValueError as e:
             if strict:
                 raise CorruptRecordsError(
-                    f"{where}, line {i}: not a record ({str(e)[:80]}); the {len(lines) - i} line(s) after it "
-                    f"are intact. Run `python -m moralkit repair {Path(where).parent}` to move the bad line to "
-                    f"{QUARANTINE} (nothing is deleted), then resume.") from None
+                    f"{where}, line {i}: not a record ({str(e)[:120]}); the {len(lines) - i} line(s) after it "
+                    f"are intact. Run `python -m moralkit repair {Path(where).parent}` to fix the line or move it "
+                    f"to {QUARANTINE} (nothing is deleted), then resume.") from None
             bad.append((i, line))
             continue
         records.append((i, rec))
     return records, bad, torn
+
+
+def _gunzip_prefix(path: Path) -> tuple[bytes, str | None]:
+    """Everything a (possibly truncated or damaged) gzip file still holds, and what is wrong with it
+    (``None`` when it is complete)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = []
+    try:
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    break
+                out.append(d.decompress(chunk))
+                if d.eof:
+                    break
+        out.append(d.flush())
+    except zlib.error as e:
+        return b"".join(out), f"damaged ({e})"
+    if not d.eof:
+        return b"".join(out), "truncated (the compressed stream ends early)"
+    return b"".join(out), None
 
 
 def _gunzip(path: Path) -> bytes:
@@ -175,6 +253,42 @@ def _record_bytes(path: Path) -> bytes:
     if not path.exists():
         raise FileNotFoundError(f"no records at {path}")
     return _gunzip(path) if path.suffix == ".gz" else path.read_bytes()
+
+
+def read_manifest(path) -> dict:
+    """The manifest of a run directory (or a ``manifest.json`` path) as a dict; a clear
+    :class:`~moralkit.errors.DataError` naming the file and the fix when it is missing or not an object."""
+    path = Path(path)
+    f = path / MANIFEST if path.is_dir() else path
+    run = f.parent
+    fix = (f"restore it (`git checkout -- {f}`), or give the run the manifest of the run it belongs to with "
+           f"`python -m moralkit repair {run} --manifest-from OTHER_RUN_OR_MANIFEST`")
+    if not f.exists():
+        raise FileNotFoundError(f"{run} is not a run directory (no {MANIFEST})")
+    try:
+        m = json.loads(f.read_bytes())
+    except ValueError as e:
+        raise DataError(f"{f} is not valid JSON ({str(e)[:80]}): {fix}") from None
+    if not isinstance(m, dict):
+        raise DataError(f"{f} holds a JSON {type(m).__name__}, not an object: {fix}")
+    return m
+
+
+def distinct_runs(run_dirs) -> list:
+    """``run_dirs`` as a list, refusing a run directory given twice (its records would be counted twice)."""
+    if isinstance(run_dirs, (str, os.PathLike)):
+        run_dirs = [run_dirs]
+    run_dirs = list(run_dirs)
+    seen = {}
+    for d in run_dirs:
+        key = Path(d).resolve()
+        if key in seen:
+            raise MoralkitError(f"the run directory {d} is given twice (also as {seen[key]}): each run's records "
+                                "would be exported twice; give each run once")
+        seen[key] = d
+    if not run_dirs:
+        raise MoralkitError("no run directory given")
+    return run_dirs
 
 
 def read_records(path, strict: bool = True) -> list[dict]:
@@ -290,16 +404,19 @@ class RecordStore:
         self.redact = Redactor(secrets)
         self._fd = None
         self._lock = None
+        if self.dir.exists() and not self.dir.is_dir():
+            raise MoralkitError(f"{self.dir} is a file, not a run directory: pass a directory (a new one for a new "
+                                "run, or the directory of the run to resume)")
         if self.readonly:
-            if not self.manifest_path.exists():
-                raise FileNotFoundError(f"{self.dir} is not a run directory (no {MANIFEST})")
+            self.manifest = read_manifest(self.dir)
             self.records = read_records(self.dir)
             self._index()
-            self.manifest = json.loads(self.manifest_path.read_text())
             return
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = _Lock(self.dir)
         try:
+            self._refuse_orphan_records()
+            remove_stale_temporaries_in(self.dir)
             self._reconcile()
             self._repair()
             self.records: list[dict] = read_records(self.path) if self.path.exists() else []
@@ -309,6 +426,20 @@ class RecordStore:
         except BaseException:
             self._lock.release()
             raise
+
+    def _refuse_orphan_records(self):
+        """Records without a manifest belong to a run of unknown identity: never adopt them."""
+        if self.manifest_path.exists():
+            return
+        held = [f for f in (RECORDS, RECORDS_GZ, QUARANTINE)
+                if (self.dir / f).exists() and (self.dir / f).stat().st_size > 0]
+        if held:
+            raise DataError(
+                f"{self.dir} holds records ({', '.join(held)}) but no {MANIFEST}: they belong to a run whose "
+                "model, seed and settings are unknown, so a new run cannot adopt them (its export would mix two "
+                f"runs' answers). Restore the manifest (`git checkout -- {self.manifest_path}`), or give it the "
+                f"manifest of the run it belongs to: `python -m moralkit repair {self.dir} --manifest-from "
+                "OTHER_RUN_OR_MANIFEST`; or collect into a new directory.")
 
     def _index(self):
         self._keys: dict[tuple, dict] = {}
@@ -348,7 +479,7 @@ class RecordStore:
     def _load_manifest(self, manifest, identity_keys):
         old = None
         if self.manifest_path.exists():
-            old = json.loads(self.manifest_path.read_text())
+            old = read_manifest(self.manifest_path)
         if manifest is None:
             if old is None:
                 raise ValueError(f"{self.dir} has no {MANIFEST}; pass a manifest to start a run")
@@ -490,23 +621,59 @@ def _quarantine(run_dir: Path, items, source: str = RECORDS) -> int:
     return len(items)
 
 
-def repair_run(run_dir) -> dict:
+#: Record fields that must agree with the manifest a repair gives a run (``--manifest-from``).
+_IDENTITY_FIELDS = ("survey", "label", "backend", "model", "ambiguity", "persona", "answers", "design_seed")
+
+
+def check_resumable(run_dir) -> str | None:
+    """Why ``run_dir`` cannot be resumed or exported (no or bad manifest, bad records, duplicates), or ``None``."""
+    try:
+        RecordStore(run_dir, readonly=True).close()
+    except (ValueError, FileNotFoundError, OSError) as e:
+        return str(e)
+    return None
+
+
+def _adopt_manifest(run_dir: Path, source, records) -> Path:
+    """Write ``source``'s manifest (a run directory or a manifest file) into ``run_dir``, if its records agree."""
+    src = Path(source)
+    m = read_manifest(src)
+    for n, rec in records:
+        for k in _IDENTITY_FIELDS:
+            if k in rec and k in m and rec[k] != m[k]:
+                raise DataError(
+                    f"{run_dir / RECORDS}, line {n}: {k}={rec[k]!r}, but the manifest of {src} says {m[k]!r}: these "
+                    "records belong to another run. Give the manifest of the run they came from, or collect into a "
+                    "new directory.")
+    m = {k: v for k, v in m.items() if k not in ("sessions", "finished", "last_finished")}
+    m.update(sessions=[], manifest_from=str(src), manifest_adopted=utc_now())
+    text = json.dumps(m, indent=1, sort_keys=False, default=str) + "\n"
+    return atomic_write_bytes(run_dir / MANIFEST, text.encode("utf-8", "backslashreplace"))
+
+
+def repair_run(run_dir, manifest_from=None) -> dict:
     """Make a damaged run directory resumable again, losing nothing.
 
-    - lines that are not records (corrupt, or a torn last line) move to ``quarantine.jsonl``;
+    - a line that is not a record of the schema (:func:`schema_problem`) is fixed when that needs no
+      guess (an ``attempt`` written as ``"3"``), else moved to ``quarantine.jsonl``, as is a torn last line;
     - of several attempt records with one ``(task, attempt)`` (two collectors on one run), the first
       is kept and the others move to ``quarantine.jsonl``;
     - when ``records.jsonl`` and ``records.jsonl.gz`` disagree, their records are merged (the
-      ``.gz``'s missing ones appended); a ``.gz`` that is not valid gzip is renamed
-      ``records.jsonl.gz.corrupt-<time>``, not deleted;
-    - ``records.jsonl`` and ``records.jsonl.gz`` are then rewritten atomically.
+      ``.gz``'s missing ones appended); a ``.gz`` that is truncated or damaged gives every record it
+      still holds, and is set aside as ``records.jsonl.gz.corrupt-<time>``, not deleted;
+    - ``records.jsonl`` and ``records.jsonl.gz`` are then rewritten atomically;
+    - ``manifest_from`` (a run directory or a ``manifest.json``) gives a run without a manifest the
+      manifest of the run it belongs to, after checking that every record agrees with it (survey,
+      label, backend, model, ...); sessions and end times are not copied.
 
     Holds the run's lock, so it refuses to run while a collector writes to the directory.
 
     Returns
     -------
     dict
-        ``kept`` (records), ``quarantined`` (lines moved), ``reasons`` (Counter), ``merged_from_gz``.
+        ``kept`` (records), ``quarantined`` (lines moved), ``fixed`` (lines fixed in place), ``reasons``
+        (Counter), ``merged_from_gz``, ``set_aside`` (files written or renamed to keep what was moved),
+        ``manifest_from``, and ``problem``: why the run still cannot resume (``None`` when it can).
 
     Examples
     --------
@@ -515,18 +682,23 @@ def repair_run(run_dir) -> dict:
     from collections import Counter
 
     run_dir = Path(run_dir)
-    if not (run_dir / MANIFEST).exists():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no {MANIFEST})")
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no such directory)")
+    if manifest_from is not None and (run_dir / MANIFEST).exists():
+        raise MoralkitError(f"{run_dir} already has a {MANIFEST}; --manifest-from only gives one to a run that has none")
     lock = _Lock(run_dir)
     try:
+        remove_stale_temporaries_in(run_dir)
         jl, gz = run_dir / RECORDS, run_dir / RECORDS_GZ
         data = jl.read_bytes() if jl.exists() else b""
-        packed = None
+        packed, set_aside = None, []
         if gz.exists():
-            try:
-                packed = _gunzip(gz)
-            except CorruptRecordsError:
-                os.replace(gz, gz.with_name(f"{RECORDS_GZ}.corrupt-{utc_now().replace(':', '')}"))
+            packed, damage = _gunzip_prefix(gz)
+            if damage is not None:
+                aside = gz.with_name(f"{RECORDS_GZ}.corrupt-{utc_now().replace(':', '')}")
+                os.replace(gz, aside)
+                n_rec = packed.count(b"\n")
+                set_aside.append(f"{aside.name} ({damage}; its {n_rec} complete line(s) were recovered)")
         lines = data.split(b"\n")
         torn = lines.pop()
         items = [(i, line, RECORDS) for i, line in enumerate(lines, 1)]
@@ -544,7 +716,8 @@ def repair_run(run_dir) -> dict:
                     merged += 1
             if gtorn.strip():
                 items.append((len(glines) + 1, gtorn, RECORDS_GZ))
-        keep, bad, reasons = [], [], Counter()
+        keep, bad, reasons, good = [], [], Counter(), []
+        fixed = 0
         first: dict[tuple, tuple] = {}
         for i, line, src in items:
             if not line.strip():
@@ -552,7 +725,15 @@ def repair_run(run_dir) -> dict:
             try:
                 rec = json.loads(line)
                 if not isinstance(rec, dict):
-                    raise ValueError("not an object")
+                    raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+                why = schema_problem(rec)
+                if why is not None:
+                    rec2 = _fixed(rec)
+                    if rec2 is None:
+                        raise ValueError(f"wrong schema: {why}")
+                    _quarantine(run_dir, [(i, line, f"fixed in place ({why}); this is the original")], source=src)
+                    rec, line = rec2, _serialise(rec2).rstrip(b"\n")
+                    fixed += 1
                 if rec.get("kind", "attempt") == "attempt":
                     k = (rec["task"], int(rec["attempt"]))
                     if k in first:
@@ -561,20 +742,30 @@ def repair_run(run_dir) -> dict:
                         reasons["duplicate"] += 1
                         continue
                     first[k] = (i, src)
-            except (ValueError, KeyError, TypeError) as e:
-                bad.append((i, line, f"not a record: {str(e)[:80]}", src))
+            except ValueError as e:
+                bad.append((i, line, f"not a record: {str(e)[:120]}", src))
                 reasons["not a record"] += 1
                 continue
             keep.append(line)
+            good.append((len(keep), rec))
+        if fixed:
+            reasons["fixed in place"] += fixed
         for src in (RECORDS, RECORDS_GZ):
             _quarantine(run_dir, [(i, b, why) for i, b, why, s in bad if s == src], source=src)
+        if bad or fixed:
+            set_aside.insert(0, QUARANTINE)
         new = b"".join(line + b"\n" for line in keep)
         if new != data:
             atomic_write_bytes(jl, new)
-        atomic_write_bytes(gz, gzip_bytes(new))
-        return dict(kept=len(keep), quarantined=len(bad), reasons=dict(reasons), merged_from_gz=merged)
+        if keep or gz.exists() or packed is not None:
+            atomic_write_bytes(gz, gzip_bytes(new))
+        if manifest_from is not None:
+            _adopt_manifest(run_dir, manifest_from, good)
     finally:
         lock.release()
+    return dict(kept=len(keep), quarantined=len(bad), fixed=fixed, reasons=dict(reasons), merged_from_gz=merged,
+                set_aside=set_aside, manifest_from=None if manifest_from is None else str(manifest_from),
+                problem=check_resumable(run_dir))
 
 
 def session_info(argv=None) -> dict:
