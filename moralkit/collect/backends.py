@@ -550,11 +550,9 @@ def rejected_parameters(body=None, message: str = "") -> list[str]:
     if isinstance(err, dict):
         if isinstance(err.get("param"), str) and err["param"]:
             return [err["param"].split(".")[0].split("[")[0]]
-        message = message or str(err.get("message") or "")
-    found = re.findall(r"`([a-z_]+)`", message) or re.findall(r"'([a-z_]+)'", message)
+        message = str(err.get("message") or message or "")
     m = re.match(r"^([a-z_]+)(\.[\w.]+)?: ", message) or re.search(r"argument supplied: ([a-z_]+)", message)
-    if not found and m:
-        found = [m.group(1)]
+    found = [m.group(1)] if m else re.findall(r"`([a-z_]+)`", message) or re.findall(r"'([a-z_]+)'", message)
     return list(dict.fromkeys(found))
 
 

@@ -212,6 +212,8 @@ class RunReport:
         n_unsent = len(self.undone) - len(named)
         if n_unsent:
             parts.append(f"{n_unsent} task(s) not sent or not finished")
+        if self.fatal:
+            return "; ".join(parts) + ". Completed records are saved; change what the message names and re-run to resume."
         return "; ".join(parts) + ". Completed records are saved; re-run the same command to resume."
 
     def to_dict(self) -> dict:
