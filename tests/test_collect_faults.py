@@ -361,6 +361,69 @@ def test_sigkill_during_collection_loses_duplicates_and_discards_nothing(tmp_pat
     print(f"collection: {kills} kills, 0 lost, 0 duplicated, {lost_in_flight} answers in flight at a kill")
 
 
+# ------------------------------------------------------------------ the native Anthropic backend
+def _anthropic_args(srv, out, *extra):
+    return ["collect", "psm", "--backend", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", srv.url,
+            "--api-key-env", "FAULT_KEY", "--concurrency", "4", "--timeout", "1", "--backoff", "0.02",
+            "--out", out, "--no-progress", *extra]
+
+
+def test_anthropic_psm_with_429_529_500_timeouts_and_drops_completes_in_one_invocation(tmp_path):
+    """Anthropic's transient errors (429 rate_limit_error and 529 overloaded_error with retry-after, 500
+    api_error, hung and dropped connections) at rate 0.4: one command, exit 0, every usable answer stored once."""
+    from moralkit.testing.fake_anthropic import FakeAnthropic
+
+    out = tmp_path / "run"
+    with FakeAnthropic(api_key=KEY, fault_rate=0.4, faults=("429", "529", "500", "timeout", "drop"), seed=3,
+                       retry_after=1, hang=1.5) as srv:
+        p = _cli(*_anthropic_args(srv, out, "--limit", "20"))
+        usable, counts = [rid for rid, _ in srv.usable], dict(srv.counts)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "complete: 21/21 rounds (incl. round 0) done" in p.stdout
+    assert {k for k in counts if k is not None} == {"429", "529", "500", "timeout", "drop"}, counts
+    recs = read_records(out)
+    att = [r for r in recs if r["kind"] == "attempt"]
+    assert sorted(a["response_id"] for a in att) == sorted(usable)  # 0 discarded, 0 duplicated
+    assert len({(a["task"], a["attempt"]) for a in att}) == len(att)
+    err = [r for r in recs if r["kind"] == "error"]
+    assert {e.get("status_code") for e in err} >= {429, 529, 500}
+    assert all(e["retry_after"] == 1.0 for e in err if e.get("status_code") in (429, 529))  # retry-after honoured
+    assert any("overloaded_error" in e["error"] for e in err)
+    _check_no_key(out, texts=(p.stdout, p.stderr))
+
+
+def test_sigkill_during_anthropic_collection_loses_and_duplicates_nothing(tmp_path):
+    from moralkit.testing.fake_anthropic import FakeAnthropic
+
+    rng = random.Random(2027)
+    out = tmp_path / "run"
+    kills = 0
+    with FakeAnthropic(api_key=KEY, fault_rate=0.3, faults=("429", "529", "500"), seed=5, retry_after=0,
+                       latency=lambda path, body: 0.01) as srv:
+        seen: list[bytes] = []
+        for k in range(6):  # bounded: 6 kills, each at a random number of stored lines
+            target = len(seen) + rng.randint(1, 8)
+            kills += _kill_when(_anthropic_args(srv, out, "--limit", "30"),
+                                lambda: len(_lines(out / "records.jsonl")) >= target, rng)
+            now = _lines(out / "records.jsonl")
+            assert now[:len(seen)] == seen  # no stored record lost or changed
+            seen = now
+        p = _cli(*_anthropic_args(srv, out, "--limit", "30"))
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert _lines(out / "records.jsonl")[:len(seen)] == seen
+        usable = [rid for rid, _ in srv.usable]
+    att = _attempts(out)
+    keys = [(a["task"], a["attempt"]) for a in att]
+    assert len(keys) == len(set(keys))  # 0 duplicated
+    ids = [a["response_id"] for a in att]
+    assert len(ids) == len(set(ids)) and set(ids) <= set(usable)  # each stored answer is one the server sent once
+    assert kills >= 4
+    in_flight = len(set(usable) - set(ids))  # sent but not stored: only answers in flight at a kill
+    assert in_flight <= 4 * kills
+    assert psm_dataset(out).n_rounds == 30
+    print(f"anthropic collection: {kills} kills, 0 lost, 0 duplicated, {in_flight} answers in flight at a kill")
+
+
 def test_sigkill_during_export_keeps_the_old_file(tmp_path):
     rng = random.Random(7)
     run = tmp_path / "run"
