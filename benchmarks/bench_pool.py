@@ -36,9 +36,9 @@ import tempfile
 from pathlib import Path
 
 from moralkit.collect.backends import OpenAIBackend, Sampling
-from moralkit.testing.faultserver import FaultServer
 from moralkit.collect.runner import Task, run_tasks
 from moralkit.collect.store import RecordStore, read_records
+from moralkit.testing.faultserver import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
