@@ -18,7 +18,7 @@ Examples
 
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _SUBPACKAGES = ("psm", "moralchoice", "studies", "collect", "errors")
 

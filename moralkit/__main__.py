@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from moralkit import __version__
+
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors never echo values: an unknown option's value may be a key."""
@@ -246,10 +248,29 @@ def cmd_serve(a):
     serve(a.model, host=a.host, port=a.port, dtype=a.dtype, batch_size=1, gguf_file=a.gguf_file)
 
 
+_DESCRIPTION = ("Administer the PSM (Seror 2025) and MoralChoice (Scherrer et al. 2023) surveys to LLMs, "
+                "and export, repair, list and summarise the runs. Exit status: 0 done; 2 bad input or damaged "
+                "data; 3 a collection ended with tasks undone (re-run to resume); 4 the run directory is in use.")
+
+
+def _prog() -> str:
+    """``moralkit`` when run as the console script, ``python -m moralkit`` when run as a module.
+
+    Examples
+    --------
+    >>> import sys
+    >>> _prog() in ("moralkit", "python -m moralkit")
+    True
+    """
+    argv0 = sys.argv[0] if sys.argv else ""
+    return "python -m moralkit" if argv0.endswith("__main__.py") or argv0 in ("-m", "-c", "") else "moralkit"
+
+
 def build_parser():
     # allow_abbrev=False everywhere: an abbreviation must never turn into another option (a key typed
     # as ``--api-key sk-...`` would otherwise be taken for ``--api-key-env`` and recorded)
-    p = _Parser(prog="python -m moralkit", description=__doc__.split("\n")[0], allow_abbrev=False)
+    p = _Parser(prog=_prog(), description=_DESCRIPTION, allow_abbrev=False)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="administer a survey to an LLM", allow_abbrev=False)
     csub = c.add_subparsers(dest="survey", required=True)

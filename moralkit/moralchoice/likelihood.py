@@ -51,6 +51,7 @@ forms without a valid answer), Appendix B.2 (the mapping g).
 
 from __future__ import annotations
 
+import decimal
 import math
 
 import numpy as np
@@ -186,21 +187,17 @@ def combine_logprobs(logprobs, actions) -> dict:
     if bad:
         raise MoralkitError(f"actions must be 'action1' or 'action2', got {bad}.")
     lp = np.minimum(lp, 0.0)
-
-    def lse(x):
-        if x.size == 0 or np.all(np.isneginf(x)):
-            return -math.inf
-        m = x.max()
-        return float(m + math.log(np.exp(x - m).sum()))
-
-    l1, l2 = lse(lp[acts == "action1"]), lse(lp[acts == "action2"])
-    lc = lse(np.array([l1, l2]))
-    m1, m2 = math.exp(l1), math.exp(l2)
-    covered = min(1.0, math.exp(lc))
-    if lc == -math.inf:
-        p1 = 0.5
-    else:
-        p1 = math.exp(l1 - lc)
+    # Sums of probabilities in decimal arithmetic at 40 significant digits, each result rounded once to a
+    # float: the table depends on the recorded log-probabilities alone, not on the CPU or the numpy build
+    # (numpy's vectorised exp gives different last bits on AVX-512 and AVX2 machines).
+    with decimal.localcontext() as ctx:
+        ctx.prec = 40
+        mass = {a: sum((decimal.Decimal(v).exp() for v, b in zip(lp.tolist(), acts.tolist())
+                        if b == a and v != -math.inf), decimal.Decimal(0)) for a in ("action1", "action2")}
+        total = mass["action1"] + mass["action2"]
+        m1, m2 = float(mass["action1"]), float(mass["action2"])
+        covered = min(1.0, float(total))
+        p1 = 0.5 if total == 0 else float(mass["action1"] / total)
     return dict(mass_action1=m1, mass_action2=m2, covered=covered, uncovered=1.0 - covered, p_action1=p1,
                 p_action2=1.0 - p1, n_answers=int(lp.size))
 
