@@ -831,6 +831,23 @@ def _host(url) -> str:
     return (urlsplit(str(url)).hostname or "").lower() if url else ""
 
 
+# Where each provider documents its OpenAI-compatible endpoint and the parameters it takes (the README's
+# table of providers is drawn from these pages):
+# - OpenAI: https://platform.openai.com/docs/api-reference/chat/create
+# - Anthropic's compatibility layer (base URL https://api.anthropic.com/v1/; temperature 0-1; seed, logprobs,
+#   reasoning_effort ignored): https://platform.claude.com/docs/en/api/openai-sdk
+# - Gemini (https://generativelanguage.googleapis.com/v1beta/openai/): https://ai.google.dev/gemini-api/docs/openai
+# - OpenRouter (https://openrouter.ai/api/v1; temperature, top_p, top_k, seed, max_tokens):
+#   https://openrouter.ai/docs/api_reference/parameters
+# - Together (https://api.together.ai/v1): https://docs.together.ai/docs/inference/openai-compatibility
+# - vLLM (extra parameters such as top_k through extra_body):
+#   https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
+# - Ollama (http://localhost:11434/v1; temperature, top_p, max_tokens, seed, reasoning_effort):
+#   https://docs.ollama.com/api/openai-compatibility
+# - llama.cpp's llama-server (http://localhost:8080/v1; top_k among its extra fields):
+#   https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md
+
+
 class OpenAIBackend(APIBackend):
     """Chat completions through the official ``openai`` client (async).
 
