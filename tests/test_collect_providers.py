@@ -366,3 +366,14 @@ def test_make_backend_anthropic_info_and_key():
 
         os.environ.pop("ANTHROPIC_API_KEY", None)
         AnthropicBackend("claude-haiku-4-5")
+
+
+def test_reasoning_effort_keeps_old_runs_identical_and_is_refused_by_local_models():
+    from moralkit.collect.backends import TransformersBackend
+
+    assert "reasoning_effort" not in Sampling().to_dict()  # a run recorded before the field is the same run
+    assert Sampling(reasoning_effort="low").to_dict()["reasoning_effort"] == "low"
+    with pytest.raises(ValueError, match="reasoning_effort must be a word"):
+        Sampling(reasoning_effort="sk-not a word")
+    with pytest.raises(MoralkitError, match="local transformers models take none"):
+        TransformersBackend.check_sampling(None, Sampling(reasoning_effort="low"))

@@ -290,6 +290,14 @@ class TransformersBackend(Backend):
                 "batch_size": self.batch_size,
                 "load_seconds": round(self.load_seconds, 2), **self._versions}
 
+    def check_sampling(self, s: Sampling) -> None:
+        """A local model has no reasoning-effort setting: refuse one rather than ignore it."""
+        from ..errors import MoralkitError
+
+        if s.reasoning_effort is not None:
+            raise MoralkitError("--reasoning-effort: local transformers models take none (it is sent to API "
+                                "reasoning models only); drop it")
+
     def chat_text(self, messages) -> str:
         """The prompt string after the model's chat template (generation prompt added)."""
         return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
