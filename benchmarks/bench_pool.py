@@ -1,6 +1,6 @@
 """Benchmark: the request pool against the old batch runner, and collection at fault rate 0.4.
 
-Both parts talk to :class:`moralkit.collect.faultserver.FaultServer`, a TEST DOUBLE on 127.0.0.1
+Both parts talk to :class:`moralkit.testing.faultserver.FaultServer`, a TEST DOUBLE on 127.0.0.1
 (answers are a hash of prompt and seed; nothing here is data), through the real ``openai`` backend.
 
 1. **Busy slots** (issue 14): 81 requests, 9 of them slow (``--slow`` s, at seeded random
@@ -36,9 +36,9 @@ import tempfile
 from pathlib import Path
 
 from moralkit.collect.backends import OpenAIBackend, Sampling
-from moralkit.collect.faultserver import FaultServer
 from moralkit.collect.runner import Task, run_tasks
 from moralkit.collect.store import RecordStore, read_records
+from moralkit.testing.faultserver import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

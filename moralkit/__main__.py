@@ -1,12 +1,12 @@
 """Command line: ``python -m moralkit collect psm|moralchoice ...``, ``likelihood``, ``export``, ``repair``, ``runs``, ``findings``,
 ``models``, ``serve``.
 
-Exit status: 0 done; 2 bad input, damaged data, or a server that refuses the collection (HTTP 401
-wrong key, 403, 404 unknown model: its redacted message is printed; the message names the fix);
-3 a collection ended with tasks undone (its completeness line and the failing requests are printed;
-re-run to resume); 4 the run directory is in use by another collector. Invalid option values are
-refused before anything runs. Whatever is printed on stderr, tracebacks included, passes through the
-secret filter (:mod:`moralkit.collect.secrets`).
+Exit status: 0 done; 2 bad input, damaged data, or a collection the server refused (a 400/422 naming
+the rejected parameter and the flag that changes it, HTTP 401 wrong key, 403, 404 unknown model: its
+redacted message is printed; the message names the fix); 3 a collection ended with tasks undone (its
+completeness line and the failing requests are printed; re-run to resume); 4 the run directory is in use
+by another collector. Invalid option values are refused before anything runs. Whatever is printed on
+stderr, tracebacks included, passes through the secret filter (:mod:`moralkit.collect.secrets`).
 
 Examples
 --------
@@ -19,6 +19,8 @@ From an API (key in the environment variable named by --api-key-env)::
 
     OPENAI_API_KEY=... python -m moralkit collect psm --backend openai --model gpt-4o-mini \\
         --out runs/psm-gpt-4o-mini --concurrency 8 --rpm 500
+    ANTHROPIC_API_KEY=... python -m moralkit collect psm --backend anthropic --model claude-sonnet-4-6 \\
+        --out runs/psm-claude-sonnet-4-6
 """
 
 from __future__ import annotations
@@ -96,7 +98,9 @@ def _run_dir(text):
 
 def _add_backend_args(p):
     g = p.add_argument_group("backend")
-    g.add_argument("--backend", choices=["transformers", "openai"], default="transformers")
+    g.add_argument("--backend", choices=["transformers", "openai", "anthropic"], default="transformers",
+                   help="transformers: a local model; openai: OpenAI's API or any OpenAI-compatible server "
+                        "(--base-url); anthropic: Anthropic's Messages API (see the README's table of providers)")
     g.add_argument("--model", default=None,
                    help="registry name (see `python -m moralkit models`), .gguf file, local directory, hub id, "
                         "or the API model name (default: qwen2.5-coder-0.5b-instruct)")
@@ -108,9 +112,18 @@ def _add_backend_args(p):
     g.add_argument("--base-url", type=_base_url, default=None,
                    help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (no credentials: the key goes in "
                         "the environment variable named by --api-key-env)")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY",
-                   help="NAME of the environment variable holding the key (the key itself is never an option, "
-                        "and is never written or printed)")
+    g.add_argument("--api-key-env", default=None,
+                   help="NAME of the environment variable holding the key (default OPENAI_API_KEY, or "
+                        "ANTHROPIC_API_KEY with --backend anthropic; the key itself is never an option, and is never "
+                        "written or printed)")
+    g.add_argument("--max-tokens-param", choices=["auto", "max_tokens", "max_completion_tokens"], default="auto",
+                   help="openai: the name the output budget is sent under; auto: max_completion_tokens for OpenAI's "
+                        "reasoning models (o-series, GPT-5), else max_tokens, switching once if the server asks for "
+                        "max_completion_tokens")
+    g.add_argument("--no-seed", action="store_true", help="openai: do not send the seed (servers that refuse it)")
+    g.add_argument("--anthropic-version", default=None,
+                   help="anthropic: the anthropic-version header (default: the SDK's, 2026-10-21, which takes no "
+                        "temperature/top_p/top_k); 2023-06-01 sends them")
     g.add_argument("--concurrency", type=_POS_INT, default=4, help="requests in flight (openai)")
     g.add_argument("--rpm", type=_POS_INT, default=None, help="requests-per-minute cap (openai)")
     g.add_argument("--timeout", type=_number(float, 0, lo_open=True, what="a number of seconds > 0"), default=60.0)
@@ -121,9 +134,17 @@ def _add_backend_args(p):
     s = p.add_argument_group("sampling")
     s.add_argument("--temperature", type=_number(float, 0, what="a finite number >= 0"), default=1.0)
     s.add_argument("--top-p", type=_number(float, 0, lo_open=True, hi=1, what="a number in (0, 1]"), default=1.0)
-    s.add_argument("--top-k", type=_NONNEG_INT, default=None)
+    s.add_argument("--top-k", type=_NONNEG_INT, default=None,
+                   help="top-k sampling: local models; sent in the body to OpenAI-compatible servers (vLLM, Together, "
+                        "OpenRouter, llama.cpp) and to Anthropic (--anthropic-version 2023-06-01); refused for "
+                        "OpenAI's API, which has none")
     s.add_argument("--max-tokens", type=_POS_INT, default=None,
-                   help="maximum tokens per answer (default: 16 for the PSM, 8 for MoralChoice)")
+                   help="output budget per answer (default: the survey's, 16 for the PSM, 8 for MoralChoice; 16384 for "
+                        "reasoning models, whose hidden reasoning counts against it)")
+    s.add_argument("--reasoning-effort", default=None,
+                   help="reasoning effort of a reasoning model (OpenAI: none, minimal, low, medium, high, xhigh; "
+                        "Anthropic: low, medium, high, xhigh, max, sent as output_config.effort); default: the "
+                        "model's own")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--system", default=None, help="system message (default: none)")
     s.add_argument("--persona", default=None,
@@ -139,6 +160,7 @@ def _add_backend_args(p):
 def _backend(a, default_batch):
     from moralkit.collect.backends import make_backend
     from moralkit.collect.localmodels import DEFAULT_MODEL
+    from moralkit.errors import MoralkitError
 
     model = a.model or DEFAULT_MODEL
     if a.backend == "transformers":
@@ -147,17 +169,21 @@ def _backend(a, default_batch):
     if a.model is None:
         from moralkit.errors import MoralkitError
 
-        raise MoralkitError("--model is required with --backend openai (the model name as the server knows it)")
-    return make_backend("openai", model, base_url=a.base_url, api_key_env=a.api_key_env,
-                        concurrency=a.concurrency, rpm=a.rpm, timeout=a.timeout, max_retries=a.max_retries,
-                        backoff=a.backoff)
+        raise MoralkitError(f"--model is required with --backend {a.backend} (the model name the API knows)")
+    common = dict(base_url=a.base_url, api_key_env=a.api_key_env, concurrency=a.concurrency, rpm=a.rpm,
+                  timeout=a.timeout, max_retries=a.max_retries, backoff=a.backoff)
+    if a.backend == "anthropic":
+        return make_backend("anthropic", model, api_version=a.anthropic_version, **common)
+    return make_backend("openai", model, send_seed=not a.no_seed, max_tokens_param=a.max_tokens_param,
+                        reasoning=True if a.reasoning_effort else None, **common)
 
 
-def _sampling(a, default_max):
-    from moralkit.collect.backends import Sampling
+def _sampling(a, default_max, backend=None):
+    from moralkit.collect.backends import Sampling, survey_max_tokens
 
     return Sampling(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
-                    max_tokens=default_max if a.max_tokens is None else a.max_tokens)
+                    max_tokens=a.max_tokens or survey_max_tokens(backend, default_max),
+                    reasoning_effort=a.reasoning_effort)
 
 
 def _apply_persona(a):
@@ -180,7 +206,7 @@ def cmd_collect_psm(a):
 
     b = _backend(a, 1)
     ds, rep = run_psm(b, a.out, label=a.label, design_seed=a.design_seed, seed=a.seed, order=a.order,
-                      sampling=_sampling(a, 16), system=a.system, max_attempts=a.attempts, limit=a.limit,
+                      sampling=_sampling(a, 16, b), system=a.system, max_attempts=a.attempts, limit=a.limit,
                       progress=not a.no_progress, export=a.export, return_report=True)
     q = psm_quality(a.out)
     print(f"{ds.model}: {q['rounds']} constrained rounds completed, {q['answered']} answered, {q['missing']} "
@@ -198,7 +224,7 @@ def cmd_collect_moralchoice(a):
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df, rep = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
                               n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
-                              question_types=qt, sampling=_sampling(a, 8), max_tokens=a.max_tokens, seed=a.seed,
+                              question_types=qt, sampling=_sampling(a, 8, b), max_tokens=a.max_tokens, seed=a.seed,
                               system=a.system, order=a.order, limit=a.limit, progress=not a.no_progress,
                               export=a.export, return_report=True)
     q = moralchoice_quality(a.out)
@@ -210,7 +236,11 @@ def cmd_collect_moralchoice(a):
 
 def cmd_likelihood(a):
     from moralkit.collect.likelihood import LIKELIHOOD_LINE, run_likelihood
+    from moralkit.errors import MoralkitError
 
+    if a.backend == "anthropic":
+        raise MoralkitError("likelihood needs token log-probabilities; Anthropic's Messages API returns none "
+                            "(use --backend transformers, or openai with a vLLM server)")
     b = _backend(a, 1)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df, rep = run_likelihood(b, a.out, ambiguity=a.ambiguity, persona=a.persona or "none", label=a.label,
@@ -402,7 +432,8 @@ def main(argv=None):
 
     A :class:`moralkit.errors.MoralkitError` (any ``ValueError``), a missing file, or a backend's
     ``RuntimeError`` is printed as one line on stderr, without a traceback, and gives status 2; a
-    collection that ends with tasks undone gives 3, a run directory in use by another collector 4.
+    collection that ends with tasks undone gives 3 (2 when it stopped on a refusal no retry fixes:
+    :attr:`moralkit.collect.runner.RunReport.fatal`), a run directory in use by another collector 4.
     """
     from moralkit.collect.runner import CollectionIncompleteError
     from moralkit.collect.secrets import process_redactor
@@ -416,7 +447,7 @@ def main(argv=None):
         a.func(a)
     except CollectionIncompleteError as e:
         print(redact.error_text(one_line(e)), file=sys.stderr)
-        return 3
+        return 2 if e.report.fatal else 3
     except RunLockedError as e:
         print(redact.error_text(one_line(e)), file=sys.stderr)
         return 4

@@ -1,6 +1,6 @@
 """Fault injection: collection never loses, duplicates, discards or leaks, whatever the server does.
 
-The server is :class:`moralkit.collect.faultserver.FaultServer`, a *test double* on 127.0.0.1 whose
+The server is :class:`moralkit.testing.faultserver.FaultServer`, a *test double* on 127.0.0.1 whose
 answers are a hash of prompt and seed (never data). The collector is the real one: the ``openai``
 backend, in-process or as a ``python -m moralkit`` subprocess killed with SIGKILL at seeded random
 points during collection, export and unpacking. Every loop here is bounded in count and time.
@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 
 from moralkit.collect.backends import Completion, MalformedResponse, OpenAIBackend, Request, completion_from_json
-from moralkit.collect.faultserver import FAULTS, USABLE_FAULTS, FaultServer, fake_answer
 from moralkit.collect.psm import psm_dataset, run_psm
 from moralkit.collect.runner import CollectionIncompleteError, Task, run_tasks
 from moralkit.collect.store import CorruptRecordsError, RecordStore, RunLockedError, read_records, repair_run
 from moralkit.psm.dataset import read_psm
+from moralkit.testing.faultserver import FAULTS, TRANSIENT_FAULTS, USABLE_FAULTS, FaultServer, fake_answer
 
 ROOT = Path(__file__).resolve().parents[1]
-KEY = "sk-test-fault-server-key-0000"  # the fault server echoes it in its 400 errors
+KEY = "sk-test-fault-server-key-0000"  # the fault server echoes it in its 400 and 500 errors
 ENV = dict(os.environ, FAULT_KEY=KEY, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 
 
@@ -70,8 +70,14 @@ def _collect_args(srv, out, *extra):
             "--out", out, "--no-progress", *extra]
 
 
+def test_the_old_module_name_still_imports_the_fault_server():
+    from moralkit.collect import faultserver as old
+
+    assert old.FaultServer is FaultServer and old.FAULTS == FAULTS and "400" not in TRANSIENT_FAULTS
+
+
 # ------------------------------------------------------------------ every fault, one at a time
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS)
 def test_each_fault_is_recorded_per_request_and_retried(tmp_path, fault):
     with FaultServer(rate=0.5, faults=(fault,), seed=3, hang=1.5, retry_after=0) as srv:
         ds, rep = run_psm(_backend(srv), tmp_path / "run", limit=6, progress=False, return_report=True)
@@ -108,7 +114,7 @@ def test_malformed_bodies_are_errors_not_answers():
 def test_psm_20_rounds_at_fault_rate_04_completes_in_one_invocation(tmp_path):
     """The issue's acceptance run: every fault type, rate 0.4, 20 rounds, one command, exit 0."""
     out, exp = tmp_path / "run", tmp_path / "psm.csv.gz"
-    with FaultServer(rate=0.4, seed=11, hang=1.5, retry_after=1) as srv:
+    with FaultServer(rate=0.4, seed=17, hang=1.5, retry_after=1) as srv:
         p = _cli(*_collect_args(srv, out, "--limit", "20", "--export", exp))
         usable, counts = list(srv.usable), dict(srv.counts)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -158,11 +164,14 @@ def test_runner_stops_on_fatal_and_names_the_request(tmp_path):
     _check_no_key(tmp_path)
 
 
-def test_persistent_400_exits_nonzero_naming_request_and_message(tmp_path):
+def test_a_400_is_fatal_at_once_with_status_2_naming_request_and_message(tmp_path):
+    """Issue 26: a 400 is not retried like a 503 (it was: 7 tries over 52 s, then exit 3)."""
     with FaultServer(rate=1.0, faults=("400",)) as srv:
-        p = _cli(*_collect_args(srv, tmp_path / "run", "--limit", "2", "--max-retries", "1"))
-    assert p.returncode == 3
-    assert "INCOMPLETE" in p.stdout + p.stderr and "request 'r000'" in p.stderr
+        p = _cli(*_collect_args(srv, tmp_path / "run", "--limit", "2"))
+        sent = srv.n
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert sent == 1  # round 0 once: no retry
+    assert "request 'r000'" in p.stderr and "retrying cannot fix this" in p.stderr
     assert "invalid request for key [REDACTED]" in p.stderr
     _check_no_key(tmp_path, texts=(p.stdout, p.stderr))
 
@@ -172,8 +181,8 @@ SHARED = ROOT.parent / "shared" / "moralchoice"
 
 @pytest.mark.skipif(not (SHARED / "scenarios").exists() and not (SHARED / "data").exists() and not SHARED.exists(),
                     reason="MoralChoice survey files not available")
-def test_moralchoice_with_30pc_http_400_gets_every_answer(tmp_path):
-    with FaultServer(rate=0.3, faults=("400",), seed=5) as srv:
+def test_moralchoice_with_30pc_http_500_gets_every_answer(tmp_path):
+    with FaultServer(rate=0.3, faults=("500",), seed=5) as srv:
         p = _cli("collect", "moralchoice", "--backend", "openai", "--model", "fault-double", "--base-url", srv.url,
                  "--api-key-env", "FAULT_KEY", "--concurrency", "4", "--timeout", "1", "--backoff", "0.02",
                  "--ambiguity", "low", "--n-scenarios", "5", "--samples", "1", "--question-types", "ab",
@@ -188,7 +197,7 @@ def test_moralchoice_with_30pc_http_400_gets_every_answer(tmp_path):
 # ------------------------------------------------------------------ secrets
 def test_no_secret_in_any_file_or_output(tmp_path):
     """The key (env) and a server echoing the key: neither is written or printed."""
-    with FaultServer(rate=0.5, faults=("400", "500"), seed=2, echo=True) as srv:
+    with FaultServer(rate=0.5, faults=("500", "503"), seed=2, echo=True) as srv:
         args = _collect_args(srv, tmp_path / "run", "--limit", "3", "--export", tmp_path / "x.csv.gz")
         p = _cli(*args)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -360,6 +369,69 @@ def test_sigkill_during_collection_loses_duplicates_and_discards_nothing(tmp_pat
     got = psm_dataset(out)
     assert list(got.chosen) == list(ref.chosen) and list(got.round_index) == list(ref.round_index)
     print(f"collection: {kills} kills, 0 lost, 0 duplicated, {lost_in_flight} answers in flight at a kill")
+
+
+# ------------------------------------------------------------------ the native Anthropic backend
+def _anthropic_args(srv, out, *extra):
+    return ["collect", "psm", "--backend", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", srv.url,
+            "--api-key-env", "FAULT_KEY", "--concurrency", "4", "--timeout", "1", "--backoff", "0.02",
+            "--out", out, "--no-progress", *extra]
+
+
+def test_anthropic_psm_with_429_529_500_timeouts_and_drops_completes_in_one_invocation(tmp_path):
+    """Anthropic's transient errors (429 rate_limit_error and 529 overloaded_error with retry-after, 500
+    api_error, hung and dropped connections) at rate 0.4: one command, exit 0, every usable answer stored once."""
+    from moralkit.testing.fake_anthropic import FakeAnthropic
+
+    out = tmp_path / "run"
+    with FakeAnthropic(api_key=KEY, fault_rate=0.4, faults=("429", "529", "500", "timeout", "drop"), seed=3,
+                       retry_after=1, hang=1.5) as srv:
+        p = _cli(*_anthropic_args(srv, out, "--limit", "20"))
+        usable, counts = [rid for rid, _ in srv.usable], dict(srv.counts)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "complete: 21/21 rounds (incl. round 0) done" in p.stdout
+    assert {k for k in counts if k is not None} == {"429", "529", "500", "timeout", "drop"}, counts
+    recs = read_records(out)
+    att = [r for r in recs if r["kind"] == "attempt"]
+    assert sorted(a["response_id"] for a in att) == sorted(usable)  # 0 discarded, 0 duplicated
+    assert len({(a["task"], a["attempt"]) for a in att}) == len(att)
+    err = [r for r in recs if r["kind"] == "error"]
+    assert {e.get("status_code") for e in err} >= {429, 529, 500}
+    assert all(e["retry_after"] == 1.0 for e in err if e.get("status_code") in (429, 529))  # retry-after honoured
+    assert any("overloaded_error" in e["error"] for e in err)
+    _check_no_key(out, texts=(p.stdout, p.stderr))
+
+
+def test_sigkill_during_anthropic_collection_loses_and_duplicates_nothing(tmp_path):
+    from moralkit.testing.fake_anthropic import FakeAnthropic
+
+    rng = random.Random(2027)
+    out = tmp_path / "run"
+    kills = 0
+    with FakeAnthropic(api_key=KEY, fault_rate=0.3, faults=("429", "529", "500"), seed=5, retry_after=0,
+                       latency=lambda path, body: 0.01) as srv:
+        seen: list[bytes] = []
+        for k in range(6):  # bounded: 6 kills, each at a random number of stored lines
+            target = len(seen) + rng.randint(1, 8)
+            kills += _kill_when(_anthropic_args(srv, out, "--limit", "30"),
+                                lambda: len(_lines(out / "records.jsonl")) >= target, rng)
+            now = _lines(out / "records.jsonl")
+            assert now[:len(seen)] == seen  # no stored record lost or changed
+            seen = now
+        p = _cli(*_anthropic_args(srv, out, "--limit", "30"))
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert _lines(out / "records.jsonl")[:len(seen)] == seen
+        usable = [rid for rid, _ in srv.usable]
+    att = _attempts(out)
+    keys = [(a["task"], a["attempt"]) for a in att]
+    assert len(keys) == len(set(keys))  # 0 duplicated
+    ids = [a["response_id"] for a in att]
+    assert len(ids) == len(set(ids)) and set(ids) <= set(usable)  # each stored answer is one the server sent once
+    assert kills >= 4
+    in_flight = len(set(usable) - set(ids))  # sent but not stored: only answers in flight at a kill
+    assert in_flight <= 4 * kills
+    assert psm_dataset(out).n_rounds == 30
+    print(f"anthropic collection: {kills} kills, 0 lost, 0 duplicated, {in_flight} answers in flight at a kill")
 
 
 def test_sigkill_during_export_keeps_the_old_file(tmp_path):

@@ -1,13 +1,13 @@
 """Administering the two surveys to real LLMs (API or local) and storing every answer.
 
-- :mod:`~moralkit.collect.backends`: ``make_backend("transformers" | "openai", model, ...)``.
+- :mod:`~moralkit.collect.backends`: ``make_backend("transformers" | "openai" | "anthropic", model, ...)``.
 - :mod:`~moralkit.collect.localmodels`: real small instruct models shipped by PyPI packages (offline default).
 - :mod:`~moralkit.collect.runner`: the one request runner of both surveys (``run_tasks``): a pool,
   per-request error handling and retries, the completeness report.
 - :mod:`~moralkit.collect.store`: append-only, crash-safe JSONL records, the run manifest, the
   run-directory lock and ``repair_run``.
 - :mod:`~moralkit.collect.secrets`: keeping API keys and URL credentials out of files and output.
-- :mod:`~moralkit.collect.faultserver`: a fault-injecting OpenAI-compatible test double (tests, benchmarks).
+- :mod:`moralkit.testing`: the test doubles of the providers (fake OpenAI and Anthropic servers, the fault server).
 - :mod:`~moralkit.collect.psm`: ``run_psm``, ``psm_dataset``, ``export_psm``, ``psm_quality``.
 - :mod:`~moralkit.collect.moralchoice`: ``run_moralchoice``, ``moralchoice_frame``, ``export_moralchoice``.
 - :mod:`~moralkit.collect.server`: a minimal OpenAI-compatible chat-completions server for local models.

@@ -36,7 +36,7 @@ import pandas as pd
 from ..atomicfile import atomic_path
 from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
-from .backends import Backend, Sampling
+from .backends import REASONING_MAX_TOKENS, Backend, Sampling, check_sampling
 from .runner import Task, check_label, incomplete_error, run_tasks
 from .store import (
     RecordStore,
@@ -113,7 +113,9 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         Subset of ``("ab", "repeat", "compare")``; default all three.
     sampling : Sampling, optional
         Default ``Sampling(temperature=1.0, top_p=1.0)`` (Section 3.3); its ``max_tokens``
-        is replaced per question type by ``max_tokens`` (dict) or :data:`DEFAULT_MAX_TOKENS`.
+        is replaced per question type by ``max_tokens`` (dict) or :data:`DEFAULT_MAX_TOKENS`
+        (:data:`~moralkit.collect.backends.REASONING_MAX_TOKENS` for a reasoning model, whose hidden
+        reasoning counts against it).
     seed : int
         Sampling seed (seeds are derived per request / per batch).
     header : {"system", "prepend"}
@@ -179,6 +181,9 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
         raise ValueError(f"limit must be None or a non-negative integer, got {limit!r}")
     mt = dict(DEFAULT_MAX_TOKENS)
+    if getattr(backend, "reasoning", False):
+        mt = {q: REASONING_MAX_TOKENS for q in mt}
+    check_sampling(backend, sampling)  # refused before the run directory is touched
     if isinstance(max_tokens, dict):
         mt.update(max_tokens)
     elif max_tokens is not None:

@@ -41,7 +41,7 @@ from ..psm.design import (
     parse_unconstrained,
     unconstrained_prompt,
 )
-from .backends import Backend, Sampling
+from .backends import Backend, Sampling, check_sampling, survey_max_tokens
 from .runner import Task, check_label, incomplete_error, run_tasks
 from .store import (
     RecordStore,
@@ -102,7 +102,8 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
         subset of the 160 rounds. It may change between sessions of one run.
     sampling : Sampling, optional
         Default ``Sampling(temperature=1.0, top_p=1.0, max_tokens=16)`` (the APIs' default
-        temperature; the paper did not set one).
+        temperature; the paper did not set one); for a reasoning model ``max_tokens`` is
+        :data:`~moralkit.collect.backends.REASONING_MAX_TOKENS` (its hidden reasoning counts against it).
     system : str, optional
         System message (none in the paper).
     max_attempts : int, default 3
@@ -146,7 +147,8 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     ----------
     Seror (2025), Sections 2.1-2.2.
     """
-    sampling = sampling or Sampling(temperature=1.0, top_p=1.0, max_tokens=16)
+    sampling = sampling or Sampling(temperature=1.0, top_p=1.0, max_tokens=survey_max_tokens(backend, 16))
+    check_sampling(backend, sampling)  # refused before the run directory is touched
     label = label or backend.model
     check_label(label)
     if not isinstance(max_attempts, int) or max_attempts < 1:

@@ -27,12 +27,22 @@ What happens to each response:
   last error; ``max_consecutive_errors`` failures in a row stop the session (requests in flight are
   still awaited and stored);
 - a response that no retry can fix stops the session at once and makes it *refused*: an HTTP status in
-  :data:`~moralkit.collect.backends.FATAL_STATUS` (401 wrong key, 403 no access, 404 unknown model;
+  :data:`~moralkit.collect.backends.FATAL_STATUS` (400/422 a parameter the server refuses, named with
+  the flag that changes it; 401 wrong key, 403 no access, 404 unknown model;
   a status joins by being added to that one tuple), or a parser's
   :class:`~moralkit.errors.MoralkitError` (a server that cannot do what is asked, e.g. score given
   text). :func:`incomplete_error` then gives a :class:`CollectionRefusedError` (command-line status 2,
   the server's redacted message, no advice to re-run) instead of a :class:`CollectionIncompleteError`
   (status 3, re-run to resume).
+- an empty answer cut by the output budget (``finish_reason`` ``length``, Anthropic ``max_tokens``) is
+  stored as an attempt with status ``length``, not as an invalid answer, and counted in the report;
+  ``max_consecutive_errors`` of them in a row refuse the session (a budget spent on hidden reasoning:
+  raise ``--max-tokens``).
+
+Each record also carries what identifies the answer when the provider sends it: ``response_id``,
+``system_fingerprint`` (OpenAI: seeded answers repeat only while it does) and ``reasoning_tokens``.
+The parameters the backend sent (``backend.take_request_log()``) go to the session record of the
+manifest (``sent``, and ``adaptations`` such as a switch to ``max_completion_tokens``).
 
 The answer of a request depends only on its prompt and its seed, ``derive_seed(seed, task, attempt)``;
 retries after errors re-send the same attempt with the same seed.
@@ -57,7 +67,16 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from ..errors import MoralkitError
-from .backends import FATAL_STATUS, Completion, Request, Sampling, retry_delay, run_sync
+from .backends import (
+    FATAL_STATUS,
+    LENGTH_REASONS,
+    Completion,
+    Request,
+    Sampling,
+    merge_request_logs,
+    retry_delay,
+    run_sync,
+)
 from .store import derive_seed, prompt_sha256, utc_now
 
 __all__ = ["Task", "RunReport", "CollectionIncompleteError", "CollectionRefusedError", "incomplete_error",
@@ -156,6 +175,13 @@ class RunReport:
     refused: str | None = None
     wall_seconds: float = 0.0
     busy_slot_seconds: float = 0.0
+    #: answers recorded with status ``length`` (empty: the output budget ran out)
+    length: int = 0
+
+    @property
+    def fatal(self) -> bool:
+        """The session stopped on something no retry fixes (a refused parameter, key or model): exit status 2."""
+        return self.refused is not None
 
     @property
     def missing(self) -> int:
@@ -178,7 +204,7 @@ class RunReport:
             error_types=self.error_types + other.error_types, stopped=self.stopped or other.stopped,
             refused=self.refused or other.refused,
             wall_seconds=self.wall_seconds + other.wall_seconds,
-            busy_slot_seconds=self.busy_slot_seconds + other.busy_slot_seconds)
+            busy_slot_seconds=self.busy_slot_seconds + other.busy_slot_seconds, length=self.length + other.length)
         return out
 
     def line(self, unit: str = "tasks", answered: str = "answered", missing: str = "missing") -> str:
@@ -193,6 +219,9 @@ class RunReport:
              f"{self.errors} errors retried or left")
         if self.error_types:
             s += " (" + ", ".join(f"{k} {v}" for k, v in self.error_types.most_common()) + ")"
+        if self.length:
+            s += (f"; {self.length} answers empty at the output budget (status length: raise --max-tokens, "
+                  "reasoning models spend it on hidden reasoning)")
         return s
 
     def problem(self) -> str | None:
@@ -211,15 +240,16 @@ class RunReport:
         if n_unsent:
             parts.append(f"{n_unsent} task(s) not sent or not finished")
         if self.refused:
-            return "; ".join(parts) + (". Retrying cannot fix this: check the key (the environment variable named "
-                                       "by --api-key-env), the model name and the base URL. Completed records "
-                                       "are saved.")
+            return "; ".join(parts) + (". Retrying cannot fix this: change what the message names (a refused "
+                                       "parameter: the flag it names; otherwise check the key (the environment "
+                                       "variable named by --api-key-env), the model name and the base URL). "
+                                       "Completed records are saved.")
         return "; ".join(parts) + ". Completed records are saved; re-run the same command to resume."
 
     def to_dict(self) -> dict:
         return dict(tasks=self.tasks, done=self.done, answered=self.answered, missing=self.missing,
                     undone=len(self.undone), sent=self.sent, attempts=self.attempts, errors=self.errors,
-                    error_types=dict(self.error_types), stopped=self.stopped,
+                    error_types=dict(self.error_types), stopped=self.stopped, length=self.length, fatal=self.fatal,
                     mean_busy_slots=round(self.mean_busy_slots, 3))
 
 
@@ -273,6 +303,7 @@ class _Scheduler:
         self.seq = 0
         self.errors = Counter()
         self.consecutive = 0
+        self.consecutive_length = 0
         self.stopped = None
         self.refused = None
         self.failed: dict[str, str] = {}
@@ -308,8 +339,14 @@ class _Scheduler:
             return None
         return max(0.0, self.delayed[0][0] - time.monotonic())
 
-    def answered(self, t: Task) -> None:
+    def answered(self, t: Task, status=None) -> None:
         self.consecutive = 0
+        self.consecutive_length = self.consecutive_length + 1 if status == "length" else 0
+        if self.consecutive_length >= self.max_consecutive and not self.stopped:
+            self.stopped = (f"{self.consecutive_length} answers in a row were empty at the output budget "
+                            "(finish_reason length): raise --max-tokens (a reasoning model spends it on hidden "
+                            "reasoning)")
+            self.refused = self.refused or self.stopped
         if not self.is_done(t):
             self.ready.appendleft(t)
 
@@ -411,6 +448,9 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
                     sampling=rq.sampling.to_dict(), started=iso_time(c.started), finished=utc_now(),
                     latency_s=round(c.latency_s, 4), prompt_tokens=c.prompt_tokens,
                     completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, response_model=c.model)
+        for k in ("response_id", "system_fingerprint", "reasoning_tokens"):  # when the provider sends them
+            if getattr(c, k, None) is not None:
+                base[k] = getattr(c, k)
         if record_batch:
             base["batch"] = batch
         rep.busy_slot_seconds += max(0.0, c.latency_s)
@@ -436,9 +476,12 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
             rep.error_types[_error_kind(c, error)] += 1
             sched.failed_try(t, c, msg, fatal=fatal)
             return
+        if status != "ok" and c.finish_reason in LENGTH_REASONS and not (c.text or "").strip():
+            status = "length"  # nothing to parse: the output budget ran out (not the model's invalid answer)
+            rep.length += 1
         store.append(dict(base, kind="attempt", attempt=a, raw=c.text, parsed=value, status=status))
         rep.attempts += 1
-        sched.answered(t)
+        sched.answered(t, status)
         if bar is not None and sched.is_done(t):
             bar.update(1)
 
@@ -459,7 +502,22 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
         rep.last_errors = {t: e for t, e in sched.failed.items() if t in set(rep.undone)}
         rep.stopped = sched.stopped
         rep.refused = sched.refused
+        _record_sent(backend, store)
     return rep
+
+
+def _record_sent(backend, store) -> None:
+    """Add the parameters ``backend`` sent this session to the manifest's session record."""
+    take = getattr(backend, "take_request_log", None)
+    sessions = store.manifest.get("sessions") if not store.readonly else None
+    if take is None or not sessions:
+        return
+    log = take()
+    sess = sessions[-1]
+    sess["sent"] = merge_request_logs(sess.get("sent"), log["sent"])
+    if log["adaptations"]:
+        sess["adaptations"] = sess.get("adaptations", []) + log["adaptations"]
+    store.update_manifest()
 
 
 def _batches(backend, sched, request_for, handle):

@@ -365,7 +365,9 @@ class RecordStore:
     manifest : dict, optional
         Run identity. On a new run it is written; on resume the keys listed in
         ``identity_keys`` must match the stored manifest (else ``ValueError``:
-        a different model or design must go to a different run directory).
+        a different model or design must go to a different run directory), unless the run
+        holds no answer yet (only error records, e.g. a parameter the server refused): then
+        the new identity replaces the old, which the session records as ``replaced_identity``.
     identity_keys : tuple of str
         Manifest keys that define "the same run".
     readonly : bool, default False
@@ -485,14 +487,19 @@ class RecordStore:
                 raise ValueError(f"{self.dir} has no {MANIFEST}; pass a manifest to start a run")
             return old
         if old is not None:
-            for k in identity_keys:
-                if old.get(k) != manifest.get(k):
-                    raise ValueError(
-                        f"{self.dir} holds a run with {k}={old.get(k)!r}, not {manifest.get(k)!r}: "
-                        "use another output directory for a different run"
-                    )
+            changed = {k: old.get(k) for k in identity_keys if old.get(k) != manifest.get(k)}
+            if changed and self._keys:
+                k = next(iter(changed))
+                raise ValueError(
+                    f"{self.dir} holds a run with {k}={old.get(k)!r}, not {manifest.get(k)!r}: "
+                    "use another output directory for a different run"
+                )
             merged = dict(old)
             merged.setdefault("sessions", [])
+            if changed:  # no answer was recorded yet (e.g. a parameter the server refused): the run may change
+                merged.update({k: manifest.get(k) for k in changed})
+                if "session" in manifest:
+                    manifest = dict(manifest, session=dict(manifest["session"], replaced_identity=changed))
         else:
             merged = {k: v for k, v in manifest.items() if k != "session"}
             merged["created"] = utc_now()
