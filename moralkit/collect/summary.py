@@ -145,12 +145,26 @@ def _moralchoice_completed(att) -> str:
             + ", ".join(f"M = {m} on {k}" for m, k in ms.items()))
 
 
+def _cell(v) -> str:
+    """A table cell as Markdown text: ``""`` for a missing value (``None``, NaN), else ``str(v)``.
+
+    Examples
+    --------
+    >>> [_cell(None), _cell(float("nan")), _cell(1.0), _cell("MIT")]
+    ['', '', '1.0', 'MIT']
+    """
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    return str(v)
+
+
 def runs_markdown(runs) -> str:
     """:func:`runs_table` as a Markdown table (the one in ``data/README.md``; ``python -m moralkit runs``)."""
     t = runs_table(runs)
     if not len(t):
         return "(no runs)"
-    cells = t.astype(str).map(lambda v: v.replace("|", "\\|"))
+    # cell by cell: under pandas 3, ``astype(str)`` keeps a missing value (an API model's licence) as NaN
+    cells = t.map(_cell).map(lambda v: v.replace("|", "\\|"))
     cells["command"] = "`" + cells["command"] + "`"
     lines = ["| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
     lines += ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)]
