@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import paths
+from .cost import price_for, records_usage
 from .store import read_records
 
 __all__ = ["find_runs", "runs_table", "runs_markdown", "psm_quality_table", "status_table", "moralchoice_quality_table",
@@ -172,7 +173,9 @@ def runs_markdown(runs) -> str:
 
 
 def runs_table(runs) -> pd.DataFrame:
-    """One row per run (any survey): model, licence, sampling, seeds, dates, size, and the exact command
+    """One row per run (any survey): model, licence, sampling, seeds, dates, size, the tokens the server counted
+    (``input_tokens``, ``output_tokens``) and, for an API model in the genai-prices table, their cost in
+    dollars at today's list price (``cost_usd``; empty for local models), and the exact command
     of its latest session (``python -m moralkit ...``; re-running it resumes the run), read from the manifests and records."""
     import json
     import shlex
@@ -195,11 +198,17 @@ def runs_table(runs) -> pd.DataFrame:
         else:
             what = _moralchoice_completed(att)
         finished = max((a.get("finished") or "" for a in att), default="")
+        tin, tout, _ = records_usage(read_records(run))
+        price = None
+        if m.get("backend") not in (None, "transformers", "simulated"):
+            info = m.get("backend_info") or {}
+            price = price_for(info.get("remote_model") or m.get("model"), m.get("provider"))
         rows.append(dict(
             run=run.name, survey=m["survey"], model=m["label"], licence=m.get("backend_info", {}).get("licence"),
             temperature=m.get("sampling", {}).get("temperature", ""), seed=m.get("seed", ""),
             design_seed=m.get("design_seed", ""), ambiguity=m.get("ambiguity", ""), completed=what,
-            requests=len(att), collected=f"{m.get('created', '')[:16]} – {finished[:16]}",
+            requests=len(att), input_tokens=tin, output_tokens=tout,
+            cost_usd="" if price is None else round(price.cost(tin, tout), 4), collected=f"{m.get('created', '')[:16]} – {finished[:16]}",
             command=" ".join(shlex.quote(x) for x in argv),
         ))
     return pd.DataFrame(rows)
