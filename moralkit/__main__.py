@@ -265,6 +265,18 @@ def cmd_estimate(a):
                             price_out=a.price_out, output_tokens=a.output_tokens, **kw))
 
 
+def cmd_sweep(a):
+    from moralkit.collect.sweep import SweepIncompleteError, run_sweep, status_markdown
+
+    if a.status:
+        print(status_markdown(a.file))
+        return
+    table = run_sweep(a.file, only=a.only or None, progress=False if a.no_progress else None)
+    bad = table[table["state"] != "done"]
+    if len(bad):
+        raise SweepIncompleteError(bad, a.file)
+
+
 def cmd_findings(a):
     from moralkit.studies.findings import findings_markdown
 
@@ -354,6 +366,15 @@ def build_parser():
     es.add_argument("--sweep", default=None, help="estimate every model x survey of a sweep file instead")
     _add_cost_args(es, collect=False)
     es.set_defaults(func=cmd_estimate)
+    sw = sub.add_parser("sweep", allow_abbrev=False,
+                        help="run every model x survey of a sweep file (TOML; moralkit.collect.sweep), resumably, "
+                             "into the same run directories and exports as single runs")
+    sw.add_argument("file", help="the sweep file (TOML)")
+    sw.add_argument("--status", action="store_true",
+                    help="print the status table (done/total, tokens, cost, errors, resume command) and send nothing")
+    sw.add_argument("--only", action="append", default=[], help="run only this job, LABEL/SURVEY (repeatable)")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sw.set_defaults(func=cmd_sweep)
     f = sub.add_parser("findings", help="what the committed runs in data/ show, as Markdown (the README's section "
                                         "'What the committed runs show')", allow_abbrev=False)
     f.add_argument("--seed", type=int, default=0)

@@ -58,6 +58,8 @@ def format_usd(x) -> str:
     >>> format_usd(27.0412), format_usd(0.00421), format_usd(None)
     ('$27.04', '$0.0042', 'n/a')
     """
+    if isinstance(x, str):
+        return x
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4f}"
