@@ -184,7 +184,8 @@ def runs_table(runs) -> pd.DataFrame:
     for run in runs:
         run = Path(run)
         m = json.loads((run / "manifest.json").read_text())
-        att = _attempts(run)
+        recs = read_records(run)
+        att = [r for r in recs if r.get("kind", "attempt") == "attempt"]
         sess = m.get("sessions", [])
         argv = sess[-1]["argv"] if sess else []
         if argv and argv[0].endswith("__main__.py"):
@@ -198,7 +199,7 @@ def runs_table(runs) -> pd.DataFrame:
         else:
             what = _moralchoice_completed(att)
         finished = max((a.get("finished") or "" for a in att), default="")
-        tin, tout, _ = records_usage(read_records(run))
+        tin, tout, _ = records_usage(recs)
         price = None
         if m.get("backend") not in (None, "transformers", "simulated"):
             info = m.get("backend_info") or {}
