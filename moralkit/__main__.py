@@ -118,13 +118,13 @@ def _backend(a, default_batch):
 
     model = a.model or DEFAULT_MODEL
     if a.backend == "transformers":
-        return make_backend("transformers", model, gguf_file=a.gguf_file, device=a.device, dtype=a.dtype,
-                            batch_size=a.batch_size or default_batch, threads=a.threads)
+        return _meter(a, make_backend("transformers", model, gguf_file=a.gguf_file, device=a.device, dtype=a.dtype,
+                                      batch_size=a.batch_size or default_batch, threads=a.threads))
     if a.model is None:
         raise SystemExit("--model is required with --backend openai")
-    return make_backend("openai", model, base_url=a.base_url, api_key_env=a.api_key_env,
-                        concurrency=a.concurrency, rpm=a.rpm, timeout=a.timeout, max_retries=a.max_retries,
-                        backoff=a.backoff)
+    return _meter(a, make_backend("openai", model, base_url=a.base_url, api_key_env=a.api_key_env,
+                                  concurrency=a.concurrency, rpm=a.rpm, timeout=a.timeout, max_retries=a.max_retries,
+                                  backoff=a.backoff))
 
 
 def _sampling(a, default_max):
@@ -153,7 +153,7 @@ def cmd_collect_psm(a):
 
     if a.dry_run:
         return _dry_run(a, "psm")
-    b = _meter(a, _backend(a, 1))
+    b = _backend(a, 1)
     ds, rep = run_psm(b, a.out, label=a.label, design_seed=a.design_seed, seed=a.seed, order=a.order,
                       sampling=_sampling(a, 16), system=a.system, max_attempts=a.attempts, limit=a.limit,
                       progress=not a.no_progress, export=a.export, return_report=True)
@@ -171,7 +171,7 @@ def cmd_collect_moralchoice(a):
 
     if a.dry_run:
         return _dry_run(a, "moralchoice")
-    b = _meter(a, _backend(a, 8))
+    b = _backend(a, 8)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df, rep = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
                               n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
@@ -191,7 +191,7 @@ def cmd_likelihood(a):
     if a.dry_run:
         raise ValueError("--dry-run estimates sampled collections (collect psm|moralchoice); exact likelihoods "
                          "send one scoring request per answer form and are not priced")
-    b = _meter(a, _backend(a, 1))
+    b = _backend(a, 1)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df = run_likelihood(b, a.out, ambiguity=a.ambiguity, persona=a.persona or "none", label=a.label,
                         scenarios=a.scenarios, n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed,

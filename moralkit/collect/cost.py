@@ -193,11 +193,13 @@ def calibrate(runs=None) -> dict:
     import numpy as np
 
     from .. import moralchoice as mc
+    from .. import paths
     from ..psm.design import constrained_prompt, make_design, unconstrained_prompt
     from .store import read_records
-    from .summary import find_runs
 
-    runs = find_runs() if runs is None else [Path(r) for r in runs]
+    if runs is None:
+        runs = [m.parent for m in sorted((paths.data_dir() / "raw").glob("*/manifest.json"))]
+    runs = [Path(r) for r in runs]
     acc = {k: {"chars": 0, "tokens": 0, "prompts": 0, "out": 0, "answers": 0} for k in CALIBRATION}
     tables, templates = {}, None
     for run in runs:
