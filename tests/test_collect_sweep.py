@@ -142,7 +142,7 @@ def test_sweep_writes_the_same_runs_and_exports_as_single_runs(tmp_path):
     # and the organisation the sweep file names (`provider`; the single runs did not give one)
     import pandas as pd
 
-    for got, ref, provider in ((data / "moralchoice" / "fake-b-low.csv.gz", single / "fake-b-low.csv.gz", ""),
+    for got, ref, provider in ((data / "moralchoice" / "fake-b-low.csv.gz", single / "fake-b-low.csv.gz", "Local"),
                                (data / "psm" / "fake-a.csv.gz", single / "fake-a.csv.gz", "OpenAI")):
         g, e = pd.read_csv(got, keep_default_na=False), pd.read_csv(ref, keep_default_na=False)
         assert list(g.columns) == list(e.columns) and len(g) == len(e) > 0

@@ -318,7 +318,7 @@ def run_job(sweep: Sweep, job: Job, progress: bool = False):
                                      question_types=tuple(s["question_types"]) if s.get("question_types") else None,
                                      sampling=sampling, max_tokens=p.get("max_tokens"), seed=job.seed,
                                      order=s.get("order", "table"), progress=progress, export=job.export,
-                                     return_report=True)
+                                     provider=job.model.get("provider") or None, return_report=True)
             return rep
         from .likelihood import run_likelihood
 
