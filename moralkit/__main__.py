@@ -155,6 +155,44 @@ def _add_backend_args(p):
                    help="run directory (records.jsonl, manifest.json); re-run to resume")
     p.add_argument("--export", type=_new_file, default=None, help="tidy .csv.gz to write at the end")
     p.add_argument("--no-progress", action="store_true")
+    _add_cost_args(p)
+
+
+def _add_cost_args(p, collect=True):
+    g = p.add_argument_group("cost (moralkit.collect.cost)")
+    g.add_argument("--price-in", type=float, default=None,
+                   help="dollars per million input tokens (default: the genai-prices table's price of --model)")
+    g.add_argument("--price-out", type=float, default=None, help="dollars per million output tokens (with --price-in)")
+    if collect:
+        g.add_argument("--max-cost", type=float, default=None,
+                       help="dollars this run may cost in all (stored records included): the run stops cleanly, "
+                            "resumable, before a request that could cross it (exit status 3)")
+        g.add_argument("--tpm", type=int, default=None, help="tokens-per-minute cap (openai; prompt + max tokens)")
+        g.add_argument("--dry-run", action="store_true",
+                       help="print the estimate of this collection (requests, tokens, cost by mode) and send nothing")
+
+
+def _meter(a, b):
+    """Attach the cost meter of ``--max-cost``, ``--tpm`` and the price to backend ``b``."""
+    from moralkit.collect.cost import CostMeter, price_for
+
+    price = price_for(getattr(b, "remote_model", None) or b.model, price_in=a.price_in, price_out=a.price_out) \
+        if (a.backend != "transformers" or a.price_in is not None) else None
+    b.cost_meter = CostMeter(price=price, max_cost=a.max_cost, tpm=a.tpm)
+    return b
+
+
+def _dry_run(a, survey):
+    """``collect ... --dry-run``: the estimate of this collection, by mode; nothing is sent."""
+    from moralkit.collect.cost import estimate_markdown
+    from moralkit.collect.localmodels import DEFAULT_MODEL
+
+    kw = dict(system=a.system, limit=a.limit) if survey == "psm" else dict(
+        ambiguity=a.ambiguity, scenarios=a.scenarios, n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed,
+        samples=a.samples, question_types=tuple(a.question_types.split(",")) if a.question_types else None,
+        max_tokens=a.max_tokens)
+    print(estimate_markdown([a.model or DEFAULT_MODEL], survey, backend=a.backend, price_in=a.price_in,
+                            price_out=a.price_out, **kw))
 
 
 def _backend(a, default_batch):
@@ -164,8 +202,8 @@ def _backend(a, default_batch):
 
     model = a.model or DEFAULT_MODEL
     if a.backend == "transformers":
-        return make_backend("transformers", model, gguf_file=a.gguf_file, device=a.device, dtype=a.dtype,
-                            batch_size=a.batch_size or default_batch, threads=a.threads)
+        return _meter(a, make_backend("transformers", model, gguf_file=a.gguf_file, device=a.device, dtype=a.dtype,
+                                      batch_size=a.batch_size or default_batch, threads=a.threads))
     if a.model is None:
         from moralkit.errors import MoralkitError
 
@@ -173,9 +211,9 @@ def _backend(a, default_batch):
     common = dict(base_url=a.base_url, api_key_env=a.api_key_env, concurrency=a.concurrency, rpm=a.rpm,
                   timeout=a.timeout, max_retries=a.max_retries, backoff=a.backoff)
     if a.backend == "anthropic":
-        return make_backend("anthropic", model, api_version=a.anthropic_version, **common)
-    return make_backend("openai", model, send_seed=not a.no_seed, max_tokens_param=a.max_tokens_param,
-                        reasoning=True if a.reasoning_effort else None, **common)
+        return _meter(a, make_backend("anthropic", model, api_version=a.anthropic_version, **common))
+    return _meter(a, make_backend("openai", model, send_seed=not a.no_seed, max_tokens_param=a.max_tokens_param,
+                                  reasoning=True if a.reasoning_effort else None, **common))
 
 
 def _sampling(a, default_max, backend=None):
@@ -204,6 +242,8 @@ def cmd_collect_psm(a):
     _apply_persona(a)
     from moralkit.collect.psm import psm_quality, run_psm
 
+    if a.dry_run:
+        return _dry_run(a, "psm")
     b = _backend(a, 1)
     ds, rep = run_psm(b, a.out, label=a.label, design_seed=a.design_seed, seed=a.seed, order=a.order,
                       sampling=_sampling(a, 16, b), system=a.system, max_attempts=a.attempts, limit=a.limit,
@@ -220,6 +260,8 @@ def cmd_collect_moralchoice(a):
     _apply_persona(a)
     from moralkit.collect.moralchoice import MC_LINE, moralchoice_quality, run_moralchoice
 
+    if a.dry_run:
+        return _dry_run(a, "moralchoice")
     b = _backend(a, 8)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df, rep = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
@@ -241,6 +283,9 @@ def cmd_likelihood(a):
     if a.backend == "anthropic":
         raise MoralkitError("likelihood needs token log-probabilities; Anthropic's Messages API returns none "
                             "(use --backend transformers, or openai with a vLLM server)")
+    if a.dry_run:
+        raise MoralkitError("--dry-run estimates sampled collections (collect psm|moralchoice); exact likelihoods "
+                            "send one scoring request per answer form and are not priced")
     b = _backend(a, 1)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df, rep = run_likelihood(b, a.out, ambiguity=a.ambiguity, persona=a.persona or "none", label=a.label,
@@ -304,6 +349,37 @@ def cmd_runs(a):
     from moralkit.collect.summary import find_runs, runs_markdown
 
     print(runs_markdown(find_runs(a.root, survey=a.survey)))
+
+
+def cmd_estimate(a):
+    from moralkit.collect.cost import estimate_markdown
+
+    if a.sweep:
+        from moralkit.collect.sweep import estimate_sweep
+
+        print(estimate_sweep(a.sweep))
+        return
+    if not a.model:
+        raise ValueError("give one or more --model NAME (or --sweep FILE)")
+    kw = {}
+    if a.survey == "moralchoice":
+        if a.ambiguity is None:
+            raise ValueError("--survey moralchoice needs --ambiguity low or high")
+        kw = dict(ambiguity=a.ambiguity, n_scenarios=a.n_scenarios, samples=a.samples)
+    print(estimate_markdown(a.model, a.survey, backend=a.backend, provider=a.provider, price_in=a.price_in,
+                            price_out=a.price_out, output_tokens=a.output_tokens, **kw))
+
+
+def cmd_sweep(a):
+    from moralkit.collect.sweep import SweepIncompleteError, run_sweep, status_markdown
+
+    if a.status:
+        print(status_markdown(a.file))
+        return
+    table = run_sweep(a.file, only=a.only or None, progress=False if a.no_progress else None)
+    bad = table[table["state"] != "done"]
+    if len(bad):
+        raise SweepIncompleteError(bad, a.file)
 
 
 def cmd_findings(a):
@@ -399,6 +475,33 @@ def build_parser():
     r.add_argument("root", nargs="?", default=None, help="folder of run directories (default: data/raw)")
     r.add_argument("--survey", default=None, choices=["psm", "moralchoice", "moralchoice-likelihood"])
     r.set_defaults(func=cmd_runs)
+    es = sub.add_parser("estimate", allow_abbrev=False,
+                        help="requests, input and output tokens and cost of a collection before it runs, in each mode "
+                             "(online, n = M, batch, log-probabilities); nothing is sent")
+    es.add_argument("--survey", choices=["paper", "psm", "moralchoice"], default="paper",
+                    help="paper: PSM (161 prompts) + MoralChoice low (687 scenarios, M = 5) and high (679, M = 10)")
+    es.add_argument("--model", action="append", default=[], help="API model name (repeat for several)")
+    es.add_argument("--backend", choices=["openai", "anthropic", "transformers"], default="openai",
+                    help="transformers: count tokens with the local model's tokenizer")
+    es.add_argument("--provider", default=None, help="organisation, to pick the price table's entry (OpenAI, Anthropic)")
+    es.add_argument("--ambiguity", choices=["low", "high"], default=None, help="with --survey moralchoice")
+    es.add_argument("--n-scenarios", type=int, default=None, help="with --survey moralchoice (default: all)")
+    es.add_argument("--samples", type=int, default=None, help="M (default: the paper's, 5 low, 10 high)")
+    es.add_argument("--output-tokens", type=float, default=None,
+                    help="output tokens per answer (default: the committed runs' mean per kind of prompt; "
+                         "reasoning models spend more)")
+    es.add_argument("--sweep", default=None, help="estimate every model x survey of a sweep file instead")
+    _add_cost_args(es, collect=False)
+    es.set_defaults(func=cmd_estimate)
+    sw = sub.add_parser("sweep", allow_abbrev=False,
+                        help="run every model x survey of a sweep file (TOML; moralkit.collect.sweep), resumably, "
+                             "into the same run directories and exports as single runs")
+    sw.add_argument("file", help="the sweep file (TOML)")
+    sw.add_argument("--status", action="store_true",
+                    help="print the status table (done/total, tokens, cost, errors, resume command) and send nothing")
+    sw.add_argument("--only", action="append", default=[], help="run only this job, LABEL/SURVEY (repeatable)")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sw.set_defaults(func=cmd_sweep)
     f = sub.add_parser("findings", help="what the committed runs in data/ show, as Markdown (the README's section "
                                         "'What the committed runs show')", allow_abbrev=False)
     f.add_argument("--seed", type=int, default=0)

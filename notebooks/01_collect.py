@@ -21,24 +21,33 @@
 #
 # By default this notebook does **not** query any model (`collect = False`): it reads the committed
 # raw records in `data/raw/` and the tidy files in `data/psm/` and `data/moralchoice/`, shows how
-# they were produced and summarises their quality. Set `collect = True` to run a collection
-# (`limit` constrained rounds, in a temporary directory unless `out` is given). Everything below
-# calls `moralkit.collect`; the same runs are available from the command line
-# (`python -m moralkit collect psm|moralchoice ...`, see `data/README.md`).
+# they were produced and summarises their quality. Set `collect = True` to run a collection: the PSM
+# or MoralChoice (`survey`) for one `model`, or every model x survey of a sweep file (`sweep_file`),
+# into run directories under `data/raw` (or `out`), with a progress bar, its estimated cost first and
+# a status table after. Everything below calls `moralkit.collect`; the same runs are available from
+# the command line (`python -m moralkit collect psm|moralchoice ...`, `python -m moralkit sweep FILE`,
+# see `data/README.md`).
 
 # %% tags=["parameters"]
-quick = False  # quick mode: with collect=True, only 2 constrained rounds
+quick = False  # quick mode: with collect=True, only 2 constrained rounds (PSM) or 2 scenarios (MoralChoice)
 seed = 0  # sampling seed of a new collection run
-collect = False  # True: query the model below; False: use the committed data
+collect = False  # True: query the model below (or run the sweep); False: use the committed data
+survey = "psm"  # what to collect: "psm" or "moralchoice"
 backend = "transformers"  # "transformers" (local) or "openai" (API / OpenAI-compatible server)
 model = "qwen2.5-coder-0.5b-instruct"  # registry name, .gguf file, directory, hub id or API model name
-limit = None  # constrained rounds to administer when collecting (None: all 160)
+limit = None  # PSM: constrained rounds to administer (None: all 160); MoralChoice: scenarios this session
+ambiguity = "low"  # MoralChoice: "low" or "high"
+n_scenarios = None  # MoralChoice: a seeded random subset of this many scenarios (None: all)
+samples = None  # MoralChoice: M samples per form (None: the paper's, 5 low, 10 high)
 base_url = None  # OpenAI-compatible endpoint for backend="openai" (None: the OpenAI API)
-out = None  # run directory for a new collection (None: a temporary directory)
+max_cost = None  # dollars the run may cost (API models in the price table, or with price_in/price_out)
+price_in = None  # dollars per million input tokens (None: the genai-prices table)
+price_out = None  # dollars per million output tokens
+sweep_file = None  # a sweep file (TOML): its status table; with collect=True, run it
+out = None  # run directory of a single collection (None: data/raw/<psm|mc-AMB>-<model>-t1-s<seed>)
 data_path = None  # None: the committed data (moralkit.paths.data_dir())
 
 # %%
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -115,19 +124,50 @@ show(pd.DataFrame([dict(name=m.name, upstream=m.upstream, licence=m.licence, qua
 # %% [markdown]
 # ## A collection run (off by default)
 #
-# With `collect = True` this administers round 0 and `limit` constrained rounds to `model` and
-# stores every request attempt (raw text, parse status, timestamps, latency, tokens, sampling
-# parameters, seed) in an append-only run directory; re-running resumes.
+# With `collect = True` this administers `survey` to `model` (the PSM: round 0 and `limit`
+# constrained rounds; MoralChoice: the six forms x M samples of `n_scenarios` scenarios) and stores
+# every request attempt (raw text, parse status, timestamps, latency, tokens, sampling parameters,
+# seed) in an append-only run directory under `data/raw`, named as the command line names it;
+# re-running resumes. First its estimated requests, tokens and cost in each mode
+# (`moralkit.collect.cost`); `max_cost` stops it cleanly, resumable, before it could cost more. With
+# `sweep_file`, every model x survey of the file instead (`moralkit.collect.sweep`).
 
 # %%
-if collect:
-    from moralkit.collect import make_backend
+from moralkit.collect import cost, sweep
 
+if sweep_file is not None:
+    show(sweep.status_table(sweep_file), caption=f"Sweep {relative_path(Path(sweep_file))} before this session")
+if collect and sweep_file is not None:
+    print(sweep.estimate_sweep(sweep_file))
+    show(sweep.run_sweep(sweep_file, progress=True), caption="Sweep status after this session")
+elif collect:
+    from moralkit.collect import make_backend
+    from moralkit.collect.moralchoice import MC_LINE, moralchoice_quality, run_moralchoice
+    from moralkit.collect.runner import CollectionIncompleteError
+
+    lim = (2 if quick else None) if limit is None else limit
+    mc_kw = dict(ambiguity=ambiguity, n_scenarios=n_scenarios, samples=samples)
+    est = cost.estimate_table(
+        cost.survey_parts(survey, cost.counter_for(model, backend), **({"limit": lim} if survey == "psm" else mc_kw)),
+        cost.price_for(model, price_in=price_in, price_out=price_out), model=model)
+    show(est, caption="Estimated requests, tokens and cost of this collection (all of it), by mode")
     b = make_backend(backend, model, **({"base_url": base_url} if backend == "openai" else {}))
-    run_dir = Path(out) if out else Path(tempfile.mkdtemp(prefix="moralkit-run-"))
-    n = 2 if quick and limit is None else limit
-    ds = run_psm(b, run_dir, seed=seed, limit=n, order="shuffled", progress=False)
-    print(relative_path(run_dir), psm_quality(run_dir))
+    b.cost_meter = cost.CostMeter(price=cost.price_for(model, price_in=price_in, price_out=price_out)
+                                  if backend != "transformers" or price_in is not None else None, max_cost=max_cost)
+    name = f"psm-{b.model}-t1-s{seed}" if survey == "psm" else f"mc-{ambiguity}-{b.model}-t1-s{seed}"
+    run_dir = Path(out) if out else DATA / "raw" / name
+    try:
+        if survey == "psm":
+            _, rep = run_psm(b, run_dir, seed=seed, limit=lim, order="shuffled", progress=True, return_report=True)
+            print(relative_path(run_dir), psm_quality(run_dir))
+            print(rep.line("rounds (incl. round 0)"))
+        else:
+            _, rep = run_moralchoice(b, run_dir, seed=seed, limit=lim, order="shuffled", progress=True,
+                                     return_report=True, **mc_kw)
+            print(relative_path(run_dir), moralchoice_quality(run_dir))
+            print(rep.line(*MC_LINE))
+    except CollectionIncompleteError as e:  # saved and resumable: say so, and show the table below
+        print(e)
 else:
     print("collect = False: using the committed runs below")
 

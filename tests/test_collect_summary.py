@@ -64,3 +64,20 @@ def test_moralchoice_completed_counts_scenarios_by_m():
            for _ in range(m)]
     att += [dict(scenario_id="c", question_type="ab", ordering=0)] * 2  # c: one form extended, the rest not
     assert summary._moralchoice_completed(att) == "3 scenarios, 68 answers; M = 5 on 2, M = 1 on 1"
+
+
+def test_runs_markdown_of_an_api_model_without_licence(tmp_path):
+    """Issue 26: `moralkit runs` crashed under pandas 3 (AttributeError: 'float' object has no attribute
+    'replace') for any model outside the bundled registry, whose licence is unknown (None -> NaN)."""
+    run = tmp_path / "psm-api"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps(dict(
+        survey="psm", label="gpt-x", backend="openai", sampling={"temperature": 1.0}, seed=0, max_attempts=3,
+        backend_info={"backend": "openai", "model": "gpt-x"}, created="2026-11-26T00:00:00Z",
+        sessions=[{"argv": ["python", "-m", "moralkit", "collect", "psm", "--model", "gpt-x"]}])))
+    (run / "records.jsonl").write_text(json.dumps(dict(kind="attempt", task="r000", attempt=1, status="ok",
+                                                       parsed=[1, 2, 3, 4, 5], latency_s=0.1)) + "\n")
+    text = summary.runs_markdown([run])
+    row = text.splitlines()[2]
+    assert row.startswith("| psm-api | psm | gpt-x |  | 1.0 | 0 |"), row  # the unknown licence is an empty cell
+    assert "`python -m moralkit collect psm --model gpt-x`" in row

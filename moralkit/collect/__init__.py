@@ -12,8 +12,10 @@
 - :mod:`~moralkit.collect.moralchoice`: ``run_moralchoice``, ``moralchoice_frame``, ``export_moralchoice``.
 - :mod:`~moralkit.collect.server`: a minimal OpenAI-compatible chat-completions server for local models.
 - :mod:`~moralkit.collect.summary`: data-quality tables and a figure for collection runs.
+- :mod:`~moralkit.collect.cost`: prices, token estimates, cost by mode, budgets and tokens per minute.
+- :mod:`~moralkit.collect.sweep`: a panel of models x surveys from one TOML file, and its status table.
 
-Command line: ``python -m moralkit collect psm|moralchoice ...``, ``export``, ``repair``
+Command line: ``python -m moralkit collect psm|moralchoice ...``, ``estimate``, ``sweep``, ``export``, ``repair``
 (``python -m moralkit --help``).
 """
 

@@ -93,7 +93,8 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
                     n_scenarios=None, scenario_seed: int = 0, samples=None, question_types=None,
                     sampling: Sampling | None = None, max_tokens=None, seed: int = 0, header: str = "system",
                     system=None, source=None, order: str = "table", limit: int | None = None,
-                    progress: bool = True, export=None, return_report: bool = False) -> pd.DataFrame:
+                    progress: bool = True, export=None, return_report: bool = False,
+                    provider=None) -> pd.DataFrame:
     """Administer MoralChoice (six forms x ``samples``) and return the answers in the response layout.
 
     Parameters
@@ -140,6 +141,9 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         Also write the response file (:func:`export_moralchoice`) there.
     return_report : bool, default False
         Also return the session's :class:`~moralkit.collect.runner.RunReport`.
+    provider : str, optional
+        The organisation that publishes the model (the ``provider`` column), as in
+        :func:`moralkit.collect.run_psm`; set when the run directory is created.
 
     Returns
     -------
@@ -194,7 +198,7 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     manifest = dict(
         survey="moralchoice", label=label, backend=backend.name, model=backend.model, ambiguity=ambiguity,
         seed=int(seed), sampling={**sampling.to_dict(), "max_tokens": mt}, header=header, system=None,
-        provider="", backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
+        provider=provider or "", backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
         session=dict(session_info(), scenarios=len(chosen), samples=M, question_types=list(qts),
                      n_scenarios=n_scenarios, scenario_seed=scenario_seed, order=order, limit=limit),
     )

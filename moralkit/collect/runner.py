@@ -178,6 +178,15 @@ class RunReport:
     #: answers recorded with status ``length`` (empty: the output budget ran out)
     length: int = 0
 
+    #: tokens the server counted in this session's responses (``None`` counts as 0)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: dollars of this session (``None``: no price known; see :mod:`moralkit.collect.cost`)
+    cost: float | None = None
+    #: dollars of the whole run so far and its ``--max-cost`` (``None`` without a budget)
+    run_cost: float | None = None
+    max_cost: float | None = None
+
     @property
     def fatal(self) -> bool:
         """The session stopped on something no retry fixes (a refused parameter, key or model): exit status 2."""
@@ -204,7 +213,12 @@ class RunReport:
             error_types=self.error_types + other.error_types, stopped=self.stopped or other.stopped,
             refused=self.refused or other.refused,
             wall_seconds=self.wall_seconds + other.wall_seconds,
-            busy_slot_seconds=self.busy_slot_seconds + other.busy_slot_seconds, length=self.length + other.length)
+            busy_slot_seconds=self.busy_slot_seconds + other.busy_slot_seconds, length=self.length + other.length,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0),
+            run_cost=other.run_cost if other.run_cost is not None else self.run_cost,
+            max_cost=other.max_cost if other.max_cost is not None else self.max_cost)
         return out
 
     def line(self, unit: str = "tasks", answered: str = "answered", missing: str = "missing") -> str:
@@ -222,6 +236,19 @@ class RunReport:
         if self.length:
             s += (f"; {self.length} answers empty at the output budget (status length: raise --max-tokens, "
                   "reasoning models spend it on hidden reasoning)")
+        return s + self.cost_text()
+
+    def cost_text(self) -> str:
+        """``; tokens 12,345 in / 678 out, $0.0123`` (and the run's cost against ``--max-cost``)."""
+        def format_usd(x):  # as moralkit.collect.cost.format_usd (which imports this module's users)
+            return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4f}"
+
+        s = f"; tokens {self.prompt_tokens:,} in / {self.completion_tokens:,} out"
+        if self.cost is not None:
+            s += f", {format_usd(self.cost)}"
+        if self.max_cost is not None and self.run_cost is not None:
+            s += (f"; run so far {format_usd(self.run_cost)} of --max-cost {format_usd(self.max_cost)}, "
+                  f"{format_usd(self.max_cost - self.run_cost)} remains")
         return s
 
     def problem(self) -> str | None:
@@ -250,7 +277,10 @@ class RunReport:
         return dict(tasks=self.tasks, done=self.done, answered=self.answered, missing=self.missing,
                     undone=len(self.undone), sent=self.sent, attempts=self.attempts, errors=self.errors,
                     error_types=dict(self.error_types), stopped=self.stopped, length=self.length, fatal=self.fatal,
-                    mean_busy_slots=round(self.mean_busy_slots, 3))
+                    mean_busy_slots=round(self.mean_busy_slots, 3), prompt_tokens=self.prompt_tokens,
+                    completion_tokens=self.completion_tokens,
+                    cost_usd=None if self.cost is None else round(self.cost, 6),
+                    run_cost_usd=None if self.run_cost is None else round(self.run_cost, 6), max_cost_usd=self.max_cost)
 
 
 class CollectionIncompleteError(MoralkitError):
@@ -426,6 +456,10 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
         redact.add(s)
     sched.redact = redact  # errors are redacted before they are cut (handle() cuts them)
     attempt_no = {}
+    # tokens, cost, budget and tokens-per-minute pace (moralkit.collect.cost.CostMeter), when attached
+    meter = getattr(backend, "cost_meter", None)
+    if meter is not None:
+        meter.begin(store.records)
 
     def request_for(t: Task) -> Request:
         # the next attempt number: one more than the last stored (attempts are 1..n, so this is n + 1; after
@@ -444,6 +478,10 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
     def handle(t: Task, rq: Request, c: Completion, batch: int) -> None:
         a = attempt_no[t.task]
         rep.sent += 1
+        rep.prompt_tokens += c.prompt_tokens or 0
+        rep.completion_tokens += c.completion_tokens or 0
+        if meter is not None:
+            meter.settle(rq, c)
         base = dict(common, task=t.task, **t.fields, seed=rq.seed, prompt_sha256=prompt_sha256(rq.messages),
                     sampling=rq.sampling.to_dict(), started=iso_time(c.started), finished=utc_now(),
                     latency_s=round(c.latency_s, 4), prompt_tokens=c.prompt_tokens,
@@ -488,11 +526,14 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
     t0 = time.perf_counter()
     try:
         if hasattr(backend, "open_session"):
-            run_sync(_pool(backend, sched, request_for, handle, C))
+            run_sync(_pool(backend, sched, request_for, handle, C, meter))
         else:
-            _batches(backend, sched, request_for, handle)
+            _batches(backend, sched, request_for, handle, meter)
     finally:
         rep.wall_seconds = time.perf_counter() - t0
+        if meter is not None and meter.price is not None:
+            rep.cost = meter.price.cost(rep.prompt_tokens, rep.completion_tokens)
+            rep.run_cost, rep.max_cost = meter.spent, meter.max_cost
         for t in tasks:
             if sched.is_done(t):
                 rep.done += 1
@@ -520,7 +561,15 @@ def _record_sent(backend, store) -> None:
     store.update_manifest()
 
 
-def _batches(backend, sched, request_for, handle):
+def _admit(meter, sched, rq) -> bool:
+    """Whether the budget lets ``rq`` be sent; if not, the session stops (the task stays undone)."""
+    if meter is None or meter.admit(rq):
+        return True
+    sched.stopped = meter.stop_message()
+    return False
+
+
+def _batches(backend, sched, request_for, handle, meter=None):
     B = max(1, int(getattr(backend, "batch_size", 1)))
     while not sched.stopped:
         batch = []
@@ -536,6 +585,12 @@ def _batches(backend, sched, request_for, handle):
             time.sleep(w)
             continue
         reqs = [request_for(t) for t in batch]
+        admitted = 0
+        while admitted < len(reqs) and _admit(meter, sched, reqs[admitted]):
+            admitted += 1
+        batch, reqs = batch[:admitted], reqs[:admitted]
+        if not reqs:
+            return
         try:
             comps = list(backend.generate(reqs))
             if len(comps) != len(reqs):
@@ -547,12 +602,15 @@ def _batches(backend, sched, request_for, handle):
             handle(t, rq, c, len(reqs))
 
 
-async def _pool(backend, sched, request_for, handle, C):
+async def _pool(backend, sched, request_for, handle, C, meter=None):
+    limiter = meter.tpm_limiter() if meter is not None else None
     async with backend.open_session() as session:
         running: dict = {}
 
         async def one(rq):
             try:
+                if limiter is not None:  # tokens per minute: the prompt and the whole output budget
+                    await limiter.acquire(min(meter.worst_case(rq)[0], limiter.max_rate))
                 return await session.complete(rq)
             except Exception as e:  # complete() should not raise; if it does, it is this request's error
                 return Completion(text=None, error=f"{type(e).__name__}: {getattr(sched, 'redact', str)(str(e))}",
@@ -564,6 +622,8 @@ async def _pool(backend, sched, request_for, handle, C):
                 if t is None:
                     break
                 rq = request_for(t)
+                if not _admit(meter, sched, rq):
+                    break
                 running[asyncio.ensure_future(one(rq))] = (t, rq, len(running) + 1)
             if not running:
                 w = sched.wait_time()

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .. import paths
+from .cost import price_for, records_usage
 from .store import read_records
 
 __all__ = ["find_runs", "runs_table", "runs_markdown", "psm_quality_table", "status_table", "moralchoice_quality_table",
@@ -145,12 +146,26 @@ def _moralchoice_completed(att) -> str:
             + ", ".join(f"M = {m} on {k}" for m, k in ms.items()))
 
 
+def _cell(v) -> str:
+    """A table cell as Markdown text: ``""`` for a missing value (``None``, NaN), else ``str(v)``.
+
+    Examples
+    --------
+    >>> [_cell(None), _cell(float("nan")), _cell(1.0), _cell("MIT")]
+    ['', '', '1.0', 'MIT']
+    """
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    return str(v)
+
+
 def runs_markdown(runs) -> str:
     """:func:`runs_table` as a Markdown table (the one in ``data/README.md``; ``python -m moralkit runs``)."""
     t = runs_table(runs)
     if not len(t):
         return "(no runs)"
-    cells = t.astype(str).map(lambda v: v.replace("|", "\\|"))
+    # cell by cell: under pandas 3, ``astype(str)`` keeps a missing value (an API model's licence) as NaN
+    cells = t.map(_cell).map(lambda v: v.replace("|", "\\|"))
     cells["command"] = "`" + cells["command"] + "`"
     lines = ["| " + " | ".join(t.columns) + " |", "|" + "---|" * len(t.columns)]
     lines += ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)]
@@ -158,7 +173,9 @@ def runs_markdown(runs) -> str:
 
 
 def runs_table(runs) -> pd.DataFrame:
-    """One row per run (any survey): model, licence, sampling, seeds, dates, size, and the exact command
+    """One row per run (any survey): model, licence, sampling, seeds, dates, size, the tokens the server counted
+    (``input_tokens``, ``output_tokens``) and, for an API model in the genai-prices table, their cost in
+    dollars at today's list price (``cost_usd``; empty for local models), and the exact command
     of its latest session (``python -m moralkit ...``; re-running it resumes the run), read from the manifests and records."""
     import json
     import shlex
@@ -167,7 +184,8 @@ def runs_table(runs) -> pd.DataFrame:
     for run in runs:
         run = Path(run)
         m = json.loads((run / "manifest.json").read_text())
-        att = _attempts(run)
+        recs = read_records(run)
+        att = [r for r in recs if r.get("kind", "attempt") == "attempt"]
         sess = m.get("sessions", [])
         argv = sess[-1]["argv"] if sess else []
         if argv and argv[0].endswith("__main__.py"):
@@ -181,11 +199,17 @@ def runs_table(runs) -> pd.DataFrame:
         else:
             what = _moralchoice_completed(att)
         finished = max((a.get("finished") or "" for a in att), default="")
+        tin, tout, _ = records_usage(recs)
+        price = None
+        if m.get("backend") not in (None, "transformers", "simulated"):
+            info = m.get("backend_info") or {}
+            price = price_for(info.get("remote_model") or m.get("model"), m.get("provider"))
         rows.append(dict(
             run=run.name, survey=m["survey"], model=m["label"], licence=m.get("backend_info", {}).get("licence"),
             temperature=m.get("sampling", {}).get("temperature", ""), seed=m.get("seed", ""),
             design_seed=m.get("design_seed", ""), ambiguity=m.get("ambiguity", ""), completed=what,
-            requests=len(att), collected=f"{m.get('created', '')[:16]} – {finished[:16]}",
+            requests=len(att), input_tokens=tin, output_tokens=tout,
+            cost_usd="" if price is None else round(price.cost(tin, tout), 4), collected=f"{m.get('created', '')[:16]} – {finished[:16]}",
             command=" ".join(shlex.quote(x) for x in argv),
         ))
     return pd.DataFrame(rows)

@@ -182,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
                                               "type": "invalid_request_error", "code": "model_not_found"}})
         messages = req.get("messages", [])
         text = fake_answer(messages, req.get("seed"))
-        usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+        usage = srv._usage(req, text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
         body = {"id": "fault", "object": "chat.completion", "created": 0, "model": req.get("model", "fault-double"),
                 "choices": [choice], "usage": usage}
@@ -209,6 +209,9 @@ class _Handler(BaseHTTPRequestHandler):
         usable = fault in (None, "surrogate")
         if usable:
             srv._log(req, choice["message"]["content"])
+            with srv._lock:
+                srv.billed[0] += body["usage"]["prompt_tokens"]
+                srv.billed[1] += body["usage"]["completion_tokens"]
         self._json(200, body)
 
 
@@ -235,10 +238,13 @@ class FaultServer:
         Every error body also echoes the ``Authorization`` header, the key and its base64 forms.
     max_seconds : float
         The server shuts itself down after this long.
+    usage : callable, optional
+        ``usage(request_json, answer_text) -> (prompt_tokens, completion_tokens)``, the token counts the
+        response reports (default 10 and 2), e.g. counted with a real tokenizer to test cost accounting.
     """
 
     def __init__(self, rate=0.0, faults=TRANSIENT_FAULTS, seed=0, hang=3.0, retry_after=1, latency=None,
-                 api_key="sk-test-fault-server-key-0000", max_seconds=600.0, echo=False):
+                 api_key="sk-test-fault-server-key-0000", max_seconds=600.0, echo=False, usage=None):
         bad = [f for f in faults if f not in FAULTS + FATAL_FAULTS]
         if bad or not 0 <= rate <= 1:
             raise ValueError(f"unknown faults {bad} or rate {rate} outside [0, 1]; faults: {FAULTS}")
@@ -250,6 +256,8 @@ class FaultServer:
         self.n = 0
         self.counts: dict = {}
         self.usable: list = []  # (seed, text) of every usable answer sent
+        self.usage = usage
+        self.billed = [0, 0]  # prompt and completion tokens of every usable answer sent
         self._lock = threading.Lock()
         self._httpd = None
 
@@ -260,6 +268,10 @@ class FaultServer:
             fault = rng.choice(self.faults) if self.faults and rng.random() < self.rate else None
             self.counts[fault] = self.counts.get(fault, 0) + 1
         return fault, (self.latency(req) if self.latency else 0.0)
+
+    def _usage(self, req, text) -> dict:
+        pt, ct = self.usage(req, text) if self.usage else (10, 2)
+        return {"prompt_tokens": int(pt), "completion_tokens": int(ct), "total_tokens": int(pt) + int(ct)}
 
     def _log(self, req, text):
         with self._lock:

@@ -1,0 +1,215 @@
+"""Sweeps (issue 26 item 4): one TOML file, every model x survey, strict validation, the same run directories
+and exports as single runs, a status table, and SIGKILL at random points loses and duplicates nothing.
+
+The servers are :class:`moralkit.collect.faultserver.FaultServer` test doubles (answers are hashes, never
+data), reached through the official ``openai`` SDK by the real collectors.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from moralkit.collect.faultserver import FaultServer
+from moralkit.collect.store import read_records
+from moralkit.collect.sweep import load_sweep, status_table
+from moralkit.errors import MoralkitError
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, FAULT_KEY="sk-test-fault-server-key-0000", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+SHARED = ROOT.parent / "shared" / "moralchoice"
+needs_mc = pytest.mark.skipif(not SHARED.exists(), reason="MoralChoice survey files not available")
+
+
+def _cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "moralkit", *map(str, args)], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _sweep(tmp_path, urls, surveys=None, extra_model=""):
+    surveys = surveys or '''
+[[surveys]]
+survey = "psm"
+limit = 5
+
+[[surveys]]
+survey = "moralchoice"
+ambiguity = "low"
+n_scenarios = 3
+samples = 2
+'''
+    text = f'''
+[sweep]
+data = "data"
+
+[providers.OpenAI]
+concurrency = 3
+rpm = 60000
+tpm = 100000000
+base_url = "{urls[0]}"
+api_key_env = "FAULT_KEY"
+timeout = 2
+backoff = 0.02
+
+[providers.Local]
+concurrency = 2
+base_url = "{urls[1]}"
+api_key_env = "FAULT_KEY"
+timeout = 2
+backoff = 0.02
+
+[[models]]
+label = "fake-a"
+backend = "openai"
+model = "fault-double"
+provider = "OpenAI"
+price_in = 1.0
+price_out = 4.0
+{extra_model}
+
+[[models]]
+label = "fake-b"
+backend = "openai"
+model = "fault-double"
+provider = "Local"
+{surveys}'''
+    p = tmp_path / "sweep.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("bad, message", [
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\ntemprature = 1\n[[surveys]]\nsurvey = "psm"\n',
+     r"\[\[models\]\] #1 \(m\): unknown key 'temprature'; allowed keys: .*parameters"),
+    ('[[models]]\nbackend = "opnai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\n',
+     r"backend 'opnai' is unknown; use one of .*openai"),
+    ('[[models]]\nbackend = "openai"\n[[surveys]]\nsurvey = "psm"\n', r"missing key 'model'"),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[models]]\nbackend = "openai"\nmodel = "m"\n'
+     '[[surveys]]\nsurvey = "psm"\n', r"label 'm' is used twice"),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\nparameters = { temperature = "hot" }\n[[surveys]]\nsurvey = "psm"\n',
+     r"parameters: temperature must be an integer or a number, got 'hot'"),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "moralchoice"\n',
+     r"\[\[surveys\]\] #1: ambiguity must be \"low\" or \"high\""),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "moralchoice"\nambiguity = "low"\n'
+     'n_scenarios = 3\nscenarios = ["A"]\n', r"give scenarios or n_scenarios, not both"),
+    ('[providers.OpenAI]\nrpm = 0\n[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\n',
+     r"\[providers.OpenAI\]: rpm must be >= 1"),
+    ('[providers.OpenAI]\n[[models]]\nbackend = "openai"\nmodel = "m"\nprovider = "OpenAl"\n[[surveys]]\nsurvey = "psm"\n',
+     r"provider 'OpenAl' has no \[providers.OpenAl\] table"),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\nlimits = 3\n',
+     r"\(psm\): unknown key 'limits'; allowed keys: attempts, design_seed, limit, order, survey"),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n', r"no \[\[surveys\]\]"),
+    ('[modles]\n', r"unknown top-level key 'modles'"),
+    ('[[models]\n', r"not valid TOML"),
+])
+def test_sweep_files_are_validated_strictly(tmp_path, bad, message):
+    p = tmp_path / "s.toml"
+    p.write_text(bad)
+    with pytest.raises(MoralkitError, match=message):
+        load_sweep(p)
+    r = _cli("sweep", p, "--status")
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+@needs_mc
+def test_sweep_writes_the_same_runs_and_exports_as_single_runs(tmp_path):
+    with FaultServer(rate=0.2, faults=("429", "500", "drop"), retry_after=0, hang=0.5) as a, FaultServer() as b:
+        path = _sweep(tmp_path, (a.url, b.url))
+        st = _cli("sweep", path, "--status")
+        assert st.returncode == 0 and st.stdout.count("| not started |") == 4
+        r = _cli("sweep", path, "--no-progress")
+        assert r.returncode == 0, r.stderr[-2000:]
+        single = tmp_path / "single"
+        s = _cli("collect", "moralchoice", "--backend", "openai", "--model", "fault-double", "--label", "fake-b",
+                 "--base-url", b.url, "--api-key-env", "FAULT_KEY", "--ambiguity", "low", "--n-scenarios", "3",
+                 "--samples", "2", "--out", single / "raw" / "mc-low-fake-b-t1-s0", "--no-progress",
+                 "--export", single / "fake-b-low.csv.gz")
+        assert s.returncode == 0, s.stderr[-2000:]
+        p = _cli("collect", "psm", "--backend", "openai", "--model", "fault-double", "--label", "fake-a",
+                 "--base-url", a.url, "--api-key-env", "FAULT_KEY", "--limit", "5", "--backoff", "0.02",
+                 "--out", single / "raw" / "psm-fake-a-t1-s0", "--no-progress", "--export", single / "fake-a.csv.gz")
+        assert p.returncode == 0, p.stderr[-2000:]
+    data = tmp_path / "data"
+    assert sorted(d.name for d in (data / "raw").iterdir()) == [
+        "mc-low-fake-a-t1-s0", "mc-low-fake-b-t1-s0", "psm-fake-a-t1-s0", "psm-fake-b-t1-s0"]
+    # the exports are those of single runs of the same answers, apart from when each answer came (timestamp)
+    # and the organisation the sweep file names (`provider`; the single runs did not give one)
+    import pandas as pd
+
+    for got, ref, provider in ((data / "moralchoice" / "fake-b-low.csv.gz", single / "fake-b-low.csv.gz", "Local"),
+                               (data / "psm" / "fake-a.csv.gz", single / "fake-a.csv.gz", "OpenAI")):
+        g, e = pd.read_csv(got, keep_default_na=False), pd.read_csv(ref, keep_default_na=False)
+        assert list(g.columns) == list(e.columns) and len(g) == len(e) > 0
+        assert set(g["provider"].astype(str)) == {provider}
+        drop = [c for c in ("timestamp", "provider") if c in g.columns]
+        pd.testing.assert_frame_equal(g.drop(columns=drop), e.drop(columns=drop))
+    t = status_table(path).set_index(["model", "survey"])
+    assert (t["state"] == "done").all() and t.loc[("fake-a", "psm"), "total"] == 6
+    assert t.loc[("fake-b", "moralchoice-low"), "done"] == 3 * 6 * 2
+    assert t.loc[("fake-a", "psm"), "input_tokens"] == 60  # the double bills 10 prompt tokens per answer
+    assert t.loc[("fake-a", "psm"), "cost_usd"] == pytest.approx((60 * 1.0 + 12 * 4.0) / 1e6)
+    assert "--only fake-b/moralchoice-low" in t.loc[("fake-b", "moralchoice-low"), "command"]
+    assert "[sweep] fake-a/psm: done, 6/6 done" in r.stdout
+
+
+def test_a_budget_leaves_one_job_incomplete_and_the_sweep_exits_3(tmp_path):
+    with FaultServer() as a, FaultServer() as b:
+        path = _sweep(tmp_path, (a.url, b.url), surveys='[[surveys]]\nsurvey = "psm"\nlimit = 4\n',
+                      extra_model="max_cost = 0.003")
+        r = _cli("sweep", path, "--no-progress")
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "INCOMPLETE sweep: 1 job(s) not done: fake-a/psm" in r.stderr and "budget" in r.stdout
+    t = status_table(path).set_index("model")
+    assert t.loc["fake-b", "state"] == "done" and t.loc["fake-a", "state"] == "incomplete"
+
+
+def _lines(p):
+    return p.read_bytes().split(b"\n")[:-1] if p.exists() else []
+
+
+@needs_mc
+def test_sigkill_of_a_sweep_loses_and_duplicates_nothing(tmp_path):
+    """A sweep killed at random points and resumed: every stored record kept, none duplicated; a request is
+    answered twice only if it was in flight at a kill."""
+    rng = random.Random(26)
+    with FaultServer(rate=0.1, faults=("429", "500"), retry_after=0, seed=1) as a, FaultServer(seed=2) as b:
+        path = _sweep(tmp_path, (a.url, b.url))
+        runs = tmp_path / "data" / "raw"
+        seen: dict = {}
+        kills = 0
+        for k in range(5):
+            target = sum(len(v) for v in seen.values()) + rng.randint(3, 25)
+            proc = subprocess.Popen([sys.executable, "-m", "moralkit", "sweep", str(path), "--no-progress"], cwd=ROOT,
+                                    env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t0 = time.time()
+            while proc.poll() is None and time.time() - t0 < 120 and \
+                    sum(len(_lines(d / "records.jsonl")) for d in runs.glob("*")) < target:
+                time.sleep(0.002)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+            proc.wait(60)
+            for d in runs.glob("*"):
+                now = _lines(d / "records.jsonl")
+                assert now[:len(seen.get(d.name, []))] == seen.get(d.name, [])  # nothing stored was lost or changed
+                seen[d.name] = now
+        r = _cli("sweep", path, "--no-progress")
+        assert r.returncode == 0, r.stderr[-2000:]
+        answered = Counter(s for s, _ in a.usable) + Counter(s for s, _ in b.usable)
+    assert kills >= 3
+    stored = Counter()
+    for d in runs.glob("*"):
+        att = [x for x in read_records(d) if x["kind"] == "attempt"]
+        keys = [(x["task"], x["attempt"]) for x in att]
+        assert len(keys) == len(set(keys))  # 0 duplicated
+        stored.update(x["seed"] for x in att)
+        assert _lines(d / "records.jsonl")[:len(seen[d.name])] == seen[d.name]
+    twice = sum((answered - stored).values())
+    assert twice <= 3 * kills + 2 * kills  # only requests in flight at a kill (concurrency 3 + 2) are re-sent
+    assert (status_table(path)["state"] == "done").all()
