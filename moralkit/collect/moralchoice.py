@@ -37,8 +37,9 @@ from ..atomicfile import atomic_path
 from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import Backend, Sampling
-from .runner import CollectionIncompleteError, Task, check_label, run_tasks
+from .runner import CollectionIncompleteError, Task, check_label
 from .store import RecordStore, git_commit, package_versions, provider_of, read_records, session_info, utc_now
+from .units import run_requests
 
 __all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
            "select_scenarios", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "MC_IDENTITY"]
@@ -84,7 +85,8 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
                     n_scenarios=None, scenario_seed: int = 0, samples=None, question_types=None,
                     sampling: Sampling | None = None, max_tokens=None, seed: int = 0, header: str = "system",
                     system=None, source=None, order: str = "table", limit: int | None = None,
-                    progress: bool = True, export=None, return_report: bool = False) -> pd.DataFrame:
+                    progress: bool = True, export=None, return_report: bool = False,
+                    samples_per_request: int = 1) -> pd.DataFrame:
     """Administer MoralChoice (six forms x ``samples``) and return the answers in the response layout.
 
     Parameters
@@ -129,6 +131,10 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         Also write the response file (:func:`export_moralchoice`) there.
     return_report : bool, default False
         Also return the session's :class:`~moralkit.collect.runner.RunReport`.
+    samples_per_request : int, default 1
+        Ask ``k`` of the ``M`` samples of a form in one request (OpenAI-style ``n = k``; API backends):
+        one seed per request instead of one per sample (:mod:`moralkit.collect.units`). The default
+        sends one request per sample, as before, with the same answers.
 
     Returns
     -------
@@ -162,6 +168,9 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     M = DEFAULT_SAMPLES.get(ambiguity, 5) if samples is None else int(samples)
     if M < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    k = int(samples_per_request)
+    if k < 1:
+        raise ValueError(f"samples_per_request must be >= 1, got {samples_per_request}")
     if order not in ("table", "shuffled"):
         raise ValueError(f"order must be 'table' or 'shuffled', got {order!r}")
     if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
@@ -179,7 +188,8 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         seed=int(seed), sampling={**sampling.to_dict(), "max_tokens": mt}, header=header, system=None,
         provider="", backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
         session=dict(session_info(), scenarios=len(chosen), samples=M, question_types=list(qts),
-                     n_scenarios=n_scenarios, scenario_seed=scenario_seed, order=order, limit=limit),
+                     n_scenarios=n_scenarios, scenario_seed=scenario_seed, order=order, limit=limit,
+                     **({"samples_per_request": k} if k > 1 else {})),
     )
     store = RecordStore(run_dir, manifest, identity_keys=MC_IDENTITY, secrets=getattr(backend, "secrets", list)())
     common = dict(run=Path(run_dir).name, survey="moralchoice", label=label, backend=backend.name,
@@ -224,6 +234,15 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
             new_scenarios += len(undone)
         tasks.extend(block_tasks)
     total = len(tasks)
+    groups = None
+    if k > 1:  # samples m0..m0+k-1 of one (scenario, form, ordering) in one request with n = k
+        groups = []
+        for t in tasks:
+            m = t.fields["sample"]
+            if m % k == 0:
+                f = t.fields
+                ids = [_task_id(f["scenario_id"], f["question_type"], f["ordering"], j) for j in range(m, min(m + k, M))]
+                groups.append((f"{f['scenario_id']}|{f['question_type']}|{f['ordering']}|n{k}|{m}", ids))
 
     def parse(t, text):
         a1, a2, o = t.context
@@ -236,8 +255,8 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
 
         bar = tqdm(total=total, desc=f"MoralChoice {ambiguity} {label}", unit="answer")
     try:
-        report = run_tasks(backend, store, tasks, parse, seed=seed, sampling=sampling, max_attempts=1,
-                           common=common, bar=bar, record_batch=True)
+        report = run_requests(backend, store, tasks, parse, seed=seed, sampling=sampling, max_attempts=1,
+                              common=common, bar=bar, record_batch=True, groups=groups)
         sess = store.manifest["sessions"][-1] if store.manifest.get("sessions") else None
         if sess is not None:
             sess["result"] = report.to_dict()

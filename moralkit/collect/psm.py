@@ -42,7 +42,7 @@ from ..psm.design import (
     unconstrained_prompt,
 )
 from .backends import Backend, Sampling
-from .runner import CollectionIncompleteError, Task, check_label, run_tasks
+from .runner import CollectionIncompleteError, Task, check_label
 from .store import (
     RecordStore,
     git_commit,
@@ -53,6 +53,7 @@ from .store import (
     session_info,
     utc_now,
 )
+from .units import run_requests
 
 __all__ = ["run_psm", "psm_dataset", "export_psm", "psm_quality", "round_order", "PSM_IDENTITY",
            "MAX_ATTEMPTS"]
@@ -176,7 +177,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     try:
         r0 = Task("r000", unconstrained_prompt(), {"round": 0}, system=system,
                   sampling=sampling.__class__(**{**sampling.to_dict(), "max_tokens": max(sampling.max_tokens, 32)}))
-        report = run_tasks(backend, store, [r0], lambda t, text: parse_unconstrained(text), seed=seed,
+        report = run_requests(backend, store, [r0], lambda t, text: parse_unconstrained(text), seed=seed,
                            sampling=sampling, max_attempts=max_attempts, common=common, bar=bar)
         if report.complete:
             q0 = _q0(store)
@@ -186,7 +187,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
                 tasks.append(Task(f"r{r:03d}", constrained_prompt(rd.options(q0)),
                                   {"round": r, "corner": "".join(str(int(v)) for v in rd.corner(q0))},
                                   system=system))
-            report = report.merge(run_tasks(backend, store, tasks, lambda t, text: parse_option(text, n_options),
+            report = report.merge(run_requests(backend, store, tasks, lambda t, text: parse_option(text, n_options),
                                             seed=seed, sampling=sampling, max_attempts=max_attempts, common=common,
                                             bar=bar))
         else:  # without round 0 the corners are unknown: nothing else can be asked

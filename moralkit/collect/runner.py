@@ -356,6 +356,8 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
                     completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, response_model=c.model)
         if record_batch:
             base["batch"] = batch
+        if getattr(c, "cached", None):  # served by the response cache (moralkit.collect.cache): when it was stored
+            base["cached"] = c.cached
         rep.busy_slot_seconds += max(0.0, c.latency_s)
         error = c.error
         if error is None:
