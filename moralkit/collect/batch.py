@@ -542,7 +542,7 @@ class BatchBackend(Backend):
         for u in units:
             body = self.api.body(u.request)
             hit = self.cache.get(self.cache.key(self.api.api, self.base_url, body, u.request.seed))
-            if hit is None:
+            if hit is None or len(hit["texts"]) < u.n:
                 left.append(u)
                 continue
             extra = dict(cached=hit["created"])
@@ -588,6 +588,7 @@ class BatchBackend(Backend):
 
     def _ensure_submitted(self, J, sub, st, store):
         """Upload and create what a submission still lacks, finding what a killed session had created."""
+        st = J.submissions()[sub]  # the journal's state, never a stale copy
         st = dict(st, input_path=str(J.files / st["intent"]["input"]))
         fresh = sub in self._fresh
         if st["file_id"] is None:
@@ -632,7 +633,7 @@ class BatchBackend(Backend):
                 st = pending[sub]
                 if st["ended"] is None:
                     self._ensure_submitted(J, sub, st, store)
-                    st = J.submissions()[sub]
+                    st = pending[sub] = J.submissions()[sub]
                     p = self.api.poll(st["batch_id"])
                     sig = (p["status"], json.dumps(p["counts"], sort_keys=True))
                     if last.get(sub, (None, 0))[0] != sig or time.monotonic() - last[sub][1] > 60:
@@ -649,9 +650,11 @@ class BatchBackend(Backend):
                     J.append(dict(event="ended", sub=sub, batch_id=st["batch_id"], status=p["status"],
                                   counts=p["counts"], errors=p.get("errors", []), results=names,
                                   created_at=p.get("created_at")))
-                    st = J.submissions()[sub]
+                    st = pending[sub] = J.submissions()[sub]
                 if self._merge(J, store, sub, st, by_id, parse, common, record_batch, rep, failed, errs):
                     del pending[sub]
+                else:  # not our batch after all: find or create ours
+                    pending[sub] = J.submissions()[sub]
                 if bar is not None:
                     done = sum(task_done(store, t, max_attempts) for t in tasks)
                     bar.update(done - self._bar_done)
@@ -698,7 +701,7 @@ class BatchBackend(Backend):
                     errs[s[0]] += 1
             elif self.cache is not None:
                 self.cache.put(self.cache.key(self.api.api, self.base_url, self.api.body(u.request), u.request.seed),
-                               dict(texts=texts, reasons=reasons, meta=meta))
+                               dict(texts=texts, reasons=reasons, meta=meta, data=None))
         J.append(dict(event="merged", sub=sub))
         return True
 

@@ -160,14 +160,30 @@ class ResponseCache:
 
 
 def completion_to_cache(c: Completion) -> dict:
-    return dict(text=c.text, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
-                finish_reason=c.finish_reason, model=c.model, data=c.data)
+    """A usable completion as a cache entry: ``texts`` and ``reasons`` of its choices, ``meta`` (tokens, model)
+    and the response's JSON when it was kept (``data``). Batch results are stored in the same form."""
+    texts, reasons = [c.text], [c.finish_reason]
+    if isinstance(c.data, dict) and isinstance(c.data.get("choices"), list):
+        ch = sorted((x for x in c.data["choices"] if isinstance(x, dict)), key=lambda x: x.get("index", 0) or 0)
+        if ch and all(isinstance((x.get("message") or {}).get("content"), str) for x in ch):
+            texts = [x["message"]["content"] for x in ch]
+            reasons = [x.get("finish_reason") for x in ch]
+    return dict(texts=texts, reasons=reasons, data=c.data,
+                meta=dict(prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens, model=c.model))
 
 
 def completion_from_cache(v: dict) -> Completion:
-    c = Completion(text=v["text"], prompt_tokens=v.get("prompt_tokens"), completion_tokens=v.get("completion_tokens"),
-                   latency_s=0.0, finish_reason=v.get("finish_reason"), model=v.get("model"), started=time.time(),
-                   data=v.get("data"))
+    """The :class:`~moralkit.collect.backends.Completion` of a cache entry, marked ``cached``."""
+    meta = v.get("meta") or {}
+    reasons = v.get("reasons") or [None] * len(v["texts"])
+    data = v.get("data") or {
+        "model": meta.get("model"),
+        "choices": [{"index": j, "message": {"role": "assistant", "content": t}, "finish_reason": r}
+                    for j, (t, r) in enumerate(zip(v["texts"], reasons))],
+        "usage": {"prompt_tokens": meta.get("prompt_tokens"), "completion_tokens": meta.get("completion_tokens")}}
+    c = Completion(text=v["texts"][0], prompt_tokens=meta.get("prompt_tokens"),
+                   completion_tokens=meta.get("completion_tokens"), latency_s=0.0, finish_reason=reasons[0],
+                   model=meta.get("model"), started=time.time(), data=data)
     c.cached = v["created"]  # the runner records it: this answer was served from the cache
     return c
 
