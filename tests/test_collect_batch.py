@@ -8,7 +8,6 @@ is bounded in count and time.
 """
 
 import gzip
-import json
 import os
 import random
 import signal
@@ -23,9 +22,9 @@ import pytest
 
 import moralkit.moralchoice as mc
 from moralkit.collect.backends import OpenAIBackend, Request, Sampling
-from moralkit.collect.batch import BatchBackend, BatchPendingError, Journal, anthropic_params
+from moralkit.collect.batch import BatchBackend, Journal, anthropic_params
 from moralkit.collect.cache import CachedBackend, ResponseCache, openai_chat_body
-from moralkit.collect.moralchoice import moralchoice_frame, run_moralchoice
+from moralkit.collect.moralchoice import run_moralchoice
 from moralkit.collect.psm import export_psm, run_psm
 from moralkit.collect.store import RecordStore, read_records
 from moralkit.testing.fake_batches import REFUSAL, FakeBatchServer

@@ -71,7 +71,7 @@ from .cache import (
 )
 from .runner import CollectionIncompleteError, RunReport
 from .store import session_info
-from .units import Unit, build_units, choices_from_json, store_result, task_done
+from .units import Unit, build_units, choices_from_json, finish_report, store_result, task_done
 
 __all__ = ["BatchBackend", "BatchPendingError", "Journal", "anthropic_params", "OPENAI_ENDED", "ANTHROPIC_ENDED",
            "JOURNAL"]
@@ -527,9 +527,7 @@ class BatchBackend(Backend):
             self._pending(J, by_id, store, rep, tasks, max_attempts, failed)
         finally:
             rep.wall_seconds = time.perf_counter() - t0
-        from .units import _report
-
-        _report(store, tasks, max_attempts, rep, failed)
+        finish_report(store, tasks, max_attempts, rep, failed)
         return rep
 
     def _mine(self, J, by_id):
@@ -706,15 +704,13 @@ class BatchBackend(Backend):
         return True
 
     def _pending(self, J, by_id, store, rep, tasks, max_attempts, failed):
-        from .units import _report
-
         states = []
         for sub, st in self._mine(J, by_id).items():
             if not st["merged"]:
                 states.append(f"{st['batch_id'] or 'submission ' + sub}: "
                               f"{st['ended']['status'] if st['ended'] else 'running'}, "
                               f"{len(st['intent']['requests'])} requests, age {_age(time.time() - st['intent']['unix'])}")
-        _report(store, tasks, max_attempts, rep, failed)
+        finish_report(store, tasks, max_attempts, rep, failed)
         rep.stopped = "stopped waiting for the batches"
         argv = session_info()["argv"]
         raise BatchPendingError(rep, states, store.dir, " ".join(shlex.quote(str(a)) for a in argv))

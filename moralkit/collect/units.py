@@ -34,7 +34,7 @@ from .runner import RunReport, Task, iso_time, run_tasks
 from .store import derive_seed, prompt_sha256, utc_now
 
 __all__ = ["Unit", "build_units", "store_result", "choices_from_json", "run_requests", "run_grouped_online",
-           "task_done"]
+           "task_done", "finish_report"]
 
 
 @dataclass
@@ -190,7 +190,8 @@ def store_result(store, unit: Unit, parse, *, common: dict, texts=None, reasons=
     return n_att, n_err
 
 
-def _report(store, tasks, max_attempts, rep: RunReport, failed: dict) -> RunReport:
+def finish_report(store, tasks, max_attempts, rep: RunReport, failed: dict) -> RunReport:
+    """Fill ``rep``'s totals (done, answered, undone with their last errors) from the store."""
     rep.tasks = len(tasks)
     rep.done = rep.answered = 0
     rep.undone = []
@@ -282,5 +283,5 @@ def run_grouped_online(backend, store, tasks, parse, *, groups, seed: int, sampl
     finally:
         rep.wall_seconds = time.perf_counter() - t0
         rep.stopped = state["stopped"]
-        _report(store, tasks, max_attempts, rep, failed)
+        finish_report(store, tasks, max_attempts, rep, failed)
     return rep
