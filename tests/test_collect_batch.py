@@ -22,7 +22,7 @@ import pytest
 
 import moralkit.moralchoice as mc
 from moralkit.collect.backends import OpenAIBackend, Request, Sampling
-from moralkit.collect.batch import BatchBackend, Journal, anthropic_params
+from moralkit.collect.batch import BatchBackend, BatchPendingError, Journal, anthropic_params
 from moralkit.collect.cache import CachedBackend, ResponseCache, openai_chat_body
 from moralkit.collect.moralchoice import run_moralchoice
 from moralkit.collect.psm import export_psm, run_psm
@@ -242,6 +242,18 @@ def test_ctrl_c_while_waiting_exits_3(tmp_path):
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err[-2000:]
     assert "Resume with: python -m moralkit collect psm" in err and "in_progress" in err
+
+
+def test_online_session_on_open_batches_is_refused_then_batch_resumes(tmp_path):
+    run = tmp_path / "run"
+    with FakeBatchServer(polls_to_finish=3) as srv:
+        with pytest.raises(BatchPendingError, match="Resume with"):
+            run_psm(_batch(srv, wait=0), run, limit=5, progress=False)
+        with pytest.raises(ValueError, match="not collected yet.*--batch"):
+            run_psm(_online(srv), run, limit=5, progress=False)
+        assert srv.counts.get("chat", 0) == 0
+        ds = run_psm(_batch(srv), run, limit=5, progress=False)
+        assert ds.n_rounds == 5 and srv.counts["create"] == 2 and srv.submitted_twice() == 0
 
 
 # ------------------------------------------------------------------ SIGKILL at random points, 20 kills

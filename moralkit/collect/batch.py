@@ -69,11 +69,19 @@ from .cache import (
     ResponseCache,
     openai_chat_body,
 )
-from .runner import CollectionIncompleteError, RunReport
+from .runner import CollectionIncompleteError, RunReport, run_tasks
 from .store import session_info
-from .units import Unit, build_units, choices_from_json, finish_report, store_result, task_done
+from .units import (
+    Unit,
+    build_units,
+    choices_from_json,
+    finish_report,
+    run_grouped_online,
+    store_result,
+    task_done,
+)
 
-__all__ = ["BatchBackend", "BatchPendingError", "Journal", "anthropic_params", "OPENAI_ENDED", "ANTHROPIC_ENDED",
+__all__ = ["BatchBackend", "BatchPendingError", "Journal", "anthropic_params", "run_requests", "OPENAI_ENDED", "ANTHROPIC_ENDED",
            "JOURNAL"]
 
 JOURNAL = "batches.jsonl"
@@ -722,3 +730,27 @@ def _request_of(r, by_id, backend):
 
     t = by_id[r["slots"][0][0]]
     return Request.from_prompt(t.prompt, system=t.system, seed=int(r["seed"]), sampling=t.sampling or backend._sampling)
+
+
+def run_requests(backend, store, tasks, parse, *, groups=None, **kw) -> RunReport:
+    """Send ``tasks`` the way ``backend`` and ``groups`` call for: a batch backend runs them itself, requests
+    of several samples (``groups``, :mod:`moralkit.collect.units`) go through
+    :func:`~moralkit.collect.units.run_grouped_online`, the rest through :func:`moralkit.collect.runner.run_tasks`.
+
+    An online session on a run with batch submissions still open for these tasks is refused: it would pay
+    for their requests twice.
+    """
+    if hasattr(backend, "run_tasks"):
+        return backend.run_tasks(store, tasks, parse, groups=groups, **kw)
+    if (store.dir / JOURNAL).exists():
+        ids = {t.task for t in tasks}
+        open_subs = [s for s, st in Journal(store.dir).submissions().items() if not st["merged"] and any(
+            sl[0] in ids for r in st["intent"]["requests"] for sl in r["slots"])]
+        if open_subs:
+            raise MoralkitError(
+                f"{store.dir} has {len(open_subs)} batch submission(s) not collected yet ({', '.join(open_subs[:3])}); "
+                "sending their requests online would pay for them twice. Re-run the command with --batch to "
+                "collect them first.")
+    if groups and any(len(ids) > 1 for _, ids in groups):
+        return run_grouped_online(backend, store, tasks, parse, groups=groups, **kw)
+    return run_tasks(backend, store, tasks, parse, **kw)

@@ -37,9 +37,9 @@ from ..atomicfile import atomic_path
 from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import Backend, Sampling
+from .batch import run_requests
 from .runner import CollectionIncompleteError, Task, check_label
 from .store import RecordStore, git_commit, package_versions, provider_of, read_records, session_info, utc_now
-from .units import run_requests
 
 __all__ = ["run_moralchoice", "moralchoice_frame", "export_moralchoice", "moralchoice_quality",
            "select_scenarios", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "MC_IDENTITY"]

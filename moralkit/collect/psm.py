@@ -42,6 +42,7 @@ from ..psm.design import (
     unconstrained_prompt,
 )
 from .backends import Backend, Sampling
+from .batch import run_requests
 from .runner import CollectionIncompleteError, Task, check_label
 from .store import (
     RecordStore,
@@ -53,7 +54,6 @@ from .store import (
     session_info,
     utc_now,
 )
-from .units import run_requests
 
 __all__ = ["run_psm", "psm_dataset", "export_psm", "psm_quality", "round_order", "PSM_IDENTITY",
            "MAX_ATTEMPTS"]

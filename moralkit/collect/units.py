@@ -13,9 +13,9 @@ the server. A resumed request whose samples were only partly stored is re-sent u
 ``n``, same seed) and only the missing samples are stored. The default, ``k = 1``, keeps the old
 behaviour and the old answers.
 
-:func:`run_requests` is what the collectors call: a backend that runs whole collections itself (the
-batch APIs, :class:`moralkit.collect.batch.BatchBackend`) gets the tasks; ``k > 1`` online goes
-through :func:`run_grouped_online`; everything else through :func:`moralkit.collect.runner.run_tasks`.
+:func:`moralkit.collect.batch.run_requests` is what the collectors call: a backend that runs whole
+collections itself (the batch APIs) gets the tasks; ``k > 1`` online goes through
+:func:`run_grouped_online`; everything else through :func:`moralkit.collect.runner.run_tasks`.
 
 References
 ----------
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 from ..errors import MoralkitError
 from .backends import MalformedResponse, Request, retry_delay, run_sync
-from .runner import RunReport, Task, iso_time, run_tasks
+from .runner import RunReport, Task, iso_time
 from .store import derive_seed, prompt_sha256, utc_now
 
-__all__ = ["Unit", "build_units", "store_result", "choices_from_json", "run_requests", "run_grouped_online",
+__all__ = ["Unit", "build_units", "store_result", "choices_from_json", "run_grouped_online",
            "task_done", "finish_report"]
 
 
@@ -204,15 +204,6 @@ def finish_report(store, tasks, max_attempts, rep: RunReport, failed: dict) -> R
     undone = set(rep.undone)
     rep.last_errors = {t: e for t, e in failed.items() if t in undone}
     return rep
-
-
-def run_requests(backend, store, tasks, parse, *, groups=None, **kw) -> RunReport:
-    """Send ``tasks`` the way ``backend`` and ``groups`` call for (see the module docstring)."""
-    if hasattr(backend, "run_tasks"):
-        return backend.run_tasks(store, tasks, parse, groups=groups, **kw)
-    if groups and any(len(ids) > 1 for _, ids in groups):
-        return run_grouped_online(backend, store, tasks, parse, groups=groups, **kw)
-    return run_tasks(backend, store, tasks, parse, **kw)
 
 
 def run_grouped_online(backend, store, tasks, parse, *, groups, seed: int, sampling, max_attempts: int = 1,
