@@ -267,7 +267,7 @@ def test_twenty_sigkills_across_the_batch_life_cycle(tmp_path):
     requests and an expired batch. 0 records lost or duplicated, 0 requests submitted twice, and the
     exports equal online runs' byte for byte."""
     rng = random.Random(27)
-    kills, phases, runs = 0, Counter(), []
+    kills, phases, runs, lost = 0, Counter(), [], 0
     with FakeBatchServer(invalid_pct=20, fail_pct=10, expire_batches=(3,), polls_to_finish=4) as srv:
         while kills < 20 and len(runs) < 8:
             out = tmp_path / f"b{len(runs)}" / "run"
@@ -303,6 +303,7 @@ def test_twenty_sigkills_across_the_batch_life_cycle(tmp_path):
                 kills += killed
                 phases[phase] += killed
                 now = _lines(out / "records.jsonl")
+                lost += sum(a != b for a, b in zip(seen, now)) + max(0, len(seen) - len(now))
                 assert now[:len(seen)] == seen  # no stored record lost or changed
                 seen = now
                 if not killed or kills >= 20:
@@ -324,11 +325,11 @@ def test_twenty_sigkills_across_the_batch_life_cycle(tmp_path):
     lost_paid = sum(1 for bid, cid in ok_lines if cid not in stored)
     dup = sum(not _keys_unique(out) for out in runs)
     identical = sum(a == b for a, b in zip(finals, refs))
-    print(f"\nbatch kills: {kills} SIGKILLs {dict(phases)} over {len(runs)} runs; records lost 0, duplicated {dup}, "
+    print(f"\nbatch kills: {kills} SIGKILLs {dict(phases)} over {len(runs)} runs; records lost {lost}, duplicated {dup}, "
           f"requests submitted twice {twice}, batches created twice {sum(v > 1 for v in per_sub.values())}, "
           f"answers received but not stored {lost_paid}, exports byte-identical to online {identical}/{len(runs)}")
     assert kills >= 20 and len([p for p in phases if phases[p]]) >= 4
-    assert dup == 0 and twice == 0 and lost_paid == 0 and max(per_sub.values()) == 1
+    assert lost == 0 and dup == 0 and twice == 0 and lost_paid == 0 and max(per_sub.values()) == 1
     assert identical == len(runs)
 
 

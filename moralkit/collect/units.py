@@ -69,6 +69,7 @@ def build_units(store, tasks, *, seed: int, sampling, max_attempts: int, groups=
     flight (a submitted batch); ``skip``: task ids not to ask in this session.
     """
     by_id = {t.task: t for t in tasks}
+    group_ids = dict(groups or [])
     grouped = {}
     units = []
     for key, ids in (groups or []):
@@ -94,7 +95,7 @@ def build_units(store, tasks, *, seed: int, sampling, max_attempts: int, groups=
         if key in seen_groups:
             continue
         seen_groups.add(key)
-        members = [by_id[i] for i in dict(groups)[key] if i in by_id]
+        members = [by_id[i] for i in group_ids[key] if i in by_id]
         if all(store.has(m.task, 1) for m in members) or any((m.task, 1) in exclude for m in members):
             continue
         first = members[0]

@@ -94,6 +94,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.owner._route(self, "POST")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return  # a client killed mid-request: that is what the kill tests do
+        super().handle_error(request, client_address)
+
+
 class FakeBatchServer:
     """Start with ``with FakeBatchServer(...) as srv:``; ``srv.openai_url`` and ``srv.anthropic_url`` are the base URLs.
 
@@ -136,8 +147,7 @@ class FakeBatchServer:
 
     # ------------------------------------------------------------------ plumbing
     def start(self):
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
         self.port = self._httpd.server_address[1]
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
