@@ -1,5 +1,5 @@
 """Command line: ``python -m moralkit collect psm|moralchoice ...``, ``likelihood``, ``export``, ``repair``, ``runs``, ``findings``,
-``models``, ``serve``.
+``models``, ``cache``, ``serve``.
 
 Exit status: 0 done; 2 bad input, damaged data, or a collection the server refused (a 400/422 naming
 the rejected parameter and the flag that changes it, HTTP 401 wrong key, 403, 404 unknown model: its
@@ -216,6 +216,45 @@ def _backend(a, default_batch):
                                   reasoning=True if a.reasoning_effort else None, **common))
 
 
+def _add_batch_args(p):
+    g = p.add_argument_group("batch APIs and the response cache (moralkit.collect.batch, moralkit.collect.cache)")
+    g.add_argument("--batch", action="store_true",
+                   help="send the requests through the provider's batch API (--backend openai: files + batches; "
+                        "anthropic: message batches): about half the price, results within 24 h; resumable")
+    g.add_argument("--wait", type=_number(float, 0, lo_open=True, what="a number of seconds > 0"), default=None,
+                   help="with --batch: stop waiting after this many seconds (exit status 3; re-run to resume); "
+                        "default: until every batch has ended. Ctrl-C stops waiting too")
+    g.add_argument("--poll-interval", type=_number(float, 0, lo_open=True, what="a number of seconds > 0"),
+                   default=30.0, help="with --batch: seconds between polls")
+    g.add_argument("--cache", action="store_true",
+                   help="use the response cache across runs (python -m moralkit cache): a request identical in "
+                        "every sent field to one answered before is answered from it, without sending")
+
+
+def _collect_backend(a, default_batch):
+    """The backend of a collection: online, a batch API (--batch), with the response cache (--cache)."""
+    cache = None
+    if getattr(a, "cache", False):
+        from moralkit.collect.cache import ResponseCache
+
+        cache = ResponseCache()
+    if getattr(a, "batch", False):
+        from moralkit.collect.batch import BatchBackend
+
+        env = a.api_key_env or ("ANTHROPIC_API_KEY" if a.backend == "anthropic" else "OPENAI_API_KEY")
+        return BatchBackend(a.backend, a.model, base_url=a.base_url, api_key_env=env, wait=a.wait,
+                            poll_interval=a.poll_interval, max_retries=min(a.max_retries, 3), cache=cache,
+                            timeout=max(a.timeout, 120.0))
+    if a.wait is not None:
+        raise ValueError("--wait applies to --batch collections only")
+    b = _backend(a, default_batch)
+    if cache is not None:
+        from moralkit.collect.cache import CachedBackend
+
+        b = CachedBackend(b, cache)
+    return b
+
+
 def _sampling(a, default_max, backend=None):
     from moralkit.collect.backends import Sampling, survey_max_tokens
 
@@ -244,7 +283,7 @@ def cmd_collect_psm(a):
 
     if a.dry_run:
         return _dry_run(a, "psm")
-    b = _backend(a, 1)
+    b = _collect_backend(a, 1)
     ds, rep = run_psm(b, a.out, label=a.label, design_seed=a.design_seed, seed=a.seed, order=a.order,
                       sampling=_sampling(a, 16, b), system=a.system, max_attempts=a.attempts, limit=a.limit,
                       progress=not a.no_progress, export=a.export, return_report=True)
@@ -262,13 +301,13 @@ def cmd_collect_moralchoice(a):
 
     if a.dry_run:
         return _dry_run(a, "moralchoice")
-    b = _backend(a, 8)
+    b = _collect_backend(a, 8)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
     df, rep = run_moralchoice(b, a.out, ambiguity=a.ambiguity, label=a.label, scenarios=a.scenarios,
                               n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed, samples=a.samples,
                               question_types=qt, sampling=_sampling(a, 8, b), max_tokens=a.max_tokens, seed=a.seed,
                               system=a.system, order=a.order, limit=a.limit, progress=not a.no_progress,
-                              export=a.export, return_report=True)
+                              export=a.export, return_report=True, samples_per_request=a.samples_per_request)
     q = moralchoice_quality(a.out)
     print(f"{len(df)} answers; decisions {q['decision']}")
     if a.export:
@@ -388,6 +427,18 @@ def cmd_findings(a):
     print(findings_markdown(seed=a.seed), end="")
 
 
+def cmd_cache(a):
+    from moralkit.collect.cache import ResponseCache
+
+    c = ResponseCache()
+    if a.clear:
+        n = c.clear()
+        print(f"{c.path}: cleared {n} cached responses")
+    st = c.stats()
+    print(f"{st['path']}: {st['entries']} cached responses, {st['bytes'] / 1e6:.2f} MB")
+    c.close()
+
+
 def cmd_serve(a):
     from moralkit.collect.server import serve
 
@@ -426,6 +477,7 @@ def build_parser():
     ps.add_argument("--order", choices=["paper", "shuffled"], default="paper")
     ps.add_argument("--attempts", type=_POS_INT, default=3)
     ps.add_argument("--limit", type=_NONNEG_INT, default=None, help="only the first N constrained rounds")
+    _add_batch_args(ps)
     ps.set_defaults(func=cmd_collect_psm)
     mc = csub.add_parser("moralchoice", help="MoralChoice (Scherrer et al. 2023, Section 3.3)", allow_abbrev=False)
     _add_backend_args(mc)
@@ -440,6 +492,11 @@ def build_parser():
                          "so that a run stopped early holds a random subset of complete scenarios")
     mc.add_argument("--limit", type=_NONNEG_INT, default=None,
                     help="complete at most N more scenarios in this session (the next ones in --order)")
+    mc.add_argument("--samples-per-request", type=int, default=1,
+                    help="ask k of the M samples in one request (OpenAI-style n = k): the prompt is sent and paid "
+                         "once, with one seed per request instead of one per sample (default 1: one request per "
+                         "sample, as before)")
+    _add_batch_args(mc)
     mc.set_defaults(func=cmd_collect_moralchoice)
     lk = sub.add_parser("likelihood", help="exact MoralChoice action likelihoods from token probabilities "
                                             "(local transformers models, or an OpenAI-compatible server that returns vLLM's "
@@ -506,6 +563,10 @@ def build_parser():
                                         "'What the committed runs show')", allow_abbrev=False)
     f.add_argument("--seed", type=int, default=0)
     f.set_defaults(func=cmd_findings)
+    ca = sub.add_parser("cache", help="the response cache across runs (--cache): its place, entries and size",
+                        allow_abbrev=False)
+    ca.add_argument("--clear", action="store_true", help="delete every cached response")
+    ca.set_defaults(func=cmd_cache)
     s = sub.add_parser("serve", help="OpenAI-compatible chat-completions server for a local model (loopback)",
                        allow_abbrev=False)
     s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")

@@ -7,6 +7,10 @@
 - :mod:`~moralkit.collect.store`: append-only, crash-safe JSONL records, the run manifest, the
   run-directory lock and ``repair_run``.
 - :mod:`~moralkit.collect.secrets`: keeping API keys and URL credentials out of files and output.
+- :mod:`~moralkit.collect.batch`: OpenAI's Batch API and Anthropic's Message Batches behind ``--batch``,
+  resumable at any moment (``BatchBackend``, ``run_requests``).
+- :mod:`~moralkit.collect.units`: M samples in one request (OpenAI-style ``n``).
+- :mod:`~moralkit.collect.cache`: the response cache across runs (``--cache``, ``python -m moralkit cache``).
 - :mod:`moralkit.testing`: the test doubles of the providers (fake OpenAI and Anthropic servers, the fault server).
 - :mod:`~moralkit.collect.psm`: ``run_psm``, ``psm_dataset``, ``export_psm``, ``psm_quality``.
 - :mod:`~moralkit.collect.moralchoice`: ``run_moralchoice``, ``moralchoice_frame``, ``export_moralchoice``.

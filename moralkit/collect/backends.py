@@ -787,6 +787,17 @@ class APIBackend(Backend):
         """An error's text, secrets redacted before it is cut to ``n`` characters."""
         return _short(e, self._redact, n)
 
+    def request_body(self, req) -> dict:
+        """The JSON body one request sends: :meth:`request_kwargs` with ``extra_body`` merged in.
+
+        The batch APIs' request lines (:mod:`moralkit.collect.batch`) and the response cache's keys
+        (:mod:`moralkit.collect.cache`) use it, so that a batch line or a cache key is the online request.
+        """
+        kw = self.request_kwargs(req)
+        body = {k: v for k, v in kw.items() if k != "extra_body"}
+        body.update(kw.get("extra_body") or {})
+        return body
+
     def _failure(self, msg, t0, started, **kw):
         return Completion(text=None, error=self._redact(msg), model=self.model, latency_s=time.perf_counter() - t0,
                           started=started, **kw)

@@ -37,7 +37,8 @@ from ..atomicfile import atomic_path
 from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import REASONING_MAX_TOKENS, Backend, Sampling, check_sampling
-from .runner import Task, check_label, incomplete_error, run_tasks
+from .batch import run_requests
+from .runner import Task, check_label, incomplete_error
 from .store import (
     RecordStore,
     distinct_runs,
@@ -94,7 +95,7 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
                     sampling: Sampling | None = None, max_tokens=None, seed: int = 0, header: str = "system",
                     system=None, source=None, order: str = "table", limit: int | None = None,
                     progress: bool = True, export=None, return_report: bool = False,
-                    provider=None) -> pd.DataFrame:
+                    provider=None, samples_per_request: int = 1) -> pd.DataFrame:
     """Administer MoralChoice (six forms x ``samples``) and return the answers in the response layout.
 
     Parameters
@@ -144,6 +145,10 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     provider : str, optional
         The organisation that publishes the model (the ``provider`` column), as in
         :func:`moralkit.collect.run_psm`; set when the run directory is created.
+    samples_per_request : int, default 1
+        Ask ``k`` of the ``M`` samples of a form in one request (OpenAI-style ``n = k``; API backends):
+        one seed per request instead of one per sample (:mod:`moralkit.collect.units`). The default
+        sends one request per sample, as before, with the same answers.
 
     Returns
     -------
@@ -180,6 +185,9 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
     M = DEFAULT_SAMPLES.get(ambiguity, 5) if samples is None else int(samples)
     if M < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    k = int(samples_per_request)
+    if k < 1:
+        raise ValueError(f"samples_per_request must be >= 1, got {samples_per_request}")
     if order not in ("table", "shuffled"):
         raise ValueError(f"order must be 'table' or 'shuffled', got {order!r}")
     if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
@@ -200,7 +208,8 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
         seed=int(seed), sampling={**sampling.to_dict(), "max_tokens": mt}, header=header, system=None,
         provider=provider or "", backend_info=backend.info(), versions=package_versions(), git_commit=git_commit(),
         session=dict(session_info(), scenarios=len(chosen), samples=M, question_types=list(qts),
-                     n_scenarios=n_scenarios, scenario_seed=scenario_seed, order=order, limit=limit),
+                     n_scenarios=n_scenarios, scenario_seed=scenario_seed, order=order, limit=limit,
+                     **({"samples_per_request": k} if k > 1 else {})),
     )
     store = RecordStore(run_dir, manifest, identity_keys=MC_IDENTITY, secrets=getattr(backend, "secrets", list)())
     common = dict(run=Path(run_dir).name, survey="moralchoice", label=label, backend=backend.name,
@@ -245,6 +254,15 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
             new_scenarios += len(undone)
         tasks.extend(block_tasks)
     total = len(tasks)
+    groups = None
+    if k > 1:  # samples m0..m0+k-1 of one (scenario, form, ordering) in one request with n = k
+        groups = []
+        for t in tasks:
+            m = t.fields["sample"]
+            if m % k == 0:
+                f = t.fields
+                ids = [_task_id(f["scenario_id"], f["question_type"], f["ordering"], j) for j in range(m, min(m + k, M))]
+                groups.append((f"{f['scenario_id']}|{f['question_type']}|{f['ordering']}|n{k}|{m}", ids))
 
     def parse(t, text):
         a1, a2, o = t.context
@@ -257,8 +275,8 @@ def run_moralchoice(backend: Backend, run_dir, *, ambiguity: str = "high", label
 
         bar = tqdm(total=total, desc=f"MoralChoice {ambiguity} {label}", unit="answer")
     try:
-        report = run_tasks(backend, store, tasks, parse, seed=seed, sampling=sampling, max_attempts=1,
-                           common=common, bar=bar, record_batch=True)
+        report = run_requests(backend, store, tasks, parse, seed=seed, sampling=sampling, max_attempts=1,
+                              common=common, bar=bar, record_batch=True, groups=groups)
         sess = store.manifest["sessions"][-1] if store.manifest.get("sessions") else None
         if sess is not None:
             sess["result"] = report.to_dict()

@@ -42,7 +42,8 @@ from ..psm.design import (
     unconstrained_prompt,
 )
 from .backends import Backend, Sampling, check_sampling, survey_max_tokens
-from .runner import Task, check_label, incomplete_error, run_tasks
+from .batch import run_requests
+from .runner import Task, check_label, incomplete_error
 from .store import (
     RecordStore,
     distinct_runs,
@@ -182,7 +183,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     try:
         r0 = Task("r000", unconstrained_prompt(), {"round": 0}, system=system,
                   sampling=sampling.__class__(**{**sampling.to_dict(), "max_tokens": max(sampling.max_tokens, 32)}))
-        report = run_tasks(backend, store, [r0], lambda t, text: parse_unconstrained(text), seed=seed,
+        report = run_requests(backend, store, [r0], lambda t, text: parse_unconstrained(text), seed=seed,
                            sampling=sampling, max_attempts=max_attempts, common=common, bar=bar)
         if report.complete:
             q0 = _q0(store)
@@ -192,7 +193,7 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
                 tasks.append(Task(f"r{r:03d}", constrained_prompt(rd.options(q0)),
                                   {"round": r, "corner": "".join(str(int(v)) for v in rd.corner(q0))},
                                   system=system))
-            report = report.merge(run_tasks(backend, store, tasks, lambda t, text: parse_option(text, n_options),
+            report = report.merge(run_requests(backend, store, tasks, lambda t, text: parse_option(text, n_options),
                                             seed=seed, sampling=sampling, max_attempts=max_attempts, common=common,
                                             bar=bar))
         else:  # without round 0 the corners are unknown: nothing else can be asked

@@ -491,6 +491,8 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
                 base[k] = getattr(c, k)
         if record_batch:
             base["batch"] = batch
+        if getattr(c, "cached", None):  # served by the response cache (moralkit.collect.cache): when it was stored
+            base["cached"] = c.cached
         rep.busy_slot_seconds += max(0.0, c.latency_s)
         error = c.error
         fatal = False
