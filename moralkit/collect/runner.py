@@ -267,10 +267,12 @@ class RunReport:
         if n_unsent:
             parts.append(f"{n_unsent} task(s) not sent or not finished")
         if self.refused:
-            return "; ".join(parts) + (". Retrying cannot fix this: change what the message names (a refused "
-                                       "parameter: the flag it names; otherwise check the key (the environment "
-                                       "variable named by --api-key-env), the model name and the base URL). "
-                                       "Completed records are saved.")
+            if re.search(r"\bHTTP (400|422)\b", self.refused):  # a parameter the server refuses
+                return "; ".join(parts) + (". Retrying cannot fix this: change what the message names and re-run to "
+                                           "resume. Completed records are saved.")
+            return "; ".join(parts) + (". Retrying cannot fix this: check the key (the environment variable named "
+                                       "by --api-key-env), the model name and the base URL. Completed records "
+                                       "are saved.")
         return "; ".join(parts) + ". Completed records are saved; re-run the same command to resume."
 
     def to_dict(self) -> dict:
