@@ -150,3 +150,50 @@ def test_table1_hm_column_is_additive():
         assert row["alpha_hm"] == row["alpha_hm_low"] == row["alpha_hm_high"] == 0.0 and row["stars_hm"] == "***"
     res = hm_random_choice_test(data[0], n_datasets=30, seed=0)
     assert res.n_below == 30 and res.n_undecided == 0
+
+
+# --------------------------------------------------------------------------- branch-and-cut (issue 30)
+
+
+def test_scip_and_cut_loop_agree_on_harder_psm_subsets():
+    """The branch-and-cut (default) and the earlier cut loop over HiGHS are two independent exact methods."""
+    rng = np.random.default_rng(30)
+    hard = 0
+    for _ in range(6):
+        E = _psm_subset(rng, int(rng.integers(30, 45)))
+        a, b = houtman_maks(E), houtman_maks(E, method="cuts")
+        assert a.method == "scip" and b.method == "cuts"
+        assert a.optimal and b.optimal and a.n_kept == b.n_kept == a.n_upper == b.n_upper
+        assert rp.garp(E[np.ix_(a.kept, a.kept)]) and rp.garp(E[np.ix_(b.kept, b.kept)])
+        hard += a.n_kept < 0.8 * len(E)
+    assert hard >= 3  # far from consistent: the search has work to do
+
+
+def test_time_limit_returns_bounds_not_a_guess():
+    """A search stopped by the time limit says so, and returns a consistent subset and a proven upper bound."""
+    ds = simulate_random(make_design(0), seed=9)  # a random chooser: thousands of nodes, never done in 10 ms
+    E = rp.psm_expenditure_matrix(ds)
+    for method in ("scip", "cuts"):
+        r = houtman_maks(E, time_limit=0.01, method=method)
+        assert not r.optimal and r.status == "timelimit"
+        assert 0 < r.n_kept < r.n_upper <= houtman_maks_upper_bound(E)
+        assert r.index < r.index_upper
+        assert rp.garp(E[np.ix_(r.kept, r.kept)])
+    with pytest.raises(ValueError, match="method"):
+        houtman_maks(E, method="bogus")
+
+
+def test_decision_says_what_decided_it():
+    from moralkit.psm.houtman_maks import houtman_maks_decision
+
+    rng = np.random.default_rng(31)
+    seen = set()
+    for _ in range(12):
+        E = _psm_subset(rng, int(rng.integers(8, 30)))
+        n = houtman_maks(E).n_kept
+        for k in (n - 2, n, n + 1, n + 3):
+            d = houtman_maks_decision(E, k)
+            assert d.at_least == (n >= k)
+            assert d.by in ("bound", "greedy", "exact")
+            seen.add(d.by)
+    assert seen == {"bound", "greedy", "exact"}

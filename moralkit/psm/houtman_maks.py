@@ -56,6 +56,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,9 +64,11 @@ from ..errors import MoralkitError
 from . import _hm_kernels, rp
 
 __all__ = [
+    "HMDecision",
     "HoutmanMaksResult",
     "houtman_maks",
     "houtman_maks_at_least",
+    "houtman_maks_decision",
     "houtman_maks_index",
     "houtman_maks_upper_bound",
 ]
@@ -216,7 +219,6 @@ _DEFAULT_PARAMS = {
 }
 _SCIP_PARAMS: dict = {}  # overrides, for experiments
 _LAST_STATS: dict = {}
-_OPTS: dict = {"all_edges": True}
 
 
 def _conshdlr_class():
@@ -273,8 +275,7 @@ def _conshdlr_class():
 
         def conssepalp(self, constraints, nusefulconss):
             y = self._values()
-            flat, starts, _ = _hm_kernels.lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3,
-                                                                       _OPTS.get('all_edges', False))
+            flat, starts, _ = _hm_kernels.lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, True)
             if len(starts) == 1:
                 return {"result": SCIP_RESULT.DIDNOTFIND}
             if self.tvars is None:
@@ -310,6 +311,7 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     """
     from pyscipopt import Model
 
+    t0 = time.perf_counter()
     n = R.shape[0]
     rng = np.random.default_rng(seed)
     # greedy incumbent: rounds with few violating 2-cycles first, then a few random orders
@@ -325,13 +327,8 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     m.setParam("randomization/randomseedshift", 0)
     m.setParam("limits/gap", 0.0)
     m.setParam("limits/absgap", 0.0)
-    if time_limit is not None:
-        m.setParam("limits/time", max(float(time_limit), 0.01))
     for key, val in {**_DEFAULT_PARAMS, **_SCIP_PARAMS}.items():
-        if key.startswith("opt:"):
-            _OPTS[key[4:]] = val
-        else:
-            m.setParam(key, val)
+        m.setParam(key, val)
     y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
     m.setMaximize()
     u, v = np.nonzero(np.triu(two | two.T))  # every violating 2-cycle as a clique row
@@ -349,6 +346,8 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     for i in range(n):
         m.setSolVal(sol, y[i], float(best[i]))
     m.addSol(sol)
+    if time_limit is not None:  # what is left of it once the model is built
+        m.setParam("limits/time", max(float(time_limit) - (time.perf_counter() - t0), 0.001))
     m.optimize()
     kept = best
     if m.getNSols() > 0:
@@ -358,7 +357,7 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
             kept = cand
     status = m.getStatus()
     if status == "infeasible":  # with an objective limit: nothing reaches target
-        upper = min(int(target) - 1, n)
+        upper = int(target) - 1
     else:
         upper = min(n, int(np.floor(m.getDualbound() + _EPS)))
     _LAST_STATS.update(root=m.getDualboundRoot(), nodes=m.getNNodes(), time=m.getSolvingTime(),
@@ -460,6 +459,8 @@ def houtman_maks(E, e=1, *, time_limit: float | None = None, method: str = "scip
             kept_c, up_c, st, nc, ns = _solve_component_scip(R, P, left)
         else:
             kept_c, up_c, st, nc, ns = _solve_component_cuts(R, P, left)
+        if st != "optimal":  # stopped early: the packing bound may be the better one
+            up_c = min(up_c, len(nodes) - _packing(R, P))
         keep[nodes] = kept_c
         upper -= len(nodes) - up_c
         n_cuts += nc
@@ -533,18 +534,38 @@ def houtman_maks_at_least(E, k: int, e=1, *, time_limit: float | None = None) ->
     Returns True or False, or None when ``time_limit`` stopped the search before
     deciding (never a guess).
     """
-    return _decide_at_least(E, k, e, time_limit=time_limit)[0]
+    return houtman_maks_decision(E, k, e, time_limit=time_limit).at_least
 
 
-def _decide_at_least(E, k, e=1, *, time_limit=None):
-    """(decision, how): how is "bound", "greedy" or "exact" (the branch-and-cut was needed)."""
+class HMDecision(NamedTuple):
+    """Outcome of :func:`houtman_maks_decision`.
+
+    ``at_least``: True, False, or None (undecided within the time limit). ``by``:
+    ``"bound"`` (the packing bound), ``"greedy"`` (a greedy consistent subset) or
+    ``"exact"`` (the branch-and-cut was needed).
+    """
+
+    at_least: bool | None
+    by: str
+
+
+def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) -> HMDecision:
+    """Whether the HM count is at least ``k``, and what decided it (see :func:`houtman_maks_at_least`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> E = np.array([[12, 8, 20], [8, 12, 20], [20, 20, 12]])
+    >>> houtman_maks_decision(E, 3), houtman_maks_decision(E, 2)
+    (HMDecision(at_least=False, by='bound'), HMDecision(at_least=True, by='greedy'))
+    """
     if k <= 0:
-        return True, "bound"
+        return HMDecision(True, "bound")
     t0 = time.perf_counter()
     E, ef = _prepare(E, e, time_limit)
     T = len(E)
     if k > T:
-        return False, "bound"
+        return HMDecision(False, "bound")
     R0, P0, comps = _components(E, ef)
     free = T - sum(len(c) for c in comps)
     lo = np.zeros(len(comps), dtype=np.int64)
@@ -559,15 +580,15 @@ def _decide_at_least(E, k, e=1, *, time_limit=None):
         order = np.argsort(two.sum(axis=0) + two.sum(axis=1), kind="stable").astype(np.int64)
         lo[j] = int(_hm_kernels.greedy_consistent(R, P, order).sum())
     if free + hi.sum() < k:
-        return False, "bound"
+        return HMDecision(False, "bound")
     if free + lo.sum() >= k:
-        return True, "greedy"
+        return HMDecision(True, "greedy")
     for j in sorted(range(len(comps)), key=lambda j: -(hi[j] - lo[j])):  # the widest gap first
         if hi[j] == lo[j]:
             continue
         left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
         if left is not None and left <= 0:
-            return None, "exact"
+            return HMDecision(None, "exact")
         R, P = data[j]
         # one component: decide "at least target" directly (SCIP stops at the first such subset
         # or once its bound drops below target); several: solve each to optimality
@@ -576,10 +597,10 @@ def _decide_at_least(E, k, e=1, *, time_limit=None):
         lo[j] = max(lo[j], int(kept.sum()))
         hi[j] = min(hi[j], up)
         if free + hi.sum() < k:
-            return False, "exact"
+            return HMDecision(False, "exact")
         if free + lo.sum() >= k:
-            return True, "exact"
-    return None, "exact"
+            return HMDecision(True, "exact")
+    return HMDecision(None, "exact")
 
 
 def _packing(R, P):
