@@ -197,3 +197,40 @@ def test_decision_says_what_decided_it():
             assert d.by in ("bound", "greedy", "exact")
             seen.add(d.by)
     assert seen == {"bound", "greedy", "exact"}
+
+
+def test_committed_hm_table_round_trip_and_hash_check(tmp_path):
+    """moralkit.psm.hm_table1: the table is shown only for the data it was computed on."""
+    import json
+
+    from moralkit.psm import hm_table1
+    from moralkit.psm.dataset import read_psm, write_psm
+
+    d = make_design(0)
+    psm = tmp_path / "psm"
+    psm.mkdir()
+    write_psm([simulate_quadratic(random_quadratic_agent(0), d, noise=0.05, seed=0, model="sim-a")], psm / "sim-a.csv.gz")
+    write_psm([simulate_quadratic(random_quadratic_agent(1), d, noise=0.0, seed=1, model="sim-b")], psm / "sim-b.csv.gz")
+    data = read_psm(psm)
+    tab, dec = hm_table1.compute(data, n_datasets=12, seed=0, time_limit=30)
+    assert list(tab.columns) == hm_table1.COLUMNS and sorted(tab["model"]) == ["sim-a", "sim-b"]
+    assert len(dec) == 24 and set(dec["decision"]) <= {0, 1} and (tab["n_undecided"] == 0).all()
+    for _, row in tab.iterrows():  # a sample recomputed: the respondent's own HM, exactly
+        r = houtman_maks(data[row["model"]])
+        assert row["hm_exact"] == f"{r.n_kept}/{r.T}"
+        assert hm_table1.alpha_text(row) == f"{row['alpha_hm']:.3f}"
+    meta = {"seed": 0, "n_datasets": 12, "input_sha256": hm_table1.input_hashes(psm)}
+    out = tmp_path / "derived"
+    hm_table1.write(tab, meta, out, dec)
+    got, m, why = hm_table1.load(out, psm)
+    assert why is None and m == json.loads(json.dumps(meta))
+    pd_cols = got[["model", "hm_exact", "stars_hm", "n_exact"]].to_dict("records")
+    assert pd_cols == tab[["model", "hm_exact", "stars_hm", "n_exact"]].to_dict("records")
+    (psm / "sim-b.csv.gz").write_bytes((psm / "sim-a.csv.gz").read_bytes())  # the data changed
+    got, m, why = hm_table1.load(out, psm)
+    assert got is None and "sim-b.csv.gz" in why and "recompute" in why
+    got, m, why = hm_table1.load(tmp_path / "nowhere", psm)
+    assert got is None and m is None and "hm_table1" in why
+    row = dict(n_undecided=3, n_datasets=100, alpha_hm_low=0.2, alpha_hm_high=0.23, alpha_hm=float("nan"),
+               time_limit_s=10.0)
+    assert hm_table1.alpha_text(row) == "[0.200, 0.230]: 3 of 100 random datasets undecided within 10 s each"
