@@ -234,3 +234,13 @@ def test_committed_hm_table_round_trip_and_hash_check(tmp_path):
     row = dict(n_undecided=3, n_datasets=100, alpha_hm_low=0.2, alpha_hm_high=0.23, alpha_hm=float("nan"),
                time_limit_s=10.0)
     assert hm_table1.alpha_text(row) == "[0.200, 0.230]: 3 of 100 random datasets undecided within 10 s each"
+
+
+def test_warmup_reaches_the_kernels_the_notebooks_use():
+    from moralkit.psm.warmup import dispatchers, warm_kernels
+
+    r = warm_kernels()
+    assert set(r["compiled"]) | set(r["not_compiled"]) == set(dispatchers())
+    for k in ("_rp_kernels.relation_signs", "_rp_kernels.scc_labels", "_partition_kernels.violation_models",
+              "_hm_kernels.shortest_violating_cycles", "_hm_kernels.greedy_consistent"):
+        assert k in r["compiled"]

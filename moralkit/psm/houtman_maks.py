@@ -12,32 +12,40 @@ this share, computed with every round priced in its own corner coordinates.
 
 The exact algorithm
 -------------------
-Finding HM is NP-hard (Smeulders et al. 2014), but at the PSM's size it is
-solved exactly by *cycle cuts*:
+Finding HM is NP-hard (Smeulders et al. 2014). Here it is solved exactly by
+branch-and-cut over *cycle constraints*:
 
 1. The relations ``R0_e`` and ``P0_e`` are computed exactly
    (:func:`moralkit.psm.rp.relations`). Every cycle of a subset is a cycle of the
    full ``R0_e`` graph, inside one of its strongly connected components (SCCs),
    so each SCC that holds a strict edge is an independent subproblem; every
    other round is always kept.
-2. For one such SCC, the master problem is ``max sum_i y_i`` over binaries
-   ``y`` subject to ``sum_{i in C} y_i <= |C| - 1`` for every GARP_e-violating
-   cycle ``C`` found so far (a cycle of ``R0_e`` edges with at least one
-   ``P0_e`` edge). It starts with every violating 2-cycle.
-3. The master's optimum ``S`` is checked exactly; if ``S`` violates GARP_e,
-   a shortest violating cycle through every strict edge of ``S`` that lies on
-   one is added as a cut (one compiled breadth-first search per round), and the
-   master is solved again. Once ``S`` passes, it is optimal: the master is a
-   relaxation (it holds only some of the cycle constraints) and ``S`` is
-   feasible for the full problem.
+2. For one such SCC the problem is ``max sum_i y_i`` over binaries ``y`` subject
+   to ``sum_{i in C} y_i <= |C| - 1`` for every GARP_e-violating cycle ``C`` (a
+   cycle of ``R0_e`` edges with at least one ``P0_e`` edge). There are
+   exponentially many, so they are generated inside one search tree of SCIP
+   (PySCIPOpt), by a constraint handler:
 
-The master is a pure 0-1 problem with 0/1 coefficients, solved to proven
-optimality (relative gap 0) by HiGHS through :func:`scipy.optimize.milp`; the
-kept set is re-checked with :func:`moralkit.psm.rp.garp` before it is returned, so
-the lower bound is exact and the upper bound is the solver's certificate. The
-tests compare it with brute force over every subset, with revpref's and
-prefgraph's exact Houtman–Maks on consumer data, and with the MILP of
-Demuynck and Rehbeck (2023) through Pyomo.
+   - every violating 2-cycle is a row ``y_a + y_b <= 1`` from the start (SCIP's
+     clique machinery then works on these);
+   - at an integral point, the kept rounds are checked exactly (a compiled
+     breadth-first search per round); a shortest violating cycle through each
+     strict edge found is added as a constraint (lazy constraints);
+   - at a fractional point, cycle cuts are separated: a cycle is violated iff
+     ``sum_{i in C} (1 - y_i) < 1``, so a Dijkstra search with node weights
+     ``1 - y`` finds the lightest cycle through each strict edge (numba);
+   - a greedy consistent subset is the first incumbent.
+
+3. The kept set is re-checked with :func:`moralkit.psm.rp.garp` (exact arithmetic)
+   before it is returned. "Optimal" is reported only when the solver's bound
+   (its dual bound, rounded down: the objective is integral) equals the kept
+   count; a search stopped by a time limit returns both bounds instead.
+
+``method="cuts"`` keeps the earlier algorithm, a cut loop that re-solves a master
+problem over the cuts found so far with HiGHS (:func:`scipy.optimize.milp`) until
+its optimum passes the exact check. It is an independent cross-check. The
+tests compare both with brute force over every subset, and with revpref's and
+prefgraph's exact Houtman–Maks on consumer data.
 
 References
 ----------
