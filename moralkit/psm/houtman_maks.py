@@ -69,7 +69,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import MoralkitError
-from . import _hm_kernels, rp
+from . import rp
+from ._hm_kernels import greedy_consistent, lightest_violating_cycles, shortest_violating_cycles
 
 __all__ = [
     "HMDecision",
@@ -197,7 +198,7 @@ def _solve_component_cuts(R, P, time_limit):
                 break
             upper = int(y.sum())
             n_solves += 1
-        flat, starts = _hm_kernels.shortest_violating_cycles(R, P, y)
+        flat, starts = shortest_violating_cycles(R, P, y)
         if len(starts) == 1:  # no violating cycle left: y is optimal
             return y, int(y.sum()), "optimal", len(cuts), n_solves
         new = 0
@@ -210,7 +211,7 @@ def _solve_component_cuts(R, P, time_limit):
                 new += 1
         if new == 0:  # pragma: no cover - a violating cycle is never a known cut of a feasible y
             raise RuntimeError("Houtman–Maks cut generation made no progress; please report this dataset")
-    kept = _hm_kernels.greedy_consistent(R, P, np.arange(n, dtype=np.int64))
+    kept = greedy_consistent(R, P, np.arange(n, dtype=np.int64))
     return kept, upper, "timelimit", len(cuts), n_solves
 
 
@@ -234,7 +235,7 @@ def _conshdlr_class():
 
     class GarpCycles(Conshdlr):
         """GARP_e on the kept rounds as a constraint handler: lazy cycle constraints at integral
-        points (exact check), cycle cuts at fractional points (:func:`_hm_kernels.lightest_violating_cycles`)."""
+        points (exact check), cycle cuts at fractional points (``lightest_violating_cycles``)."""
 
         def __init__(self, R, P, y):
             self.R, self.P, self.y = R, P, y
@@ -256,7 +257,7 @@ def _conshdlr_class():
 
         def _violations(self, sol=None):
             inc = self._values(sol) > 0.5
-            return _hm_kernels.shortest_violating_cycles(self.R, self.P, inc)
+            return shortest_violating_cycles(self.R, self.P, inc)
 
         def _enforce(self, sol=None):
             flat, starts = self._violations(sol)
@@ -283,7 +284,7 @@ def _conshdlr_class():
 
         def conssepalp(self, constraints, nusefulconss):
             y = self._values()
-            flat, starts, _ = _hm_kernels.lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, True)
+            flat, starts, _ = lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, True)
             if len(starts) == 1:
                 return {"result": SCIP_RESULT.DIDNOTFIND}
             if self.tvars is None:
@@ -325,9 +326,9 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     # greedy incumbent: rounds with few violating 2-cycles first, then a few random orders
     two = P & R.T
     conflicts = two.sum(axis=0) + two.sum(axis=1)
-    best = _hm_kernels.greedy_consistent(R, P, np.argsort(conflicts, kind="stable").astype(np.int64))
+    best = greedy_consistent(R, P, np.argsort(conflicts, kind="stable").astype(np.int64))
     for _ in range(8):
-        cand = _hm_kernels.greedy_consistent(R, P, rng.permutation(n).astype(np.int64))
+        cand = greedy_consistent(R, P, rng.permutation(n).astype(np.int64))
         if cand.sum() > best.sum():
             best = cand
     m = Model("houtman-maks")
@@ -586,7 +587,7 @@ def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) ->
         hi[j] = len(nodes) - _packing(R, P)
         two = P & R.T
         order = np.argsort(two.sum(axis=0) + two.sum(axis=1), kind="stable").astype(np.int64)
-        lo[j] = int(_hm_kernels.greedy_consistent(R, P, order).sum())
+        lo[j] = int(greedy_consistent(R, P, order).sum())
     if free + hi.sum() < k:
         return HMDecision(False, "bound")
     if free + lo.sum() >= k:
@@ -616,7 +617,7 @@ def _packing(R, P):
     free = np.ones(R.shape[0], dtype=bool)
     packed = 0
     while True:
-        flat, starts = _hm_kernels.shortest_violating_cycles(R, P, free)
+        flat, starts = shortest_violating_cycles(R, P, free)
         if len(starts) == 1:
             return packed
         cycles = sorted((flat[starts[c]:starts[c + 1]] for c in range(len(starts) - 1)), key=len)

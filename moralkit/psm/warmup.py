@@ -17,16 +17,19 @@ __all__ = ["dispatchers", "warm_kernels"]
 
 
 def dispatchers() -> dict:
-    """Every numba dispatcher of the PSM kernel modules, by ``module.name``."""
+    """Every numba dispatcher of the PSM kernel modules (``moralkit.psm._*_kernels``), by ``module.name``."""
+    import sys
+
     from numba.core.registry import CPUDispatcher
 
-    from . import _hm_kernels, _partition_kernels, _rp_kernels
+    from . import houtman_maks, partition, rp  # noqa: F401  (they load every kernel module)
 
     out = {}
-    for mod in (_rp_kernels, _partition_kernels, _hm_kernels):
-        for name, obj in vars(mod).items():
-            if isinstance(obj, CPUDispatcher):
-                out[f"{mod.__name__.rsplit('.', 1)[-1]}.{name}"] = obj
+    for modname, mod in sorted(sys.modules.items()):
+        if modname.startswith(__package__ + "._") and modname.endswith("_kernels"):
+            for name, obj in vars(mod).items():
+                if isinstance(obj, CPUDispatcher):
+                    out[f"{modname.rsplit('.', 1)[-1]}.{name}"] = obj
     return out
 
 
