@@ -226,8 +226,6 @@ _DEFAULT_PARAMS = {
     **{f"heuristics/{h}/freq": -1 for h in ("shiftandpropagate", "rens", "rins", "alns", "locks")},
     "presolving/maxrestarts": 0,
 }
-_SCIP_PARAMS: dict = {}  # overrides, for experiments
-_LAST_STATS: dict = {}
 
 
 def _conshdlr_class():
@@ -336,7 +334,7 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     m.setParam("randomization/randomseedshift", 0)
     m.setParam("limits/gap", 0.0)
     m.setParam("limits/absgap", 0.0)
-    for key, val in {**_DEFAULT_PARAMS, **_SCIP_PARAMS}.items():
+    for key, val in _DEFAULT_PARAMS.items():
         m.setParam(key, val)
     y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
     m.setMaximize()
@@ -369,8 +367,6 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
         upper = int(target) - 1
     else:
         upper = min(n, int(np.floor(m.getDualbound() + _EPS)))
-    _LAST_STATS.update(root=m.getDualboundRoot(), nodes=m.getNNodes(), time=m.getSolvingTime(),
-                       lpiter=m.getNLPIterations())
     return kept, upper, status, hdlr.n_cuts, int(m.getNNodes())
 
 
