@@ -2,60 +2,81 @@
 
 Datasets: SIMULATED quadratic agents with logit noise 0.05 / 0.3 / 1.0 and a uniformly random
 chooser (moralkit.psm.simulate), then the committed real runs in data/psm (small local LLMs whose
-answers are close to random). Each is stopped at --time-limit seconds; a stopped run is reported
-as such, never as a value.
+answers are close to random). For each: the branch-and-cut (``method="scip"``, the default),
+median of ``--reps`` runs, and the earlier cut loop over HiGHS (``method="cuts"``) once, in the
+same run, stopped at ``--cuts-time-limit`` seconds (reported as not finished, never as a value).
+A first call on a small matrix compiles (or loads) the numba kernels; its time is reported
+separately (``compile``).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_houtman_maks.py [--time-limit 600] [--no-real]
+    .venv/bin/python benchmarks/bench_houtman_maks.py [--reps 3] [--cuts-time-limit 120] [--no-real] [--only NAME,...]
 
-The last line printed is one JSON object.
+Every figure is one line ``BENCH {json}`` (benchmarks/_record.py), with the date and the load.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import statistics
+import sys
+import time
+from pathlib import Path
 
-from moralkit.psm import rp
-from moralkit.psm.design import make_design
-from moralkit.psm.houtman_maks import houtman_maks
-from moralkit.psm.simulate import (
-    random_quadratic_agent,
-    simulate_quadratic,
-    simulate_random,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _record import emit, load  # noqa: E402
+
+from moralkit.psm import rp  # noqa: E402
+from moralkit.psm.design import make_design  # noqa: E402
+from moralkit.psm.houtman_maks import houtman_maks  # noqa: E402
+from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random  # noqa: E402
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--time-limit", type=float, default=600.0)
-    ap.add_argument("--no-real", action="store_true", help="skip the committed LLM runs")
-    args = ap.parse_args(argv)
+def datasets(real=True):
     d = make_design(0)
     data = {f"sim-noise{n}": simulate_quadratic(random_quadratic_agent(i), d, noise=n, seed=i)
             for i, n in enumerate([0.05, 0.3, 1.0])}
     data["sim-random"] = simulate_random(d, seed=9)
-    if not args.no_real:
+    if real:
         from moralkit.psm.dataset import read_psm
 
-        try:
-            data.update(read_psm("data/psm"))
-        except (FileNotFoundError, ValueError) as ex:
-            print(f"no committed PSM data: {ex}")
-    houtman_maks(rp.psm_expenditure_matrix(data["sim-noise0.05"])[:20, :20])  # numba warm-up
-    out = {}
+        data.update(read_psm(Path(__file__).resolve().parents[1] / "data" / "psm"))
+    return data
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--time-limit", type=float, default=600.0, help="per branch-and-cut run")
+    ap.add_argument("--cuts-time-limit", type=float, default=120.0, help="the earlier method (0: skip it)")
+    ap.add_argument("--no-real", action="store_true", help="skip the committed LLM runs")
+    ap.add_argument("--only", default=None, help="comma-separated dataset names")
+    args = ap.parse_args(argv)
+    data = datasets(not args.no_real)
+    if args.only:
+        data = {k: v for k, v in data.items() if k in args.only.split(",")}
+    l0 = load()
+    t = time.perf_counter()
+    houtman_maks(rp.psm_expenditure_matrix(data[next(iter(data))])[:20, :20])  # numba kernels: compile or load
+    emit("houtman_maks", "compile", l0, s=round(time.perf_counter() - t, 3),
+         note="first call in a fresh process: numba compiles, or loads its on-disk cache")
     for name, ds in data.items():
-        try:
-            r = houtman_maks(ds, time_limit=args.time_limit)
-        except RuntimeError as ex:
-            print(f"{name}: T = {ds.valid().n_obs}, CCEI {rp.ccei_exact(ds)}: not finished ({ex})")
-            out[name] = {"finished": False, "time_limit_s": args.time_limit}
-            continue
-        print(f"{name}: T = {r.T}, CCEI {rp.ccei_exact(ds)}, HM = {r.n_kept}/{r.T} = {float(r.index):.3f}; "
-              f"{r.wall_s:.2f} s ({r.n_cuts} cuts, {r.n_solves} master solves)")
-        out[name] = {"hm": f"{r.n_kept}/{r.T}", "s": round(r.wall_s, 3), "cuts": r.n_cuts, "solves": r.n_solves}
-    print(json.dumps(out))
+        l0 = load()
+        times, res = [], None
+        for _ in range(args.reps):
+            res = houtman_maks(ds, time_limit=args.time_limit)
+            times.append(round(res.wall_s, 3))
+        cuts = None
+        if args.cuts_time_limit > 0:
+            c = houtman_maks(ds, time_limit=args.cuts_time_limit, method="cuts")
+            cuts = {"s": round(c.wall_s, 3), "finished": c.optimal, "time_limit_s": args.cuts_time_limit,
+                    "n_kept": c.n_kept, "n_upper": c.n_upper}
+            if c.optimal and c.n_kept != res.n_kept:  # pragma: no cover - two exact methods disagree
+                raise SystemExit(f"{name}: cuts {c.n_kept} != scip {res.n_kept}")
+        emit("houtman_maks", name, l0, T=res.T, ccei=str(rp.ccei_exact(ds)), hm=f"{res.n_kept}/{res.T}",
+             optimal=res.optimal, n_upper=res.n_upper, scip_s_median=statistics.median(times), scip_s=times,
+             scip_nodes=res.n_solves, cuts=cuts)
 
 
 if __name__ == "__main__":

@@ -155,6 +155,46 @@ if ready:
          caption=f"This run: both indices ({n_datasets} and {n_datasets_paper_index} random datasets per model)")
 
 # %% [markdown]
+# ### The Houtman–Maks index beside the CCEI
+#
+# The Houtman–Maks index (HM) is the largest share of rounds that satisfy GARP together, every round
+# in its own corner coordinates; Seror's later theory of the PSM scores a respondent this way.
+# `moralkit.psm.houtman_maks` computes it exactly (one branch-and-cut, every kept subset re-checked
+# exactly). $\alpha_{HM}$ is eq. (4) with HM in place of the CCEI, on the **same** random datasets
+# as the CCEI's $\alpha$: the share whose HM is at least the respondent's. Each random dataset is
+# decided by bounds first and exactly only where they do not decide; one not decided within the
+# time limit makes $\alpha_{HM}$ an interval.
+#
+# On near-random answers an exact HM takes seconds to minutes, too slow for this notebook's run. The
+# column is computed by `.venv/bin/python -m moralkit.psm.hm_table1` and committed with the SHA-256
+# of every data file (`data/derived/table1_hm.csv` and `.json`); it is shown only when these match
+# the data analysed here.
+
+# %%
+from moralkit.psm import hm_table1
+
+if ready:
+    hm_tab, hm_meta, hm_why = hm_table1.load(psm_dir=path)
+    if hm_tab is not None and hm_meta["seed"] != seed:
+        hm_tab, hm_why = None, f"the committed HM table used seed {hm_meta['seed']}, this run seed {seed}"
+    if hm_tab is None:
+        print(f"HM column not shown: {hm_why}")
+    else:
+        hm_rows = hm_tab.set_index("model")
+        hm_view = tab[["model", "label", "alpha"]].rename(columns={"label": "CCEI", "alpha": "alpha (CCEI)"})
+        hm_view["HM"] = [hm_rows.loc[m, "hm_exact"] if m in hm_rows.index else "not computed" for m in hm_view["model"]]
+        hm_view["alpha (HM)"] = [hm_table1.alpha_text(hm_rows.loc[m]) if m in hm_rows.index else "not computed"
+                                 for m in hm_view["model"]]
+        hm_view["stars (HM)"] = [hm_rows.loc[m, "stars_hm"] if m in hm_rows.index else "" for m in hm_view["model"]]
+        hm_view["decided exactly"] = [int(hm_rows.loc[m, "n_exact"]) if m in hm_rows.index else 0
+                                      for m in hm_view["model"]]
+        print(f"HM column: {hm_meta['n_datasets']} random datasets per respondent (seed {hm_meta['seed']}), at most "
+              f"{hm_meta['time_limit_s']:g} s each; computed {hm_meta['date']} in {hm_meta['wall_s']:.0f} s "
+              f"(load {hm_meta['load_start'][0]:.1f}).")
+        show(hm_view.set_index("model"), "02_table1_hm",
+             caption="This run's CCEI and the committed Houtman–Maks column (stars: ? when the interval spans a level)")
+
+# %% [markdown]
 # ### The published Table 1 (Seror 2025), for comparison
 #
 # 37 rows as printed, from `moralkit.reference`. The paper's models are not the ones of this run: the

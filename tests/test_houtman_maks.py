@@ -150,3 +150,100 @@ def test_table1_hm_column_is_additive():
         assert row["alpha_hm"] == row["alpha_hm_low"] == row["alpha_hm_high"] == 0.0 and row["stars_hm"] == "***"
     res = hm_random_choice_test(data[0], n_datasets=30, seed=0)
     assert res.n_below == 30 and res.n_undecided == 0
+    assert len(res.decisions) == 30 and set(res.decided_by) <= {"bound", "greedy", "exact"}
+    assert res.n_exact == int((res.decided_by == "exact").sum())
+    assert list(tab["n_hm_exact"]) == [tab.attrs["hm_results"][m].n_exact for m in tab["model"]]
+
+
+# --------------------------------------------------------------------------- branch-and-cut (issue 30)
+
+
+def test_scip_and_cut_loop_agree_on_harder_psm_subsets():
+    """The branch-and-cut (default) and the earlier cut loop over HiGHS are two independent exact methods."""
+    rng = np.random.default_rng(30)
+    hard = 0
+    for _ in range(6):
+        E = _psm_subset(rng, int(rng.integers(30, 45)))
+        a, b = houtman_maks(E), houtman_maks(E, method="cuts")
+        assert a.method == "scip" and b.method == "cuts"
+        assert a.optimal and b.optimal and a.n_kept == b.n_kept == a.n_upper == b.n_upper
+        assert rp.garp(E[np.ix_(a.kept, a.kept)]) and rp.garp(E[np.ix_(b.kept, b.kept)])
+        hard += a.n_kept < 0.8 * len(E)
+    assert hard >= 3  # far from consistent: the search has work to do
+
+
+def test_time_limit_returns_bounds_not_a_guess():
+    """A search stopped by the time limit says so, and returns a consistent subset and a proven upper bound."""
+    ds = simulate_random(make_design(0), seed=9)  # a random chooser: thousands of nodes, never done in 10 ms
+    E = rp.psm_expenditure_matrix(ds)
+    for method in ("scip", "cuts"):
+        r = houtman_maks(E, time_limit=0.01, method=method)
+        assert not r.optimal and r.status == "timelimit"
+        assert 0 < r.n_kept < r.n_upper <= houtman_maks_upper_bound(E)
+        assert r.index < r.index_upper
+        assert rp.garp(E[np.ix_(r.kept, r.kept)])
+    with pytest.raises(ValueError, match="method"):
+        houtman_maks(E, method="bogus")
+
+
+def test_decision_says_what_decided_it():
+    from moralkit.psm.houtman_maks import houtman_maks_decision
+
+    rng = np.random.default_rng(31)
+    seen = set()
+    for _ in range(12):
+        E = _psm_subset(rng, int(rng.integers(8, 30)))
+        n = houtman_maks(E).n_kept
+        for k in (n - 2, n, n + 1, n + 3):
+            d = houtman_maks_decision(E, k)
+            assert d.at_least == (n >= k)
+            assert d.by in ("bound", "greedy", "exact")
+            seen.add(d.by)
+    assert seen == {"bound", "greedy", "exact"}
+
+
+def test_committed_hm_table_round_trip_and_hash_check(tmp_path):
+    """moralkit.psm.hm_table1: the table is shown only for the data it was computed on."""
+    import json
+
+    from moralkit.psm import hm_table1
+    from moralkit.psm.dataset import read_psm, write_psm
+
+    d = make_design(0)
+    psm = tmp_path / "psm"
+    psm.mkdir()
+    write_psm([simulate_quadratic(random_quadratic_agent(0), d, noise=0.05, seed=0, model="sim-a")], psm / "sim-a.csv.gz")
+    write_psm([simulate_quadratic(random_quadratic_agent(1), d, noise=0.0, seed=1, model="sim-b")], psm / "sim-b.csv.gz")
+    data = read_psm(psm)
+    tab, dec = hm_table1.compute(data, n_datasets=12, seed=0, time_limit=30)
+    assert list(tab.columns) == hm_table1.COLUMNS and sorted(tab["model"]) == ["sim-a", "sim-b"]
+    assert len(dec) == 24 and set(dec["decision"]) <= {0, 1} and (tab["n_undecided"] == 0).all()
+    for _, row in tab.iterrows():  # a sample recomputed: the respondent's own HM, exactly
+        r = houtman_maks(data[row["model"]])
+        assert row["hm_exact"] == f"{r.n_kept}/{r.T}"
+        assert hm_table1.alpha_text(row) == f"{row['alpha_hm']:.3f}"
+    meta = {"seed": 0, "n_datasets": 12, "input_sha256": hm_table1.input_hashes(psm)}
+    out = tmp_path / "derived"
+    hm_table1.write(tab, meta, out, dec)
+    got, m, why = hm_table1.load(out, psm)
+    assert why is None and m == json.loads(json.dumps(meta))
+    pd_cols = got[["model", "hm_exact", "stars_hm", "n_exact"]].to_dict("records")
+    assert pd_cols == tab[["model", "hm_exact", "stars_hm", "n_exact"]].to_dict("records")
+    (psm / "sim-b.csv.gz").write_bytes((psm / "sim-a.csv.gz").read_bytes())  # the data changed
+    got, m, why = hm_table1.load(out, psm)
+    assert got is None and "sim-b.csv.gz" in why and "recompute" in why
+    got, m, why = hm_table1.load(tmp_path / "nowhere", psm)
+    assert got is None and m is None and "hm_table1" in why
+    row = dict(n_undecided=3, n_datasets=100, alpha_hm_low=0.2, alpha_hm_high=0.23, alpha_hm=float("nan"),
+               time_limit_s=10.0)
+    assert hm_table1.alpha_text(row) == "[0.200, 0.230]: 3 of 100 random datasets undecided within 10 s each"
+
+
+def test_warmup_reaches_the_kernels_the_notebooks_use():
+    from moralkit.psm.warmup import dispatchers, warm_kernels
+
+    r = warm_kernels()
+    assert set(r["compiled"]) | set(r["not_compiled"]) == set(dispatchers())
+    for k in ("_rp_kernels.relation_signs", "_rp_kernels.scc_labels", "_partition_kernels.violation_models",
+              "_hm_kernels.shortest_violating_cycles", "_hm_kernels.greedy_consistent"):
+        assert k in r["compiled"]

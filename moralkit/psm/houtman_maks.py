@@ -12,32 +12,40 @@ this share, computed with every round priced in its own corner coordinates.
 
 The exact algorithm
 -------------------
-Finding HM is NP-hard (Smeulders et al. 2014), but at the PSM's size it is
-solved exactly by *cycle cuts*:
+Finding HM is NP-hard (Smeulders et al. 2014). Here it is solved exactly by
+branch-and-cut over *cycle constraints*:
 
 1. The relations ``R0_e`` and ``P0_e`` are computed exactly
    (:func:`moralkit.psm.rp.relations`). Every cycle of a subset is a cycle of the
    full ``R0_e`` graph, inside one of its strongly connected components (SCCs),
    so each SCC that holds a strict edge is an independent subproblem; every
    other round is always kept.
-2. For one such SCC, the master problem is ``max sum_i y_i`` over binaries
-   ``y`` subject to ``sum_{i in C} y_i <= |C| - 1`` for every GARP_e-violating
-   cycle ``C`` found so far (a cycle of ``R0_e`` edges with at least one
-   ``P0_e`` edge). It starts with every violating 2-cycle.
-3. The master's optimum ``S`` is checked exactly; if ``S`` violates GARP_e,
-   a shortest violating cycle through every strict edge of ``S`` that lies on
-   one is added as a cut (one compiled breadth-first search per round), and the
-   master is solved again. Once ``S`` passes, it is optimal: the master is a
-   relaxation (it holds only some of the cycle constraints) and ``S`` is
-   feasible for the full problem.
+2. For one such SCC the problem is ``max sum_i y_i`` over binaries ``y`` subject
+   to ``sum_{i in C} y_i <= |C| - 1`` for every GARP_e-violating cycle ``C`` (a
+   cycle of ``R0_e`` edges with at least one ``P0_e`` edge). There are
+   exponentially many, so they are generated inside one search tree of SCIP
+   (PySCIPOpt), by a constraint handler:
 
-The master is a pure 0-1 problem with 0/1 coefficients, solved to proven
-optimality (relative gap 0) by HiGHS through :func:`scipy.optimize.milp`; the
-kept set is re-checked with :func:`moralkit.psm.rp.garp` before it is returned, so
-the lower bound is exact and the upper bound is the solver's certificate. The
-tests compare it with brute force over every subset, with revpref's and
-prefgraph's exact Houtman–Maks on consumer data, and with the MILP of
-Demuynck and Rehbeck (2023) through Pyomo.
+   - every violating 2-cycle is a row ``y_a + y_b <= 1`` from the start (SCIP's
+     clique machinery then works on these);
+   - at an integral point, the kept rounds are checked exactly (a compiled
+     breadth-first search per round); a shortest violating cycle through each
+     strict edge found is added as a constraint (lazy constraints);
+   - at a fractional point, cycle cuts are separated: a cycle is violated iff
+     ``sum_{i in C} (1 - y_i) < 1``, so a Dijkstra search with node weights
+     ``1 - y`` finds the lightest cycle through each strict edge (numba);
+   - a greedy consistent subset is the first incumbent.
+
+3. The kept set is re-checked with :func:`moralkit.psm.rp.garp` (exact arithmetic)
+   before it is returned. "Optimal" is reported only when the solver's bound
+   (its dual bound, rounded down: the objective is integral) equals the kept
+   count; a search stopped by a time limit returns both bounds instead.
+
+``method="cuts"`` keeps the earlier algorithm, a cut loop that re-solves a master
+problem over the cuts found so far with HiGHS (:func:`scipy.optimize.milp`) until
+its optimum passes the exact check. It is an independent cross-check. The
+tests compare both with brute force over every subset, and with revpref's and
+prefgraph's exact Houtman–Maks on consumer data.
 
 References
 ----------
@@ -56,17 +64,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from ..errors import MoralkitError
 from . import rp
+from ._hm_kernels import greedy_consistent, lightest_violating_cycles, shortest_violating_cycles
 
 __all__ = [
+    "HMDecision",
     "HoutmanMaksResult",
     "houtman_maks",
     "houtman_maks_at_least",
+    "houtman_maks_decision",
     "houtman_maks_index",
     "houtman_maks_upper_bound",
 ]
@@ -79,15 +90,27 @@ class HoutmanMaksResult:
     Attributes
     ----------
     index : fractions.Fraction
-        ``n_kept / T``, exactly (1 for a dataset that satisfies GARP_e).
+        ``n_kept / T``, exactly (1 for a dataset that satisfies GARP_e). When
+        :attr:`optimal` is False (a time limit stopped the search) it is a lower
+        bound, and :attr:`index_upper` the matching upper bound.
     n_kept, T : int
-        Size of the largest GARP_e-consistent subset, and the number of rounds.
+        Size of the largest GARP_e-consistent subset found (checked exactly), and the number of rounds.
+    n_upper : int
+        The solver's proven upper bound on that size; equal to ``n_kept`` when optimal.
+    optimal : bool
+        True iff ``n_kept == n_upper``: the index is exact.
+    status : str
+        ``"optimal"``, or what stopped the search (``"timelimit"``).
     kept : ndarray of int
-        One largest consistent subset (round positions, ascending).
+        One consistent subset of ``n_kept`` rounds (round positions, ascending).
     e : fractions.Fraction
         The rationality level used (a float is the exact binary number it holds).
-    n_cuts, n_solves : int
-        Cycle cuts generated and master problems solved.
+    method : str
+        ``"scip"`` (branch-and-cut) or ``"cuts"`` (the earlier cut loop over HiGHS).
+    n_cuts : int
+        Cycle constraints added lazily at integral points (SCIP) or cuts generated (``"cuts"``).
+    n_solves : int
+        Branch-and-bound nodes (SCIP) or master problems solved (``"cuts"``).
     wall_s : float
     """
 
@@ -99,6 +122,15 @@ class HoutmanMaksResult:
     n_cuts: int
     n_solves: int
     wall_s: float
+    n_upper: int = -1
+    optimal: bool = True
+    status: str = "optimal"
+    method: str = "scip"
+
+    @property
+    def index_upper(self) -> Fraction:
+        """The upper bound ``n_upper / T`` (equal to :attr:`index` when optimal)."""
+        return Fraction(self.n_upper, self.T)
 
     @property
     def removed(self) -> np.ndarray:
@@ -107,60 +139,6 @@ class HoutmanMaksResult:
 
     def __float__(self) -> float:
         return float(self.index)
-
-
-@njit(cache=True)
-def _shortest_violating_cycles(R, P, inc):
-    """For every strict edge ``u P0 v`` between included rounds that lies on a cycle within
-    ``inc``: a shortest such cycle (u -> v, then a shortest R0 path back from v to u).
-
-    Returns (flat, starts): the rounds of cycle c are ``flat[starts[c]:starts[c + 1]]``.
-    """
-    n = R.shape[0]
-    dist = np.empty(n, np.int64)
-    prev = np.empty(n, np.int64)
-    queue = np.empty(n, np.int64)
-    flat = np.empty(n * n, np.int64)
-    starts = np.zeros(n + 1, np.int64)
-    nc = 0
-    pos = 0
-    for v in range(n):
-        if not inc[v]:
-            continue
-        for i in range(n):
-            dist[i] = -1
-        dist[v] = 0
-        prev[v] = -1
-        head = 0
-        tail = 1
-        queue[0] = v
-        while head < tail:
-            a = queue[head]
-            head += 1
-            for b in range(n):
-                if inc[b] and dist[b] < 0 and R[a, b]:
-                    dist[b] = dist[a] + 1
-                    prev[b] = a
-                    queue[tail] = b
-                    tail += 1
-        for u in range(n):
-            if inc[u] and u != v and P[u, v] and dist[u] >= 0:
-                if pos + dist[u] + 1 > flat.shape[0]:  # grow the buffer
-                    bigger = np.empty(2 * flat.shape[0] + n, np.int64)
-                    bigger[:pos] = flat[:pos]
-                    flat = bigger
-                if nc + 2 > starts.shape[0]:
-                    s2 = np.zeros(2 * starts.shape[0], np.int64)
-                    s2[:nc + 1] = starts[:nc + 1]
-                    starts = s2
-                w = u
-                while w != -1:
-                    flat[pos] = w
-                    pos += 1
-                    w = prev[w]
-                nc += 1
-                starts[nc] = pos
-    return flat[:pos].copy(), starts[:nc + 1].copy()
 
 
 def _scc_labels(R0):
@@ -184,17 +162,21 @@ def _solve_master(n, cuts, time_limit):
         opts["time_limit"] = float(time_limit)
     res = milp(c=-np.ones(n), integrality=np.ones(n), bounds=Bounds(0, 1),
                constraints=[LinearConstraint(A, -np.inf, ub)], options=opts)
-    if res.status != 0 or res.x is None:
-        raise RuntimeError(f"the Houtman–Maks master problem was not solved to optimality ({res.message}); "
-                           "raise time_limit")
+    if res.status == 1:  # the time limit stopped HiGHS
+        return None
+    if res.status != 0 or res.x is None:  # pragma: no cover - the master is always feasible (y = 0)
+        raise RuntimeError(f"the Houtman–Maks master problem was not solved ({res.message})")
     return np.round(res.x).astype(bool)
 
 
-def _solve_component(R0, P0, nodes, time_limit, deadline):
-    """Largest GARP_e-consistent subset of the rounds ``nodes`` (one SCC of the full R0 graph)."""
-    R = np.ascontiguousarray(R0[np.ix_(nodes, nodes)])
-    P = np.ascontiguousarray(P0[np.ix_(nodes, nodes)])
-    n = len(nodes)
+def _solve_component_cuts(R, P, time_limit):
+    """The earlier method for one SCC: a cut loop whose master problem HiGHS re-solves from scratch.
+
+    Returns (kept bool array, upper bound, status, n_cuts, n_solves); on a time limit, the
+    greedy subset and the last master optimum (a relaxation, so an upper bound).
+    """
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    n = R.shape[0]
     u, v = np.nonzero(P & R.T)  # violating 2-cycles: u P0 v and v R0 u
     seen = set()
     cuts = []
@@ -204,13 +186,21 @@ def _solve_component(R0, P0, nodes, time_limit, deadline):
             seen.add(key)
             cuts.append(np.array(key, dtype=np.int64))
     y = np.ones(n, dtype=bool)
+    upper = n
     n_solves = 0
     while True:
         if cuts:
-            left = None if deadline is None else max(1.0, deadline - time.perf_counter())
-            y = _solve_master(n, cuts, left if time_limit is not None else None)
+            left = None if deadline is None else deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                break
+            y = _solve_master(n, cuts, left)
+            if y is None:
+                break
+            upper = int(y.sum())
             n_solves += 1
-        flat, starts = _shortest_violating_cycles(R, P, y)
+        flat, starts = shortest_violating_cycles(R, P, y)
+        if len(starts) == 1:  # no violating cycle left: y is optimal
+            return y, int(y.sum()), "optimal", len(cuts), n_solves
         new = 0
         for c in range(len(starts) - 1):
             cyc = np.unique(flat[starts[c]:starts[c + 1]])
@@ -219,15 +209,192 @@ def _solve_component(R0, P0, nodes, time_limit, deadline):
                 seen.add(key)
                 cuts.append(cyc)
                 new += 1
-        if len(starts) == 1:  # no violating cycle left: y is optimal
-            return nodes[y], len(cuts), n_solves
         if new == 0:  # pragma: no cover - a violating cycle is never a known cut of a feasible y
             raise RuntimeError("Houtman–Maks cut generation made no progress; please report this dataset")
-        if deadline is not None and time.perf_counter() > deadline:
-            raise RuntimeError(f"Houtman–Maks stopped at time_limit={time_limit} s before proving optimality")
+    kept = greedy_consistent(R, P, np.arange(n, dtype=np.int64))
+    return kept, upper, "timelimit", len(cuts), n_solves
 
 
-def houtman_maks(E, e=1, *, time_limit: float | None = None) -> HoutmanMaksResult:
+# --------------------------------------------------------------------------- branch-and-cut (SCIP)
+
+_EPS = 1e-6
+# Measured on T = 160 random choosers (benchmarks/bench_houtman_maks.py): SCIP's general-purpose cut
+# separators and large-neighbourhood heuristics cost more than they gain on this pure 0-1 packing
+# problem, and a restart throws the cycle cuts away.
+_DEFAULT_PARAMS = {
+    **{f"separating/{s}/freq": -1 for s in ("gomory", "aggregation", "mcf", "zerohalf", "cmir")},
+    **{f"heuristics/{h}/freq": -1 for h in ("shiftandpropagate", "rens", "rins", "alns", "locks")},
+    "presolving/maxrestarts": 0,
+}
+
+
+def _conshdlr_class():
+    from pyscipopt import SCIP_RESULT, Conshdlr, quicksum
+
+    class GarpCycles(Conshdlr):
+        """GARP_e on the kept rounds as a constraint handler: lazy cycle constraints at integral
+        points (exact check), cycle cuts at fractional points (``lightest_violating_cycles``)."""
+
+        def __init__(self, R, P, y):
+            self.R, self.P, self.y = R, P, y
+            self.seen = set()
+            self.n_cuts = 0
+            self.tvars = None
+
+        def _values(self, sol=None):
+            return np.array([self.model.getSolVal(sol, v) for v in self.y])
+
+        def _new_cycles(self, flat, starts):
+            out = []
+            for c in range(len(starts) - 1):
+                key = tuple(sorted(flat[starts[c]:starts[c + 1]].tolist()))
+                if key not in self.seen:
+                    self.seen.add(key)
+                    out.append(key)
+            return out
+
+        def _violations(self, sol=None):
+            inc = self._values(sol) > 0.5
+            return shortest_violating_cycles(self.R, self.P, inc)
+
+        def _enforce(self, sol=None):
+            flat, starts = self._violations(sol)
+            if len(starts) == 1:
+                return {"result": SCIP_RESULT.FEASIBLE}
+            for key in self._new_cycles(flat, starts):
+                self.model.addCons(quicksum(self.y[i] for i in key) <= len(key) - 1, name=f"cyc{self.n_cuts}",
+                                   removable=False)
+                self.n_cuts += 1
+            return {"result": SCIP_RESULT.CONSADDED}
+
+        def conscheck(self, constraints, solution, checkintegrality, checklprows, printreason, completely):
+            flat, starts = self._violations(solution)
+            return {"result": SCIP_RESULT.FEASIBLE if len(starts) == 1 else SCIP_RESULT.INFEASIBLE}
+
+        def consenfolp(self, constraints, nusefulconss, solinfeasible):
+            return self._enforce()
+
+        def consenfops(self, constraints, nusefulconss, solinfeasible, objinfeasible):
+            return self._enforce()
+
+        def consenforelax(self, solution, constraints, nusefulconss, solinfeasible):
+            return self._enforce(solution)
+
+        def conssepalp(self, constraints, nusefulconss):
+            y = self._values()
+            flat, starts, _ = lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, True)
+            if len(starts) == 1:
+                return {"result": SCIP_RESULT.DIDNOTFIND}
+            if self.tvars is None:
+                self.tvars = [self.model.getTransformedVar(v) for v in self.y]
+            added = False
+            for c in range(len(starts) - 1):
+                key = np.unique(flat[starts[c]:starts[c + 1]])
+                row = self.model.createEmptyRowUnspec(name="cc", lhs=None, rhs=len(key) - 1, local=False,
+                                                      removable=True)
+                self.model.cacheRowExtensions(row)
+                for i in key:
+                    self.model.addVarToRow(row, self.tvars[i], 1.0)
+                self.model.flushRowExtensions(row)
+                if self.model.isCutEfficacious(row):
+                    self.model.addCut(row)
+                    added = True
+                self.model.releaseRow(row)
+            return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
+
+        def conslock(self, constraint, locktype, nlockspos, nlocksneg):
+            for v in self.y:  # keeping a round more can violate GARP_e: rounding y up is locked
+                self.model.addVarLocksType(v, locktype, nlocksneg, nlockspos)
+
+    return GarpCycles
+
+
+def _solve_component_scip(R, P, time_limit, target=None, seed=0):
+    """Largest GARP_e-consistent subset of one SCC by branch-and-cut in SCIP.
+
+    Returns (kept bool array, upper bound, optimal, n_cuts, n_nodes). With ``target``,
+    the search stops as soon as ``target`` rounds are kept (then ``optimal`` is False
+    unless the bound also closed).
+    """
+    from pyscipopt import Model
+
+    t0 = time.perf_counter()
+    n = R.shape[0]
+    rng = np.random.default_rng(seed)
+    # greedy incumbent: rounds with few violating 2-cycles first, then a few random orders
+    two = P & R.T
+    conflicts = two.sum(axis=0) + two.sum(axis=1)
+    best = greedy_consistent(R, P, np.argsort(conflicts, kind="stable").astype(np.int64))
+    for _ in range(8):
+        cand = greedy_consistent(R, P, rng.permutation(n).astype(np.int64))
+        if cand.sum() > best.sum():
+            best = cand
+    m = Model("houtman-maks")
+    m.hideOutput()
+    m.setParam("randomization/randomseedshift", 0)
+    m.setParam("limits/gap", 0.0)
+    m.setParam("limits/absgap", 0.0)
+    for key, val in _DEFAULT_PARAMS.items():
+        m.setParam(key, val)
+    y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
+    m.setMaximize()
+    u, v = np.nonzero(np.triu(two | two.T))  # every violating 2-cycle as a clique row
+    for a, b in zip(u.tolist(), v.tolist()):
+        m.addCons(y[a] + y[b] <= 1)
+    hdlr = _conshdlr_class()(R, P, y)
+    for a, b in zip(u.tolist(), v.tolist()):
+        hdlr.seen.add((a, b))
+    m.includeConshdlr(hdlr, "garp_cycles", "GARP_e cycle constraints", sepapriority=1000, enfopriority=-10,
+                      chckpriority=-10, sepafreq=1, needscons=False)
+    if target is not None:
+        m.setObjlimit(target - 0.5)
+        m.setParam("limits/solutions", 1)
+    sol = m.createSol()
+    for i in range(n):
+        m.setSolVal(sol, y[i], float(best[i]))
+    m.addSol(sol)
+    if time_limit is not None:  # what is left of it once the model is built
+        m.setParam("limits/time", max(float(time_limit) - (time.perf_counter() - t0), 0.001))
+    m.optimize()
+    kept = best
+    if m.getNSols() > 0:
+        s = m.getBestSol()
+        cand = np.array([m.getSolVal(s, v) > 0.5 for v in y])
+        if cand.sum() > kept.sum():
+            kept = cand
+    status = m.getStatus()
+    if status == "infeasible":  # with an objective limit: nothing reaches target
+        upper = int(target) - 1
+    else:
+        upper = min(n, int(np.floor(m.getDualbound() + _EPS)))
+    return kept, upper, status, hdlr.n_cuts, int(m.getNNodes())
+
+
+def _components(E, ef):
+    """Exact relations, and the SCCs of R0_e that hold a strict edge (the only ones to solve)."""
+    R0, P0 = rp.relations(E, ef)
+    lab = _scc_labels(R0)
+    r, k = np.nonzero(P0)
+    bad = np.unique(lab[r][lab[r] == lab[k]])
+    comps = [np.nonzero(lab == c)[0] for c in bad]
+    return R0, P0, sorted(comps, key=len)
+
+
+def _prepare(E, e, time_limit):
+    if hasattr(E, "valid") and hasattr(E, "chosen"):
+        E = rp.psm_expenditure_matrix(E)
+    E = rp.validate_expenditure_matrix(E)
+    if time_limit is not None and not time_limit > 0:
+        raise MoralkitError(f"time_limit must be a positive number of seconds, got {time_limit}")
+    if len(E) == 0:
+        raise MoralkitError("the dataset has no rounds; the Houtman–Maks index needs at least one")
+    return E, _as_fraction(e)
+
+
+METHODS = ("scip", "cuts")
+
+
+def houtman_maks(E, e=1, *, time_limit: float | None = None, method: str = "scip") -> HoutmanMaksResult:
     """The exact Houtman–Maks index: the largest share of rounds that satisfy GARP_e together.
 
     Parameters
@@ -240,18 +407,31 @@ def houtman_maks(E, e=1, *, time_limit: float | None = None) -> HoutmanMaksResul
         Rationality level of GARP_e (1: GARP, the Houtman–Maks index proper).
         Comparisons are exact; a float is the binary number it holds.
     time_limit : float, optional
-        Seconds; a computation stopped by it raises ``RuntimeError`` (no
-        unproven value is ever returned).
+        Seconds. A search stopped by it returns bounds: ``optimal`` is False,
+        ``index`` (a consistent subset found, checked exactly) is the lower bound and
+        ``index_upper`` the solver's upper bound. No unproven value is called optimal.
+    method : {"scip", "cuts"}, default "scip"
+        ``"scip"``: one branch-and-cut in SCIP (PySCIPOpt). ``"cuts"``: the earlier
+        cut loop that re-solves a master problem with HiGHS; kept as an independent
+        cross-check (the tests compare the two), it is never faster at T = 160
+        (``benchmarks/bench_houtman_maks.py``).
 
     Returns
     -------
     HoutmanMaksResult
-        ``.index`` (a Fraction), ``.n_kept``, ``.kept``, ``.removed``.
+        ``.index`` (a Fraction), ``.optimal``, ``.n_kept``, ``.n_upper``, ``.kept``, ``.removed``.
 
     Raises
     ------
     ValueError
-        On a malformed expenditure matrix or ``e`` outside [0, 1].
+        On a malformed expenditure matrix, ``e`` outside [0, 1] or an unknown method.
+
+    Notes
+    -----
+    A round kept by the solver is accepted only after an exact check: the kept set is
+    re-checked with :func:`moralkit.psm.rp.garp` (exact arithmetic) before it is
+    returned, and "optimal" is reported only when the solver's proven bound (its dual
+    bound, rounded down, on an integral objective) equals the kept count.
 
     References
     ----------
@@ -263,38 +443,48 @@ def houtman_maks(E, e=1, *, time_limit: float | None = None) -> HoutmanMaksResul
     >>> import numpy as np
     >>> E = np.array([[12, 8, 20], [8, 12, 20], [20, 20, 12]])  # rounds 0 and 1 reveal each other strictly
     >>> r = houtman_maks(E)
-    >>> r.index, r.n_kept, r.removed.tolist()
-    (Fraction(2, 3), 2, [1])
+    >>> r.index, r.optimal, r.n_kept, r.removed.tolist()
+    (Fraction(2, 3), True, 2, [1])
     """
     t0 = time.perf_counter()
-    if hasattr(E, "valid") and hasattr(E, "chosen"):
-        E = rp.psm_expenditure_matrix(E)
-    E = rp.validate_expenditure_matrix(E)
-    if time_limit is not None and not time_limit > 0:
-        raise MoralkitError(f"time_limit must be a positive number of seconds, got {time_limit}")
-    ef = _as_fraction(e)
+    if method not in METHODS:
+        raise MoralkitError(f"method must be one of {METHODS}, got {method!r}")
+    E, ef = _prepare(E, e, time_limit)
     T = len(E)
-    if T == 0:
-        raise MoralkitError("the dataset has no rounds; the Houtman–Maks index needs at least one")
-    R0, P0 = rp.relations(E, ef)
-    lab = _scc_labels(R0)
+    R0, P0, comps = _components(E, ef)
     keep = np.ones(T, dtype=bool)
-    deadline = None if time_limit is None else t0 + time_limit
+    upper = T
     n_cuts = n_solves = 0
-    r, k = np.nonzero(P0)
-    bad = np.unique(lab[r][lab[r] == lab[k]])
-    for c in bad:
-        nodes = np.nonzero(lab == c)[0]
-        kept, nc, ns = _solve_component(R0, P0, nodes, time_limit, deadline)
-        keep[nodes] = False
-        keep[kept] = True
+    status = "optimal"
+    for nodes in comps:
+        R = np.ascontiguousarray(R0[np.ix_(nodes, nodes)])
+        P = np.ascontiguousarray(P0[np.ix_(nodes, nodes)])
+        left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
+        if method == "scip":
+            kept_c, up_c, st, nc, ns = _solve_component_scip(R, P, left)
+        else:
+            kept_c, up_c, st, nc, ns = _solve_component_cuts(R, P, left)
+        if st != "optimal":  # stopped early: the packing bound may be the better one
+            up_c = min(up_c, len(nodes) - _packing(R, P))
+        keep[nodes] = kept_c
+        upper -= len(nodes) - up_c
         n_cuts += nc
         n_solves += ns
+        if st != "optimal":
+            status = st
     kept = np.nonzero(keep)[0]
     if not rp.garp(E[np.ix_(kept, kept)], ef):  # pragma: no cover - guarded by construction
         raise RuntimeError("internal error: the Houtman–Maks subset violates GARP_e")
+    if upper < len(kept):  # pragma: no cover - a bound below a feasible subset
+        raise RuntimeError(f"internal error: the solver's bound {upper} is below a consistent subset of {len(kept)}")
+    optimal = upper == len(kept)
+    if optimal:
+        status = "optimal"
+    elif status == "optimal":  # pragma: no cover - the solver said optimal but its bound did not close
+        status = "gap"
     return HoutmanMaksResult(index=Fraction(len(kept), T), n_kept=len(kept), T=T, kept=kept, e=ef,
-                             n_cuts=n_cuts, n_solves=n_solves, wall_s=time.perf_counter() - t0)
+                             n_cuts=n_cuts, n_solves=n_solves, wall_s=time.perf_counter() - t0,
+                             n_upper=upper, optimal=optimal, status=status, method=method)
 
 
 def houtman_maks_index(E, e=1) -> Fraction:
@@ -336,31 +526,98 @@ def houtman_maks_upper_bound(E, e=1) -> int:
     """
     E = rp.validate_expenditure_matrix(E)
     R0, P0 = rp.relations(E, _as_fraction(e))
+    return len(E) - _packing(R0, P0)
+
+
+def houtman_maks_at_least(E, k: int, e=1, *, time_limit: float | None = None) -> bool | None:
+    """Whether some ``k`` rounds satisfy GARP_e together (HM count >= k), deciding by bounds first.
+
+    The packing bound (:func:`houtman_maks_upper_bound`) and a greedy consistent
+    subset decide most datasets; the rest are decided by branch-and-cut, which stops
+    as soon as ``k`` rounds are kept or the bound falls below ``k``.
+
+    Returns True or False, or None when ``time_limit`` stopped the search before
+    deciding (never a guess).
+    """
+    return houtman_maks_decision(E, k, e, time_limit=time_limit).at_least
+
+
+class HMDecision(NamedTuple):
+    """Outcome of :func:`houtman_maks_decision`.
+
+    ``at_least``: True, False, or None (undecided within the time limit). ``by``:
+    ``"bound"`` (the packing bound), ``"greedy"`` (a greedy consistent subset) or
+    ``"exact"`` (the branch-and-cut was needed).
+    """
+
+    at_least: bool | None
+    by: str
+
+
+def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) -> HMDecision:
+    """Whether the HM count is at least ``k``, and what decided it (see :func:`houtman_maks_at_least`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> E = np.array([[12, 8, 20], [8, 12, 20], [20, 20, 12]])
+    >>> houtman_maks_decision(E, 3), houtman_maks_decision(E, 2)
+    (HMDecision(at_least=False, by='bound'), HMDecision(at_least=True, by='greedy'))
+    """
+    if k <= 0:
+        return HMDecision(True, "bound")
+    t0 = time.perf_counter()
+    E, ef = _prepare(E, e, time_limit)
     T = len(E)
-    free = np.ones(T, dtype=bool)
+    if k > T:
+        return HMDecision(False, "bound")
+    R0, P0, comps = _components(E, ef)
+    free = T - sum(len(c) for c in comps)
+    lo = np.zeros(len(comps), dtype=np.int64)
+    hi = np.zeros(len(comps), dtype=np.int64)
+    data = []
+    for j, nodes in enumerate(comps):
+        R = np.ascontiguousarray(R0[np.ix_(nodes, nodes)])
+        P = np.ascontiguousarray(P0[np.ix_(nodes, nodes)])
+        data.append((R, P))
+        hi[j] = len(nodes) - _packing(R, P)
+        two = P & R.T
+        order = np.argsort(two.sum(axis=0) + two.sum(axis=1), kind="stable").astype(np.int64)
+        lo[j] = int(greedy_consistent(R, P, order).sum())
+    if free + hi.sum() < k:
+        return HMDecision(False, "bound")
+    if free + lo.sum() >= k:
+        return HMDecision(True, "greedy")
+    for j in sorted(range(len(comps)), key=lambda j: -(hi[j] - lo[j])):  # the widest gap first
+        if hi[j] == lo[j]:
+            continue
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+        if left is not None and left <= 0:
+            return HMDecision(None, "exact")
+        R, P = data[j]
+        # one component: decide "at least target" directly (SCIP stops at the first such subset
+        # or once its bound drops below target); several: solve each to optimality
+        target = k - free if len(comps) == 1 else None
+        kept, up, st, _, _ = _solve_component_scip(R, P, left, target=target)
+        lo[j] = max(lo[j], int(kept.sum()))
+        hi[j] = min(hi[j], up)
+        if free + hi.sum() < k:
+            return HMDecision(False, "exact")
+        if free + lo.sum() >= k:
+            return HMDecision(True, "exact")
+    return HMDecision(None, "exact")
+
+
+def _packing(R, P):
+    """Vertex-disjoint violating cycles packed greedily, shortest first (each costs one round)."""
+    free = np.ones(R.shape[0], dtype=bool)
     packed = 0
     while True:
-        flat, starts = _shortest_violating_cycles(R0, P0, free)
+        flat, starts = shortest_violating_cycles(R, P, free)
         if len(starts) == 1:
-            return T - packed
+            return packed
         cycles = sorted((flat[starts[c]:starts[c + 1]] for c in range(len(starts) - 1)), key=len)
         for cyc in cycles:
             if free[cyc].all():
                 free[cyc] = False
                 packed += 1
-
-
-def houtman_maks_at_least(E, k: int, e=1, *, time_limit: float | None = None) -> bool | None:
-    """Whether some ``k`` rounds satisfy GARP_e together (HM count >= k), deciding by the bound first.
-
-    Returns True or False, or None when the exact computation was stopped by
-    ``time_limit`` before deciding (never a guess).
-    """
-    if k <= 0:
-        return True
-    if houtman_maks_upper_bound(E, e) < k:
-        return False
-    try:
-        return houtman_maks(E, e, time_limit=time_limit).n_kept >= k
-    except RuntimeError:
-        return None

@@ -446,7 +446,8 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     hm : bool, default False
         Add the Houtman–Maks index with its own alpha (:func:`hm_random_choice_test`,
         on the same random datasets): columns ``hm``, ``hm_exact``, ``alpha_hm``,
-        ``alpha_hm_low``, ``alpha_hm_high``, ``stars_hm``.
+        ``alpha_hm_low``, ``alpha_hm_high``, ``stars_hm`` and ``n_hm_exact`` (random
+        datasets the bounds did not decide, so that the branch-and-cut was run).
     hm_time_limit : float, default 10
         Seconds per random dataset for the Houtman–Maks decision (see there).
     index : str, default "ccei"
@@ -508,6 +509,7 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         df["alpha_hm_low"] = [hres[m].alpha_low for m in df["model"]]
         df["alpha_hm_high"] = [hres[m].alpha_high for m in df["model"]]
         df["stars_hm"] = [hres[m].stars for m in df["model"]]
+        df["n_hm_exact"] = [hres[m].n_exact for m in df["model"]]
         df.attrs["hm_results"] = hres
     df = df.sort_values(["alpha", "ccei", "model"], ascending=[True, False, True], kind="mergesort")
     df = df.reset_index(drop=True)
@@ -533,6 +535,14 @@ class HMTestResult:
         Random datasets whose HM is at least the model's, below it, and not
         decided within the time limit.
     n_datasets, seed : int
+    n_exact : int
+        Random datasets that the bounds (packing bound, greedy subset) did not decide,
+        so that the branch-and-cut was run (decided or not).
+    time_limit : float or None
+        Seconds allowed per random dataset.
+    decisions, decided_by : ndarray
+        Per random dataset, in order: 1 (HM at least the model's), 0 (below), -1
+        (undecided); and ``"bound"``, ``"greedy"`` or ``"exact"``.
     """
 
     model: str
@@ -544,6 +554,10 @@ class HMTestResult:
     n_undecided: int
     n_datasets: int
     seed: int
+    n_exact: int = 0
+    time_limit: float | None = None
+    decisions: np.ndarray | None = field(default=None, repr=False, compare=False)
+    decided_by: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def alpha_low(self) -> float:
@@ -567,7 +581,7 @@ class HMTestResult:
 
 
 def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_limit):
-    from .houtman_maks import houtman_maks_at_least
+    from .houtman_maks import houtman_maks_decision
 
     T, n_opt = options.shape[0], options.shape[1]
     V = rp.option_expenditures(corners, prices, options).astype(np.int64)
@@ -576,8 +590,8 @@ def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_
     for c, m in zip(chunks, sizes):
         C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))  # the CCEI test's random datasets
         for row in C:
-            d = houtman_maks_at_least(V[:, cols, row], k, time_limit=time_limit)
-            out.append(-1 if d is None else int(d))
+            d, how = houtman_maks_decision(V[:, cols, row], k, time_limit=time_limit)
+            out.append((-1 if d is None else int(d), how))
     return out
 
 
@@ -587,8 +601,9 @@ def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int
 
     The model's HM (:func:`moralkit.psm.houtman_maks.houtman_maks`, exact) is compared
     with that of the same random datasets as the CCEI test (same seeds). Each
-    random dataset is decided by an upper bound first and by the exact
-    computation only when needed (:func:`moralkit.psm.houtman_maks.houtman_maks_at_least`).
+    random dataset is decided by bounds first (a packing bound, a greedy consistent
+    subset) and by the branch-and-cut only when they do not decide
+    (:func:`moralkit.psm.houtman_maks.houtman_maks_decision`).
     A dataset not decided within ``time_limit`` seconds is counted as undecided:
     alpha is then reported as the interval [``alpha_low``, ``alpha_high``] and
     ``alpha`` is NaN. Near-random data at T = 160 are slow to decide (see
@@ -608,10 +623,13 @@ def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int
     tasks = [delayed(_hm_decisions)(v.model, v.corners, v.prices, v.options, int(seed), [c], [sizes[c]],
                                     own.n_kept, time_limit) for c in range(len(sizes))]
     parts = Parallel(n_jobs=n_jobs)(tasks) if n_jobs != 1 else [f(*a, **kw) for f, a, kw in tasks]
-    d = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
+    flat = [x for p in parts for x in p]
+    d = np.array([x[0] for x in flat], dtype=np.int64)
+    how = np.array([x[1] for x in flat])
     return HMTestResult(model=v.model, hm=own.index, n_kept=own.n_kept, n_obs=v.n_obs,
                         n_at_least=int((d == 1).sum()), n_below=int((d == 0).sum()),
-                        n_undecided=int((d == -1).sum()), n_datasets=len(d), seed=int(seed))
+                        n_undecided=int((d == -1).sum()), n_datasets=len(d), seed=int(seed),
+                        n_exact=int((how == "exact").sum()), time_limit=time_limit, decisions=d, decided_by=how)
 
 
 # --------------------------------------------------------------------------- plots

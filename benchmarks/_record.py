@@ -1,0 +1,29 @@
+"""One JSON line per measured figure: what every benchmark prints and ``run_all_benchmarks.py`` collects.
+
+Each line carries the benchmark's name, the figure's key, its value(s), the date (UTC), the load
+average at the start and end of the measurement, and the machine's CPU count, so that a figure is
+never read without the conditions it was measured in.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+
+PREFIX = "BENCH "  # lines that start with it are the records; run_all_benchmarks.py keeps only these
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def emit(bench: str, key: str, load_start: list[float], **values) -> dict:
+    """Print one record line ``BENCH {json}`` and return the record."""
+    rec = {"bench": bench, "key": key, **values,
+           "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "load_start": load_start, "load_end": load(), "cpus": os.cpu_count(),
+           "python": platform.python_version()}
+    print(PREFIX + json.dumps(rec), flush=True)
+    return rec

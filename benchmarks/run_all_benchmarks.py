@@ -1,0 +1,76 @@
+"""Run every benchmark and collect its figures into ``benchmarks/results.jsonl`` (one JSON line each).
+
+Every timing the README quotes comes from a line of that file. A benchmark that prints records
+(``BENCH {json}`` lines, see ``benchmarks/_record.py``) contributes those lines; one that prints a
+single JSON object as its last line contributes it as one record (key ``summary``), stamped with the
+date and the load average before and after it ran. The machine is shared: run it with ``nice`` and
+read each figure with its load.
+
+Usage::
+
+    nice .venv/bin/python benchmarks/run_all_benchmarks.py [--only houtman_maks,run_all] [--out benchmarks/results.jsonl]
+
+Existing records of the benchmarks that are re-run are replaced; the others are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _record import PREFIX, emit, load  # noqa: E402
+
+# name -> arguments; the order is the order they run in
+BENCHMARKS = {
+    "houtman_maks": ["bench_houtman_maks.py", "--reps", "3", "--cuts-time-limit", "120"],
+    "rationality": ["bench_rationality.py"],
+    "partition": ["bench_partition.py", "--milp-instances", "1", "--time-limit", "60"],
+    "run_all": ["bench_run_all.py"],
+}
+
+
+def run_one(name: str, args: list[str]) -> list[dict]:
+    l0 = load()
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    p = subprocess.run([sys.executable, str(HERE / args[0]), *args[1:]], capture_output=True, text=True, env=env,
+                       cwd=HERE.parent)
+    recs = [json.loads(line[len(PREFIX):]) for line in p.stdout.splitlines() if line.startswith(PREFIX)]
+    if not recs:
+        last = [line for line in p.stdout.splitlines() if line.strip().startswith("{")]
+        if p.returncode != 0 or not last:
+            raise SystemExit(f"benchmark {name} failed (exit {p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        recs = [emit(name, "summary", l0, **json.loads(last[-1]))]
+    return recs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default=None, help="comma-separated benchmark names: " + ", ".join(BENCHMARKS))
+    ap.add_argument("--out", default=str(HERE / "results.jsonl"))
+    args = ap.parse_args(argv)
+    names = args.only.split(",") if args.only else list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
+    out = Path(args.out)
+    kept = []
+    if out.exists():
+        kept = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+        kept = [r for r in kept if r.get("bench") not in names]
+    new = []
+    for n in names:
+        print(f"running {n} ...", flush=True)
+        new += run_one(n, BENCHMARKS[n])
+    out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept + new))
+    print(f"wrote {len(new)} record(s) to {out}")
+
+
+if __name__ == "__main__":
+    main()
