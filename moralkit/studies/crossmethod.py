@@ -202,12 +202,15 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
     else:
         rng = np.random.default_rng(seed)
         perms = np.array([rng.permutation(n) for _ in range(int(n_permutations))], dtype=np.int64)
-    # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu
-    Y = b[perms[:, iu[0]], perms[:, iu[1]]]
+    # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu. A relabelling permutes the entries
+    # of the triangle, so it permutes their (average) ranks too: rank once, then permute the ranks.
     if method == "spearman":
-        x_, Y_ = _rank_rows(x[None])[0], _rank_rows(Y)
+        rb = np.zeros_like(b, dtype=float)
+        rb[iu] = _rank_rows(b[iu][None])[0]
+        rb = rb + rb.T
+        x_, Y_ = _rank_rows(x[None])[0], rb[perms[:, iu[0]], perms[:, iu[1]]]
     else:
-        x_, Y_ = x, Y
+        x_, Y_ = x, b[perms[:, iu[0]], perms[:, iu[1]]]
     obs = float(_corr_rows(x_, (_rank_rows(b[iu][None]) if method == "spearman" else b[iu][None]))[0])
     null = _corr_rows(x_, Y_)
     tol = 1e-12
