@@ -76,6 +76,7 @@ __all__ = [
     "paper_agents",
     "plot_calibration",
     "plot_g_comparison",
+    "plot_power",
     "replicate",
     "redraws",
     "replications",
@@ -762,5 +763,29 @@ def plot_g_comparison(G_sim: pd.DataFrame, reps: pd.DataFrame | None = None, tit
         ax.set_xlabel("simulation seed")
         ax.set_ylabel("Spearman correlation with Table 3")
         ax.set_title("Independent simulations (green: Mantel p ≤ 0.05)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_power(power: dict, other: dict | None = None, labels=("redrawn answers", "recalibrated")):
+    """Histogram of the Spearman correlation between independent simulations of the same agents, with
+    Table 3's mean correlation with them (:func:`g_power` output; ``other``: a second one). Simulated agents."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    bins = np.linspace(-1, 1, 21)
+    for pw, lab, col in ((power, labels[0], "tab:blue"), (other, labels[1], "tab:orange")):
+        if pw is None:
+            continue
+        s = pw["summary"]
+        ax.hist(pw["pairs"]["spearman"].dropna(), bins=bins, alpha=0.55, color=col,
+                label=f"simulation vs simulation, {lab} ({s['n_pairs']} pairs, mean {s['mean']:.2f})")
+        ax.axvline(s["published_mean"], color=col, ls="--", lw=1.5,
+                   label=f"Table 3 vs these simulations, mean {s['published_mean']:.2f} "
+                         f"({s['published_percentile']:.0f}th percentile)")
+    ax.set_xlabel("Spearman correlation of the off-diagonal G")
+    ax.set_ylabel("pairs of simulations")
+    ax.set_title("SIMULATED: how well G agrees with itself (the same calibrated agents)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig

@@ -156,26 +156,48 @@ def _assignment_p(s, delta, n_perm, rng):
     return float((1 + np.sum(null >= obs - 1e-15)) / (1 + int(n_perm)))
 
 
-def placebo_rules(persona: str | None) -> list[str]:
-    """The rule sets of :data:`PERSONA_RULES` other than ``persona``'s: the placebo assignments."""
-    return [q for q in PERSONA_RULES if q != persona and PERSONA_RULES[q] != PERSONA_RULES.get(persona)]
+def _beats_p(s, sq, delta, boot):
+    """One-sided paired-bootstrap p-value that the directed effect under the rules ``s`` exceeds the one
+    under the placebo rules ``sq`` (the same scenarios resampled for both: rows of ``boot``)."""
+    s, sq, delta = (np.asarray(x, float) for x in (s, sq, delta))
+    own = (s * delta)[boot].sum(axis=1) / np.maximum((s != 0)[boot].sum(axis=1), 1)
+    pla = (sq * delta)[boot].sum(axis=1) / np.maximum((sq != 0)[boot].sum(axis=1), 1)
+    return float((1 + np.sum(own - pla <= 0)) / (1 + len(boot)))
 
 
-def _verdict(row, placebo_effects, alpha) -> str:
+def placebo_rules(persona: str | None, placebos=None) -> list[str]:
+    """The placebo rule sets for ``persona``: ``placebos`` (persona names of :data:`PERSONA_RULES`) other
+    than its own, default every other rule set of :data:`PERSONA_RULES`.
+
+    Examples
+    --------
+    >>> placebo_rules("care", ["utilitarian", "deontological", "care"])
+    ['utilitarian', 'deontological']
+    """
+    names = list(PERSONA_RULES) if placebos is None else list(placebos)
+    unknown = [q for q in names if q not in PERSONA_RULES]
+    if unknown:
+        raise DataError(f"unknown placebo rule sets {unknown}; PERSONA_RULES has {sorted(PERSONA_RULES)}")
+    return [q for q in names if q != persona]
+
+
+def _verdict(row, alpha) -> str:
     """Words for a directed effect, calling it "towards its rules" only when it beats the placebos."""
-    eff, lo, hi = row["directed_effect"], row["directed_lo"], row["directed_hi"]
+    eff, hi = row["directed_effect"], row["directed_hi"]
     if np.isnan(eff):
         return "no signed scenario"
     if hi < 0:
-        return "away from its rules"
+        return "away from its rules" if row.get("p_specific_away", 1.0) <= alpha else "a shift away, not specific to its rules"
     if row["p_directed"] > alpha:
         return "no shift towards its rules"
-    beats = row["p_specific"] <= alpha and all(eff > e for e in placebo_effects if not np.isnan(e))
-    return "towards its rules" if beats else "a shift, not specific to its rules"
+    if row["p_specific"] <= alpha and row["p_beats_placebos"] <= alpha:
+        return "towards its rules"
+    return "a shift, not specific to its rules"
 
 
 def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataFrame, respondents=None, *,
-                       n_boot: int = 2000, n_perm: int = 9999, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                       n_boot: int = 2000, n_perm: int = 9999, level: float = 0.95, seed: int = 0,
+                       placebos=None) -> pd.DataFrame:
     """Persona effects on the marginal action likelihood (eq. 8), per respondent.
 
     Parameters
@@ -193,6 +215,10 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         Bootstrap replicates over scenarios, sign-flip permutations, interval
         level, seed. Each respondent draws from its own stream (seed and label),
         so its row does not depend on which other respondents are analysed.
+    placebos : list of str, optional
+        The rule sets given to each persona as placebos (persona names of
+        :data:`PERSONA_RULES`; its own is skipped). Default: the personas of the
+        analysed respondents ("give each persona the other personas' rules").
 
     Returns
     -------
@@ -206,12 +232,18 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         the placebos (:func:`placebo_effects`): ``share_plus`` (share of the signed
         scenarios where the rules favour action 1), ``p_specific`` (the directed
         effect against random assignments of the same signs to the scenarios),
-        ``placebo_effect_max`` and ``placebo_p_min`` (the largest directed effect,
-        and the smallest sign-flip p-value, under another persona's rules),
-        ``placebo_p`` (each other rule set's p-value, in words), ``verdict``:
-        "towards its rules" only when ``p_directed`` and ``p_specific`` are at most
-        ``1 - level`` and the effect exceeds every placebo rule set's; "a shift,
-        not specific to its rules" when only ``p_directed`` is; ``estimator``.
+        ``placebos`` (the placebo rule sets), ``placebo_effect_max`` and
+        ``placebo_p_min`` (the largest directed effect, and the smallest sign-flip
+        p-value, under another persona's rules), ``placebo_p`` (each placebo's
+        p-value, in words), ``p_beats_placebos`` (the largest, over the placebos,
+        of the paired-bootstrap p-value that the own-rule effect exceeds the
+        placebo's), ``verdict``: "towards its rules" only when ``p_directed``,
+        ``p_specific`` and ``p_beats_placebos`` are all at most ``1 - level``; "a
+        shift, not specific to its rules" when only ``p_directed`` is; "away from
+        its rules" when the interval lies below 0 and ``p_specific_away`` (the
+        specificity test of the opposite direction, computed then) is at most
+        ``1 - level``, "a shift away, not specific to its rules" otherwise;
+        ``estimator``.
 
     References
     ----------
@@ -226,6 +258,9 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
     if respondents is None:
         respondents = sorted(m for m in models if m != baseline and _persona_of(m))
     base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
+    if placebos is None:
+        placebos = [q for q in dict.fromkeys(_persona_of(r) for r in respondents) if q in PERSONA_RULES]
+        placebos = placebos if len(placebos) > 1 else None  # one persona: every other rule set
     rows = []
     for r in respondents:
         if r not in models:
@@ -250,14 +285,20 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
             row["share_plus"] = float((s[s != 0] > 0).mean()) if (s != 0).any() else np.nan
             row["p_specific"] = _assignment_p(s, delta, n_perm, prng)
             pl = {}
-            for q in placebo_rules(persona):
+            boot = prng.integers(0, len(common), size=(int(n_boot), len(common)))
+            for q in placebo_rules(persona, placebos):
                 sq = rule_direction(scenarios, q).reindex(common).fillna(0).to_numpy()
                 dq = (sq * delta)[sq != 0]
-                pl[q] = (float(dq.mean()) if len(dq) else np.nan, _signflip_p(dq, n_perm, prng))
+                pl[q] = (float(dq.mean()) if len(dq) else np.nan, _signflip_p(dq, n_perm, prng),
+                         _beats_p(s, sq, delta, boot))
+            row["placebos"] = ", ".join(pl)
             row["placebo_effect_max"] = max((v[0] for v in pl.values()), default=np.nan)
             row["placebo_p_min"] = min((v[1] for v in pl.values()), default=np.nan)
             row["placebo_p"] = "; ".join(f"{q} {v[1]:.4f}" for q, v in pl.items())
-            row["verdict"] = _verdict(row, [v[0] for v in pl.values()], 1 - level)
+            row["p_beats_placebos"] = max((v[2] for v in pl.values()), default=np.nan)
+            if row["directed_hi"] < 0:  # the same specificity test for a shift the other way
+                row["p_specific_away"] = _assignment_p(s, -delta, n_perm, prng)
+            row["verdict"] = _verdict(row, 1 - level)
         rows.append(row)
     out = pd.DataFrame(rows)
     est = metrics.attrs.get("estimator") or (metrics["estimator"].iloc[0] if "estimator" in metrics.columns
@@ -313,7 +354,7 @@ def option_sets_differ(a, b) -> int:
 
 
 def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boot: int = 200, seed: int = 0,
-                       level: float = 0.95, form: str = "exact", expected=None) -> pd.DataFrame:
+                       level: float = 0.95, form: str = "exact", expected=None, unpaired: bool = True) -> pd.DataFrame:
     """Persona shifts of b with a **paired** bootstrap where the two answered the same option sets.
 
     A persona-respondent and its baseline answered the same rounds with the same options (the same
@@ -334,6 +375,8 @@ def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boo
         Replicates, seed, interval level, NLLS form (:func:`moralkit.psm.nlls.fit_utility`).
     expected : dict, optional
         Default :data:`PSM_EXPECTED`.
+    unpaired : bool, default True
+        Also compute the unpaired intervals of the paired respondents (twice the refits).
 
     Returns
     -------
@@ -341,7 +384,7 @@ def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boo
         The columns of :func:`psm_effects`, plus ``paired``, ``rounds`` (rounds resampled),
         ``rounds_options_differ`` (answered rounds whose option sets differ from the baseline's),
         ``delta_lo_unpaired``/``delta_hi_unpaired`` (independent resamples of the two, for
-        comparison) and ``n_boot_ok`` (replicates in which both fits converged).
+        comparison; NaN with ``unpaired=False``) and ``n_boot_ok`` (replicates in which both fits converged).
 
     References
     ----------
@@ -378,15 +421,19 @@ def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boo
         return [np.sort(g.choice(rounds, size=len(rounds), replace=True)) for _ in range(int(n_boot))]
 
     base_paired = nlls.refit_rounds(b0, fits[baseline], sets)[:, 5:] if paired else None
-    base_indep = nlls.refit_rounds(b0, fits[baseline], own_sets(b0, baseline))[:, 5:]
+    need_indep = unpaired or len(paired) < len(respondents)
+    base_indep = nlls.refit_rounds(b0, fits[baseline], own_sets(b0, baseline))[:, 5:] if need_indep else None
     a = (1 - level) / 2
     rows = []
     for r in respondents:
         ds, f = datasets[r], fits[r]
-        indep = nlls.refit_rounds(ds, f, own_sets(ds, r))[:, 5:] - base_indep
+        if unpaired or r not in paired:
+            indep = nlls.refit_rounds(ds, f, own_sets(ds, r))[:, 5:] - base_indep
+            indep = indep[np.isfinite(indep).all(axis=1)]
+        else:
+            indep = np.full((2, 5), np.nan)
         diff = nlls.refit_rounds(ds, f, sets)[:, 5:] - base_paired if r in paired else indep
         diff = diff[np.isfinite(diff).all(axis=1)]
-        indep = indep[np.isfinite(indep).all(axis=1)]
         exp = expected.get(_persona_of(r) or "", (0,) * 5)
         for s, dim in enumerate(DIMENSIONS):
             lo, hi = np.quantile(diff[:, s], [a, 1 - a])
