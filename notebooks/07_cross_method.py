@@ -175,7 +175,7 @@ for level in ("low", "high"):
         keep = m_level["model"].isin([BASE, *mc_personas])
         effects_mc.append(steerability.likelihood_effects(
             m_level[keep], BASE, level_scenarios, n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
-            seed=seed).assign(ambiguity=level))
+            seed=seed, placebos=[m.split("+persona-", 1)[1] for m in mc_personas]).assign(ambiguity=level))
         placebos_mc.append(steerability.placebo_effects(m_level[keep], BASE, level_scenarios,
                                                         n_perm=999 if quick else 9999, seed=seed).assign(ambiguity=level))
     else:

@@ -184,8 +184,8 @@ def persona_effects(*, seed: int = 0, n_boot: int = 2000, n_perm: int = 9999, ps
         if BASE in models and personas:
             keep = metrics["model"].isin([BASE, *personas])
             mc_rows.append(steerability.likelihood_effects(
-                metrics[keep], BASE, _quiet(load_scenarios, level), n_boot=n_boot, n_perm=n_perm,
-                seed=seed).assign(ambiguity=level))
+                metrics[keep], BASE, _quiet(load_scenarios, level), n_boot=n_boot, n_perm=n_perm, seed=seed,
+                placebos=[m.split("+persona-", 1)[1] for m in personas]).assign(ambiguity=level))
     mc_eff = pd.concat(mc_rows, ignore_index=True) if mc_rows else pd.DataFrame()
     personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
     psm_sum = pd.DataFrame()

@@ -217,8 +217,10 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         so its row does not depend on which other respondents are analysed.
     placebos : list of str, optional
         The rule sets given to each persona as placebos (persona names of
-        :data:`PERSONA_RULES`; its own is skipped). Default: the personas of the
-        analysed respondents ("give each persona the other personas' rules").
+        :data:`PERSONA_RULES`; its own is skipped). Default: every rule set of
+        :data:`PERSONA_RULES` (so that a row does not depend on the other
+        respondents); notebook 07 and the findings pass the personas that were
+        run ("give each persona the other personas' rules").
 
     Returns
     -------
@@ -258,9 +260,6 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
     if respondents is None:
         respondents = sorted(m for m in models if m != baseline and _persona_of(m))
     base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
-    if placebos is None:
-        placebos = [q for q in dict.fromkeys(_persona_of(r) for r in respondents) if q in PERSONA_RULES]
-        placebos = placebos if len(placebos) > 1 else None  # one persona: every other rule set
     rows = []
     for r in respondents:
         if r not in models:
