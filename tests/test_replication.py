@@ -111,6 +111,9 @@ def test_replication_headline_pinned():
     sparse = threshold_graph(res.G["matched"], min(rep.matched_alphas(res.G["matched"])))
     assert sparse.number_of_edges() == 14 and dict(sparse.degree())["llama3.2"] == 5
     assert res.calibration.table.set_index("model")["noise"].idxmax() == "llama3.2-1b"
+    # README: "in this design about half of the random datasets reach 1/3"
+    shares = [float((n >= 1 / 3 - 1e-9).mean()) for n in res.calibration.nulls.values()]
+    assert all(0.4 <= s <= 0.6 for s in shares), shares
 
 
 @pytest.mark.slow
@@ -161,6 +164,14 @@ def test_readme_states_the_pinned_replication_numbers():
     assert f"Spearman with Table 3 from {min(RECALIBRATED_SPEARMAN):.2f} to {max(RECALIBRATED_SPEARMAN):.2f}" in s
     assert "about one case in eight" in s and 1 / 9 < P["power"] < 1 / 7
     assert "keeps 5 of its 6 links" in s  # test_replication_headline_pinned: degree 5 of llama3.2
+
+
+def test_readme_published_cceis_the_design_cannot_produce():
+    """README: "0.400, 0.389 and 0.385 are not multiples of 1/12" (the standard CCEI is)."""
+    c = reference.published_table1()["ccei"].round(3)
+    for v in (0.400, 0.389, 0.385):
+        assert v in set(c) and abs(v * 12 - round(v * 12)) > 0.1
+    assert "0.400, 0.389 and 0.385 are not multiples of 1/12" in _replication_section()
 
 
 def test_g_power_on_known_matrices():
