@@ -87,9 +87,8 @@ def test_readme_prose_restates_the_computed_findings(results):
     assert f"{100 * smol[0]:.1f} % and {100 * smol[1]:.1f} % of its answers map to neither action" in prose
     q15 = sorted(smp[("qwen2.5-coder-1.5b-instruct", a)] for a in ("low", "high"))
     assert f"{100 * q15[0]:.1f}–{100 * q15[1]:.1f} % of its sampled answers map to neither action" in prose
-    p = results["cross_method"].mantel.pvalue
-    assert ("the correlation is not significant" in prose) == (p > 0.05)
-    assert f"and {p:.3f} at" in prose  # the latest of the p-values the prose lists
+    m = results["cross_method"].mantel
+    assert (f"r = {m.statistic:.3f} (p = {m.pvalue:.3f}) is not significant" in prose) == (m.pvalue > 0.05)
 
 
 def _intro() -> str:
@@ -159,7 +158,7 @@ def test_readme_reading_states_the_placebo_and_mantel_findings(results):
     assert f"r = {m.statistic:.3f} (p = {m.pvalue:.3f}) is not significant" in prose and m.pvalue > 0.05
     assert (f"{k} of the {n} are one model" in prose
             and f"{k * (k - 1) // 2} of the {n * (n - 1) // 2} pairs compare that model with itself" in prose)
-    assert len(d.models) == 3 and d.mantel.min_pvalue == pytest.approx(1 / 6) > 0.05
+    assert len(d.models) == 3 and d.mantel.min_pvalue == pytest.approx(1 / 6) and d.mantel.min_pvalue > 0.05
     assert f"cannot reach 5 % at all (r = {d.mantel.statistic:.3f}, p = {d.mantel.pvalue:.3f})" in prose
     # personas: what beats the placebos, and what does not
     eff = results["persona_moralchoice"].set_index(["persona", "ambiguity"])

@@ -416,7 +416,7 @@ class ReplicationResult:
                              "G_sim": self.G[which].to_numpy()[iu], "G_pub": pub.to_numpy(dtype=float)[iu]})
 
     def summary(self) -> pd.DataFrame:
-        """One row per e (the paper's rule, the level-matched e): the comparison with Table 3."""
+        """One row per e (the paper's rule, the nearest level e): the comparison with Table 3."""
         rows = []
         for k, e in (("rule", self.e_rule), ("matched", self.e_matched)):
             rows.append({"e_choice": k, "e": e, "e_twelfths": e * 12, **self.stats[k]})
