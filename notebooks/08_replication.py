@@ -282,7 +282,7 @@ show(power["published"].set_index("simulation"), "08_power_published",
 s = power["summary"]
 print(f"simulation vs simulation: mean Spearman {s['mean']:.2f} (5-95 %: {s['q05']:.2f} to {s['q95']:.2f}); "
       f"Mantel power at 5 %: {100 * s['power']:.0f} %; Table 3: mean Spearman {s['published_mean']:.2f} with the "
-      f"simulations, {s['published_percentile']:.0f}th percentile")
+      f"simulations, percentile {s['published_percentile']:.0f} of the redraws")
 
 # %%
 fig = rep.plot_power(power, power_recal)
@@ -323,5 +323,4 @@ plt.show()
 print("seed", seed, "| paper's rule: mean G {mean_sim:.3f} (min {min_sim:.3f})".format(**res.stats["rule"]),
       "| nearest level: mean G {mean_sim:.3f}, spearman {spearman:.2f}, Mantel p {mantel_p:.3f}".format(
           **res.stats["matched"]),
-      "| power: mean sim-sim spearman {mean:.2f}, Mantel power {power:.2f}, Table 3 at the {published_percentile:.0f}th "
-      "percentile".format(**power["summary"]))
+      "| power: mean sim-sim spearman {mean:.2f}, Mantel power {power:.2f}, Table 3 at percentile {published_percentile:.0f}".format(**power["summary"]))

@@ -186,3 +186,20 @@ def test_readme_reading_states_the_placebo_and_mantel_findings(results):
         assert r["agrees"]
     s1 = ps[ps["persona"].isna()].iloc[0]
     assert f"differ in {s1['rounds_options_differ']} rounds, moves b by up to {s1['max_abs_delta']:.2f}" in prose
+
+
+def test_with_200_draws_the_in_band_count_moved_with_the_seed():
+    """README: "with 200 draws the count moved between 11 and 12 with the seed" (the reason for N_SIM)."""
+    from moralkit import moralchoice as mc
+    from moralkit.moralchoice.likelihood import N_SIM, compare_at_paper_m, load_likelihoods
+
+    def inside(seed):
+        n = 0
+        for a in mc.PAPER_SAMPLES:
+            c = compare_at_paper_m(load_likelihoods(a), findings._own_responses(a), a, seed=seed, fallback=False,
+                                   n_sim=200)
+            n += sum(int(lo <= v <= hi) for m in ("r_p", "mad_p") for v, lo, hi in c[[m, f"{m}_sim_lo", f"{m}_sim_hi"]].to_numpy())
+        return n
+
+    assert (inside(0), inside(1)) == (11, 12) and N_SIM >= 2000
+    assert "with 200 draws the count moved between 11 and 12 with the seed" in " ".join(_reading_them().split())

@@ -782,7 +782,7 @@ def plot_power(power: dict, other: dict | None = None, labels=("redrawn answers"
                 label=f"simulation vs simulation, {lab} ({s['n_pairs']} pairs, mean {s['mean']:.2f})")
         ax.axvline(s["published_mean"], color=col, ls="--", lw=1.5,
                    label=f"Table 3 vs these simulations, mean {s['published_mean']:.2f} "
-                         f"({s['published_percentile']:.0f}th percentile)")
+                         f"(percentile {s['published_percentile']:.0f} of their own)")
     ax.set_xlabel("Spearman correlation of the off-diagonal G")
     ax.set_ylabel("pairs of simulations")
     ax.set_title("SIMULATED: how well G agrees with itself (the same calibrated agents)", fontsize=10)
