@@ -772,7 +772,7 @@ def plot_power(power: dict, other: dict | None = None, labels=("redrawn answers"
     Table 3's mean correlation with them (:func:`g_power` output; ``other``: a second one). Simulated agents."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
     bins = np.linspace(-1, 1, 21)
     for pw, lab, col in ((power, labels[0], "tab:blue"), (other, labels[1], "tab:orange")):
         if pw is None:
@@ -786,6 +786,6 @@ def plot_power(power: dict, other: dict | None = None, labels=("redrawn answers"
     ax.set_xlabel("Spearman correlation of the off-diagonal G")
     ax.set_ylabel("pairs of simulations")
     ax.set_title("SIMULATED: how well G agrees with itself (the same calibrated agents)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)  # below: no bar hidden
     fig.tight_layout()
     return fig
