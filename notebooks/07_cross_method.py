@@ -88,6 +88,14 @@ else:
         print(f"Mantel ({m.method}): r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
               f"({'exact over ' + str(m.n_permutations) + ' relabellings' if m.exact else 'Monte Carlo'}; "
               f"smallest attainable p = {m.min_pvalue:.3f})")
+    if res.distinct is not None and res.distinct.mantel is not None:
+        md = res.distinct.mantel
+        print(f"On one respondent per distinct model ({', '.join(res.distinct.models)}): Mantel r = {md.statistic:.3f}, "
+              f"p = {md.pvalue:.3f} over {md.n_permutations} relabellings (smallest attainable p = {md.min_pvalue:.3f})")
+        same = {m for v in res.same_model.values() for m in v}
+        within = res.pairs().assign(same_model=lambda d: d["model_1"].isin(same) & d["model_2"].isin(same))
+        show(within.groupby("same_model")[["psm_G", "moralchoice_corr"]].agg(["mean", "count"]),
+             "07_pairs_same_model", caption="Pairs of one model (persona variants) against pairs of distinct models")
 
 # %%
 if res is not None:
@@ -97,6 +105,14 @@ if res is not None:
 
 # %% [markdown]
 # ## Reading the result
+#
+# * **Four of the six respondents are one model.** Qwen2.5-Coder-0.5B-Instruct answers both surveys
+#   as itself and under three persona prompts, so 6 of the 15 pairs compare the model with itself.
+#   The Mantel test's null relabels the respondents as if they were exchangeable, which these are
+#   not: a correlation can come from both instruments telling the same-model pairs from the others,
+#   not from similarity between models. The test on one respondent per distinct model (above) has 3
+#   models, 3 pairs and 3! = 6 relabellings: its smallest attainable p is 1/6 ≈ 0.17, so it cannot
+#   reach 5 % whatever the data. On these runs the cross-method question has no power.
 #
 # * **When they agree** (positive rank correlation, small p with enough models): pairs of models
 #   that the PSM places in the same revealed-preference type also tend to pick the same actions in
@@ -119,19 +135,33 @@ if res is not None:
 # models. Each is compared with the same model without a persona (`moralkit.studies.steerability`):
 # on MoralChoice, the mean change of the marginal likelihood of action 1 and the change towards the
 # action that violates fewer of the rules the persona's theory weighs (bootstrap intervals over
-# scenarios, one-sided sign-flip p-values); on the PSM, the change of the NLLS ideal points b
-# (bootstrap over rounds), against directions written down before the runs finished. The same model
-# with another sampling seed (`-s1`) shows how much b moves by sampling alone.
+# scenarios, one-sided sign-flip p-values); on the PSM, the change of the NLLS ideal points b,
+# against directions written down before the runs finished.
+#
+# **Placebos.** In the low-ambiguity scenarios the rules favour action 1 in nearly every signed
+# scenario (`share_plus` below), so "towards the rules" there is the same as "towards action 1". Two
+# placebos test whether an effect is about the rules: the persona's signs shuffled over the scenarios
+# (`p_specific`), and the same changes signed by the *other* personas' rules (`placebo_p`; a small p
+# there means the placebo works as well). An effect is called "towards its rules" only when its own
+# p-value, `p_specific` and `p_beats_placebos` (paired bootstrap: the effect exceeds every
+# placebo's) are all at most 0.05 (`verdict`).
+#
+# **Paired bootstrap on the PSM.** Each persona-respondent answered exactly the baseline's option
+# sets (same design, same round-0 answer), so each bootstrap replicate draws one set of rounds and
+# refits both on it (`steerability.psm_paired_effects`); the unpaired intervals are shown beside.
+# The `-s1` run is the same model with a second sampling seed: its round-0 answer differs, and with
+# it the option sets of 68 of the 160 rounds (`rounds_options_differ`). It is not the same design
+# answered twice, so it is compared unpaired, and the b it moves mixes sampling noise with other
+# option sets.
 
 # %%
 import warnings
 
 from moralkit.moralchoice import load_scenarios
-from moralkit.psm import nlls
 from moralkit.studies import steerability
 
 BASE = "qwen2.5-coder-0.5b-instruct"
-effects_mc = []
+effects_mc, placebos_mc = [], []
 for level in ("low", "high"):
     with warnings.catch_warnings(record=True) as caught:  # a note on the page, not an stderr block
         warnings.simplefilter("always")
@@ -145,20 +175,26 @@ for level in ("low", "high"):
         keep = m_level["model"].isin([BASE, *mc_personas])
         effects_mc.append(steerability.likelihood_effects(
             m_level[keep], BASE, level_scenarios, n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
-            seed=seed).assign(ambiguity=level))
+            seed=seed, placebos=[m.split("+persona-", 1)[1] for m in mc_personas]).assign(ambiguity=level))
+        placebos_mc.append(steerability.placebo_effects(m_level[keep], BASE, level_scenarios,
+                                                        n_perm=999 if quick else 9999, seed=seed).assign(ambiguity=level))
     else:
         print(f"No persona-respondent has {level}-ambiguity MoralChoice likelihoods yet (data/moralchoice_likelihood).")
 if effects_mc:
     show(pd.concat(effects_mc, ignore_index=True).set_index(["ambiguity", "respondent"]),
          "07_persona_effects_moralchoice",
-         caption="Persona effects on the marginal likelihood of action 1 (in low ambiguity, action 1 is the "
-                 "rule-following action)")
+         caption="Persona effects on the marginal likelihood of action 1, with the placebos (in low ambiguity, "
+                 "action 1 is the rule-following action)")
+    show(pd.concat(placebos_mc, ignore_index=True).set_index(["ambiguity", "respondent", "rules"]),
+         "07_persona_placebos", caption="Each persona's changes signed by every rule set (own: the persona's rules)")
 psm_personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
 if BASE in psm and psm_personas:
     others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
-    fits = nlls.fit_models({m: psm[m] for m in [BASE, *others]}, n_boot=30 if quick else 200, seed=seed)
-    effects_psm = steerability.psm_effects(fits, BASE, others)
-    show(effects_psm, "07_persona_effects_psm", index=False, caption="Persona effects on the ideal points b")
+    effects_psm = steerability.psm_paired_effects({m: psm[m] for m in [BASE, *others]}, BASE, others,
+                                                  n_boot=30 if quick else 200, seed=seed)
+    show(effects_psm, "07_persona_effects_psm", index=False,
+         caption="Persona effects on the ideal points b: paired bootstrap where the option sets are the baseline's "
+                 "(delta_lo/delta_hi), unpaired beside")
     summary_psm = steerability.psm_effects_summary(effects_psm)
     show(summary_psm, "07_persona_effects_psm_summary", index=False,
          caption="Shifts of b per respondent: intervals that exclude 0, on the expected or the opposite side")
@@ -166,8 +202,12 @@ if BASE in psm and psm_personas:
     print(f"Persona-respondents: {signed['interval_excludes_0'].sum()} of {signed['statements'].sum()} shifts of b "
           f"have a 95 % interval that excludes 0; {signed['expected_side'].sum()} of "
           f"{signed['with_expectation'].sum()} signed predictions are met. Largest |shift| "
-          f"{signed['max_abs_delta'].max():.2f}; another sampling seed of the same model moves b by up to "
-          f"{summary_psm.loc[summary_psm['persona'].isna(), 'max_abs_delta'].max():.2f}.")
+          f"{signed['max_abs_delta'].max():.2f}; a second sampling seed (other option sets in "
+          f"{effects_psm.loc[effects_psm['persona'].isna(), 'rounds_options_differ'].max()} of 160 rounds) moves b by "
+          f"up to {summary_psm.loc[summary_psm['persona'].isna(), 'max_abs_delta'].max():.2f}.")
+    w = effects_psm[effects_psm["paired"]]
+    ratio = (w["delta_hi_unpaired"] - w["delta_lo_unpaired"]) / (w["delta_hi"] - w["delta_lo"])
+    print(f"paired intervals are {ratio.min():.1f}-{ratio.max():.1f} times narrower than unpaired ones")
 else:
     print("No persona-respondent has finished the PSM yet (data/psm/*+persona-*.csv.gz).")
 

@@ -228,7 +228,12 @@ def test_convention_summary_on_small_null():
     summ = audit.convention_summary(pa, null)
     assert summ.loc["origin/1-e", "in_support"] == 1.0
     assert summ.loc["corner/e", "in_support"] == pytest.approx(10 / 37)
-    assert ((summ["mae_alpha"] >= 0) & (summ["mae_alpha"] <= 1)).all()
+    # mean |published alpha - predicted alpha| and the count within 0.05, recomputed row by row
+    for conv in ("corner/e", "origin/1-e"):
+        rows = pa[pa["convention"] == conv]
+        d = [abs(a - h) for a, h in zip(rows["alpha"], rows["alpha_hat"])]
+        assert summ.loc[conv, "mae_alpha"] == pytest.approx(sum(d) / len(d), rel=1e-12)
+        assert summ.loc[conv, "n_alpha_within_0.05"] == sum(x <= 0.05 for x in d)
 
 
 def test_rational_agents_under_conventions():
@@ -291,7 +296,6 @@ def test_headline_convention_fit_pinned():
     assert summ.index[0] == "origin/1-e"
     assert summ.loc["origin/1-e", "spearman"] == pytest.approx(0.972657, abs=1e-6)
     assert summ.loc["origin/1-e", "mae_alpha"] == pytest.approx(0.099333, abs=1e-6)
-    assert abs(summ.loc["origin/1-e", "spearman"] - 0.974) < 0.01  # the full run's value
     assert summ.loc["origin/1-e", "in_support"] == 1.0 and summ.loc["corner/e", "in_support"] == pytest.approx(10 / 37)
 
 
@@ -306,7 +310,6 @@ def test_headline_power_and_size_pinned():
     assert list(power) == [1.0, 1.0, 0.875]
     assert tab.loc[("random", np.inf), "pass_5%"] == 0.04
     # within sampling error of the full run's 100 / 98 / 81 % and 3 %
-    assert np.allclose(power, [1.0, 0.98, 0.81], atol=0.08) and abs(tab.loc[("random", np.inf), "pass_5%"] - 0.03) < 0.03
 
 
 def test_null_distribution_does_not_depend_on_workers():

@@ -241,3 +241,31 @@ def test_scatter_labels_group_coinciding_pairs():
     labels = sorted(sorted(g[1]) for g in groups)
     # 1–2 and 1–3 coincide; 2–3 is far along G, 1–4 far along the correlation
     assert labels == [["1–2", "1–3"], ["1–4"], ["2–3"]]
+
+
+def test_respondents_of_one_model_are_named_and_tested_apart():
+    """Issue 28: persona variants of one model are not distinct respondents; the test is re-run on one
+    respondent per model, and its smallest attainable p says what it can show."""
+    from moralkit.psm.design import make_design
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
+    from moralkit.studies.crossmethod import cross_method_from_data, underlying_model
+
+    assert underlying_model("sim-a+persona-care") == underlying_model("sim-a-s1") == "sim-a"
+    assert underlying_model("sim-a-small") == "sim-a-small"
+    bs = {"sim-a": [1.0] * 5, "sim-a+persona-care": [1.1] * 5, "sim-a+persona-utilitarian": [1.2] * 5,
+          "sim-b": [4.0] * 5, "sim-c": [3.8] * 5}
+    psm = {m: simulate_quadratic(QuadraticAgent(np.full(5, 0.2), b), make_design(20 + i), model=m)
+           for i, (m, b) in enumerate(bs.items())}
+    rng = np.random.default_rng(1)
+    base = rng.random(40)
+    metrics = pd.DataFrame([(m, f"S{s}", float(np.clip((base if b[0] < 2 else 1 - base)[s] + rng.normal(0, 0.05), 0, 1)))
+                            for m, b in bs.items() for s in range(40)], columns=["model", "scenario_id", "p_action1"])
+    res = cross_method_from_data(psm, metrics, e=0.9, T=20, rho=20, seed=0)
+    assert res.same_model == {"sim-a": ["sim-a", "sim-a+persona-care", "sim-a+persona-utilitarian"]}
+    assert "3 of the 5 respondents are one model" in res.note and "3 of the 10 pairs" in res.note
+    d = res.distinct
+    assert d is not None and d.models == ["sim-a", "sim-b", "sim-c"] and d.same_model == {} and d.distinct is None
+    assert d.mantel.n_permutations == 6 and d.mantel.min_pvalue == pytest.approx(1 / 6)
+    # all distinct: nothing to add
+    plain = cross_method_from_data({m: psm[m] for m in ("sim-a", "sim-b", "sim-c")}, metrics, e=0.9, T=10, seed=0)
+    assert plain.same_model == {} and plain.distinct is None

@@ -87,6 +87,119 @@ def test_readme_prose_restates_the_computed_findings(results):
     assert f"{100 * smol[0]:.1f} % and {100 * smol[1]:.1f} % of its answers map to neither action" in prose
     q15 = sorted(smp[("qwen2.5-coder-1.5b-instruct", a)] for a in ("low", "high"))
     assert f"{100 * q15[0]:.1f}–{100 * q15[1]:.1f} % of its sampled answers map to neither action" in prose
-    p = results["cross_method"].mantel.pvalue
-    assert ("the correlation is not significant" in prose) == (p > 0.05)
-    assert f"and {p:.3f} at" in prose  # the latest of the p-values the prose lists
+    m = results["cross_method"].mantel
+    assert (f"r = {m.statistic:.3f} (p = {m.pvalue:.3f}) is not significant" in prose) == (m.pvalue > 0.05)
+
+
+def _intro() -> str:
+    text = (paths.project_root() / "README.md").read_text()
+    return " ".join(text[text.index("## What the committed runs show"):text.index("<!-- findings:")].split())
+
+
+def test_readme_intro_states_the_committed_runs(results):
+    """The paragraphs above the findings block: every number in them is recomputed here (issue 28)."""
+    from moralkit.psm.dataset import read_psm
+    from moralkit.studies.steerability import option_sets_differ
+
+    intro = _intro()
+    runs = results["psm_runs"].set_index("respondent")
+    smol, base = "smollm2-135m-instruct", findings.BASE
+    qwen = runs[runs.index.str.startswith("qwen")]
+    assert (f'"Option 1" in {100 * qwen["option1"].min():.1f}–{100 * qwen["option1"].max():.1f} % of their rounds '
+            f'and SmolLM2 in {100 * runs.loc[smol, "option1"]:.1f} %') in intro
+    assert f"SmolLM2-135M-Instruct ({runs.loc[smol, 'answered']} rounds answered" in intro
+    assert (runs.drop(index=smol)["answered"] == 160).all()
+    assert (runs["alpha"] > 0.05).all() and f"(α {runs['alpha'].min():.2f}–{runs['alpha'].max():.2f})" in intro
+    data = read_psm(paths.data_dir() / "psm")
+    assert f"in {option_sets_differ(data[base], data[base + '-s1'])} of the 160 rounds" in intro
+    personas = [m for m in data if "+persona-" in m]
+    assert len(personas) == 3 and all(option_sets_differ(data[base], data[m]) == 0 for m in personas)
+    assert "The persona runs answered exactly seed 0's option sets" in intro
+    smp = results["sampling"]
+    assert (smp["scenarios"] == 200).all() and (smp["scenarios_at_paper_M"] == 200).all()
+    assert "on the same 200 low- and 200 high-ambiguity scenarios" in intro
+    for a in ("low", "high"):  # the same scenarios for every sampled respondent
+        r = findings._own_responses(a)
+        assert len({frozenset(g["scenario_id"]) for _, g in r.groupby("model")}) == 1
+    cov = results["coverage"]
+    assert (cov["scenarios"] == cov["of"]).all()
+    assert set(zip(cov["ambiguity"], cov["of"])) == {("low", 687), ("high", 679)} and "(687 low, 679 high)" in intro
+
+
+def test_readme_reading_states_the_placebo_and_mantel_findings(results):
+    prose = " ".join(_reading_them().split()).replace("−", "-")
+    cov = results["coverage"].set_index(["respondent", "ambiguity"])["covered"]
+    smp = results["sampling"].set_index(["respondent", "ambiguity"])["invalid_or_refusal"]
+
+    def pct_range(xs):
+        return f"{round(100 * min(xs))}–{round(100 * max(xs))} %"
+
+    smol, q05, q15 = "smollm2-135m-instruct", findings.BASE, "qwen2.5-coder-1.5b-instruct"
+    assert f"SmolLM2 puts only {pct_range([cov[(smol, a)] for a in ('low', 'high')])} of its probability" in prose
+    valid = [M * (1 - smp[(smol, a)]) for a, M in (("low", 5), ("high", 10))]
+    assert f"rest on {valid[0]:.1f} and {valid[1]:.1f} valid answers per form" in prose
+    assert f"(0.5B: {100 * smp[(q05, 'low')]:.1f} %)" in prose and f"{100 * smp[(q05, 'high')]:.1f}" == f"{100 * smp[(q05, 'low')]:.1f}"
+    assert f"hold {pct_range([cov[(q15, a)] for a in ('low', 'high')])} of its probability" in prose
+    assert f"(0.5B: {pct_range([cov[(q05, a)] for a in ('low', 'high')])})" in prose
+    # QF-E: the sampled value is the plug-in bias of M draws
+    ag = results["agreement"]
+    bias = (ag["qfe_sampled"] - ag["qfe_sampled_sim"]).abs()
+    gap = ag["qfe_exact"] - ag["qfe_sampled"]
+    assert (bias < gap / 2).all()
+    assert f"`expected` is within {bias.max():.2f} of `sampled` while both lie {gap.min():.2f}–{gap.max():.2f} below" in prose
+    low05 = ag[(ag["model"] == q05) & (ag["ambiguity"] == "low")].iloc[0]
+    assert low05["qfe_sampled"] < 0.7 < low05["qfe_exact"]
+    assert f"from {low05['qfe_exact']:.2f} (exact) to {low05['qfe_sampled']:.2f} (sampled)" in prose
+    # the Mantel test and what its respondents are
+    res = results["cross_method"]
+    m, d = res.mantel, res.distinct
+    n, k = len(res.models), len(res.same_model[q05])
+    assert f"The Mantel test has {n} respondents, so its smallest attainable p is 1/{math.factorial(n)}" in prose
+    assert f"r = {m.statistic:.3f} (p = {m.pvalue:.3f}) is not significant" in prose and m.pvalue > 0.05
+    assert (f"{k} of the {n} are one model" in prose
+            and f"{k * (k - 1) // 2} of the {n * (n - 1) // 2} pairs compare that model with itself" in prose)
+    assert len(d.models) == 3 and d.mantel.min_pvalue == pytest.approx(1 / 6) and d.mantel.min_pvalue > 0.05
+    assert f"cannot reach 5 % at all (r = {d.mantel.statistic:.3f}, p = {d.mantel.pvalue:.3f})" in prose
+    # personas: what beats the placebos, and what does not
+    eff = results["persona_moralchoice"].set_index(["persona", "ambiguity"])
+    assert f"(largest mean change {eff['mean_delta'].abs().max():.4f})" in prose and eff["mean_delta"].abs().max() < 0.01
+    towards = eff[eff["verdict"] == "towards its rules"]
+    assert list(towards.index) == [("deontological", "high")]
+    t = towards.iloc[0]
+    assert (f"{t['directed_effect']:+.4f}, beating shuffled signs (p {t['p_specific']:.4f}) and the "
+            f"care and utilitarian rules (paired p {t['p_beats_placebos']:.4f})") in prose
+    care = eff.loc["care"]
+    assert (care["verdict"] == "a shift, not specific to its rules").all() and (care["placebo_p_min"] <= 0.0001).all()
+    assert f"raises p(action 1) by {care['mean_delta'].min():.4f}–{care['mean_delta'].max():.4f}" in prose
+    low_share = eff.xs("low", level="ambiguity")["share_plus"]
+    assert f"in {100 * low_share.min():.1f}–{100 * low_share.max():.1f} % of the signed scenarios" in prose
+    assert all(eff.loc[(p, "low"), "verdict"] == "a shift away, not specific to its rules"
+               for p in ("deontological", "utilitarian"))
+    assert eff.loc[("utilitarian", "high"), "verdict"] == "no shift towards its rules"
+    ps = results["persona_psm"]
+    rows = ps.attrs["effects"]
+    pers = rows[rows["persona"].notna()]
+    excl = pers[(pers["delta_lo"] > 0) | (pers["delta_hi"] < 0)]
+    assert f"{len(excl)} of the {len(pers)} shifts of b has an interval that excludes 0" in prose
+    for _, r in excl.iterrows():
+        assert f"the {r['persona']} persona's {r['dimension']}, {format_interval(r['delta'], r['delta_lo'], r['delta_hi'], 2, signed=True)}" in prose.replace("−", "-")
+        assert r["agrees"]
+    s1 = ps[ps["persona"].isna()].iloc[0]
+    assert f"differ in {s1['rounds_options_differ']} rounds, moves b by up to {s1['max_abs_delta']:.2f}" in prose
+
+
+def test_with_200_draws_the_in_band_count_moved_with_the_seed():
+    """README: "with 200 draws the count moved between 11 and 12 with the seed" (the reason for N_SIM)."""
+    from moralkit import moralchoice as mc
+    from moralkit.moralchoice.likelihood import N_SIM, compare_at_paper_m, load_likelihoods
+
+    def inside(seed):
+        n = 0
+        for a in mc.PAPER_SAMPLES:
+            c = compare_at_paper_m(load_likelihoods(a), findings._own_responses(a), a, seed=seed, fallback=False,
+                                   n_sim=200)
+            n += sum(int(lo <= v <= hi) for m in ("r_p", "mad_p") for v, lo, hi in c[[m, f"{m}_sim_lo", f"{m}_sim_hi"]].to_numpy())
+        return n
+
+    assert (inside(0), inside(1)) == (11, 12) and N_SIM >= 2000
+    assert "with 200 draws the count moved between 11 and 12 with the seed" in " ".join(_reading_them().split())

@@ -3,9 +3,19 @@
 import numpy as np
 import pytest
 
+from moralkit import paths
 from moralkit.psm import reference, rp
 from moralkit.psm.rationality import random_choice_test
 from moralkit.studies import replication as rep
+
+# Notebook 08 at its defaults (seed 0); the README states these numbers (test_readme_states_...)
+ERR_CCEI = [0.0167, 0.0167, 0.0317, 0.0837, 0.0277, 0.0830, 0.0317]
+ERR_ALPHA = [0.013, 0.054, -0.021, -0.005, -0.004, -0.006, -0.009]
+RULE_MEAN_G, NEAREST_MEAN_G, NEAREST_SPEARMAN, NEAREST_MANTEL_P = 0.9697, 0.4639, 0.2940, 0.2113
+RECALIBRATED_SPEARMAN = [0.29, -0.73, -0.49, -0.49, 0.53, 0.37, -0.19, 0.75]
+# 24 redraws of the seed-0 agents at the nearest level (replication.redraws, g_power)
+POWER = dict(mean=0.25674, sd=0.30812, q05=-0.27151, q25=0.01578, median=0.27863, q75=0.50337, q95=0.71150,
+             min=-0.53479, max=0.92128, power=34 / 276, published_mean=0.35780, published_percentile=75.0)
 
 
 def test_paper_agents_are_the_published_utilities():
@@ -40,7 +50,9 @@ def test_calibrated_datasets_are_simulated_and_their_alpha_is_the_real_test(smal
         assert row.noise in (0.3, 0.6, 1.2)
         # the shared null gives exactly what the rationality test gives on the kept dataset
         r = random_choice_test(ds, n_datasets=150, seed=2)
-        assert (row.ccei_sim, row.alpha_sim) == (r.ccei, r.alpha) == (rp.ccei(ds), r.alpha)
+        assert row.ccei_sim == r.ccei == rp.ccei(ds) and row.alpha_sim == r.alpha
+        # eq. (4): alpha is the share of the random datasets with a CCEI at least the kept dataset's
+        assert row.alpha_sim == pytest.approx(np.mean(r.null_ccei >= rp.ccei(ds) - 1e-9), abs=1e-12)
         assert row.err_ccei == pytest.approx(row.ccei_sim - t1.loc[m, "ccei"])
         assert row.err_alpha == pytest.approx(row.alpha_sim - t1.loc[m, "alpha"])
     # the chosen noise minimises the mean error over the grid
@@ -78,18 +90,18 @@ def test_replication_headline_pinned():
     res = rep.replicate()
     t = res.calibration.table.set_index("model")
     assert list(t["noise"].round(4)) == [0.6311, 0.5477, 0.5477, 0.7272, 0.6311, 0.6311, 0.5477]
-    assert np.allclose(t["err_ccei"], [0.0167, 0.0167, 0.0317, 0.0837, 0.0277, 0.0830, 0.0317], atol=1e-4)
-    assert np.allclose(t["err_alpha"], [0.013, 0.054, -0.021, -0.005, -0.004, -0.006, -0.009], atol=1e-9)
+    assert np.allclose(t["err_ccei"], ERR_CCEI, atol=1e-4)
+    assert np.allclose(t["err_alpha"], ERR_ALPHA, atol=1e-9)
     # every simulated agent passes at 10 %, six of seven at 5 % (claude's alpha 0.062: the nearest to 0.008)
     assert (t["alpha_sim"] <= 0.10).all() and (t["alpha_sim"] <= 0.05).sum() == 6
     assert res.e_rule * 12 == pytest.approx(5) and res.e_matched * 12 == pytest.approx(7)
     rule, matched = res.stats["rule"], res.stats["matched"]
     # the paper's rule: one type almost always
-    assert rule["mean_sim"] == pytest.approx(0.9697, abs=1e-4) and rule["min_sim"] > 0.9
-    # level matched: the mean is close, the pattern is not significantly the published one
-    assert matched["mean_sim"] == pytest.approx(0.4639, abs=1e-4)
-    assert matched["spearman"] == pytest.approx(0.2940, abs=1e-4)
-    assert matched["mantel_p"] == pytest.approx(0.2113, abs=1e-4) and matched["mantel_p"] > 0.05
+    assert rule["mean_sim"] == pytest.approx(RULE_MEAN_G, abs=1e-4) and rule["min_sim"] > 0.9
+    # the nearest level: the mean is nearer, the pattern is not significantly the published one
+    assert matched["mean_sim"] == pytest.approx(NEAREST_MEAN_G, abs=1e-4)
+    assert matched["spearman"] == pytest.approx(NEAREST_SPEARMAN, abs=1e-4)
+    assert matched["mantel_p"] == pytest.approx(NEAREST_MANTEL_P, abs=1e-4) and matched["mantel_p"] > 0.05
     assert matched["mean_abs_diff"] == pytest.approx(0.1132, abs=1e-4)
     # H^0.65: the published network isolates llama3.2; the simulated one does not, even with as many edges
     c = res.components["matched"].set_index("alpha")
@@ -99,6 +111,10 @@ def test_replication_headline_pinned():
     sparse = threshold_graph(res.G["matched"], min(rep.matched_alphas(res.G["matched"])))
     assert sparse.number_of_edges() == 14 and dict(sparse.degree())["llama3.2"] == 5
     assert res.calibration.table.set_index("model")["noise"].idxmax() == "llama3.2-1b"
+    # README: "in this design about half of the random datasets reach 1/3"
+    shares = [float((n >= 1 / 3 - 1e-9).mean()) for n in res.calibration.nulls.values()]
+    assert f"about half of the random datasets ({100 * min(shares):.0f}–{100 * max(shares):.0f} % per agent) reach 1/3" \
+        in _replication_section()
 
 
 @pytest.mark.slow
@@ -107,8 +123,88 @@ def test_independent_simulations_disagree_and_their_average_is_unrelated():
     Table 3 changes sign (Spearman -0.73 to 0.75, Mantel p <= 0.05 once), and the average G is not
     significantly related to Table 3 (Spearman 0.11, Mantel p 0.38)."""
     reps = rep.replications(range(8), rep.e_levels(7, 7)[0])
-    assert list(reps["spearman"].round(2)) == [0.29, -0.73, -0.49, -0.49, 0.53, 0.37, -0.19, 0.75]
+    assert list(reps["spearman"].round(2)) == RECALIBRATED_SPEARMAN
     assert int((reps["mantel_p"] <= 0.05).sum()) == 1
     stats, _ = rep.compare_g(reps.attrs["mean_G"])
     assert stats["spearman"] == pytest.approx(0.11, abs=0.005) and stats["mantel_p"] == pytest.approx(0.381, abs=0.001)
     assert stats["mantel_p"] > 0.05
+
+
+@pytest.mark.slow
+def test_power_of_the_comparison_pinned():
+    """Notebook 08 and the README: 24 redraws of the seed-0 calibrated agents at the nearest level agree with
+    each other at a mean Spearman of 0.26; the Mantel test rejects in 12 % of pairs; Table 3 sits at the 75th
+    percentile of the redraws' leave-one-out means."""
+    cal = rep.calibrate(seed=0)
+    s = rep.g_power(rep.redraws(cal, rep.e_levels(7, 7)[0], 24))["summary"]
+    assert s["n_pairs"] == 276 and s["n_simulations"] == 24
+    for k, v in POWER.items():
+        assert s[k] == pytest.approx(v, abs=1e-4), k
+
+
+def _replication_section() -> str:
+    text = (paths.project_root() / "README.md").read_text()
+    return " ".join(text[text.index("## A paper-calibrated replication"):text.index("## Running on several")].split())
+
+
+def test_readme_states_the_pinned_replication_numbers():
+    """Every number the README's replication section states is one the slow tests above recompute."""
+    s = _replication_section().replace("−", "-")
+    names = list(reference.published_table1().set_index("model").loc[list(rep.paper_agents())].index)
+    for m, c, a in zip(names, ERR_CCEI, ERR_ALPHA):
+        assert f"| {m} | {c:+.3f} | {a:+.3f} |" in s, m
+    assert f"mean G {RULE_MEAN_G:.3f} against the published 0.353" in s
+    assert f"(mean G {NEAREST_MEAN_G:.3f}:" in s
+    assert f"Spearman {NEAREST_SPEARMAN:.2f} with Table 3, Mantel p {NEAREST_MANTEL_P:.2f}" in s
+    P = POWER
+    row = (f"| {P['mean']:.2f} | {P['sd']:.2f} | {P['q05']:.2f} | {P['q25']:.2f} | {P['median']:.2f} | "
+           f"{P['q75']:.2f} | {P['q95']:.2f} | {P['min']:.2f} / {P['max']:.2f} | {100 * P['power']:.0f} % of 276 pairs |")
+    assert row in s
+    assert f"Table 3's mean Spearman with these simulations is {P['published_mean']:.2f}: the " \
+           f"{P['published_percentile']:.0f}th percentile" in s
+    assert f"Spearman with Table 3 from {min(RECALIBRATED_SPEARMAN):.2f} to {max(RECALIBRATED_SPEARMAN):.2f}" in s
+    assert "about one case in eight" in s and 1 / 9 < P["power"] < 1 / 7
+    assert "keeps 5 of its 6 links" in s  # test_replication_headline_pinned: degree 5 of llama3.2
+
+
+def test_readme_published_cceis_the_design_cannot_produce():
+    """README: "0.400, 0.389 and 0.385 are not multiples of 1/12" (the standard CCEI is)."""
+    c = reference.published_table1()["ccei"].round(3)
+    for v in (0.400, 0.389, 0.385):
+        assert v in set(c) and abs(v * 12 - round(v * 12)) > 0.1
+    assert "0.400, 0.389 and 0.385 are not multiples of 1/12" in _replication_section()
+
+
+def test_g_power_on_known_matrices():
+    pub = reference.published_table3()
+    names = list(pub.index)
+    rev = pub.rename(index=dict(zip(names, names[::-1])), columns=dict(zip(names, names[::-1]))).loc[names, names]
+    out = rep.g_power({0: pub, 1: pub.copy(), 2: rev})
+    pairs = out["pairs"].set_index(["sim_a", "sim_b"])
+    assert pairs.loc[(0, 1), "spearman"] == pytest.approx(1.0)
+    from moralkit.studies.crossmethod import mantel_test
+
+    G = {0: pub, 1: pub, 2: rev}
+    for a, b in ((0, 1), (0, 2), (1, 2)):  # the vectorised exact tests are mantel_test's
+        assert pairs.loc[(a, b), "mantel_p"] == mantel_test(G[a], G[b]).pvalue
+    assert out["summary"]["power"] == pytest.approx(np.mean(pairs["mantel_p"] <= 0.05))
+    # Table 3 against copies of itself is at the top: its mean correlation with them is 1 on (0, 1)
+    pub_rows = out["published"].set_index("simulation")
+    assert pub_rows.loc[0, "spearman"] == pytest.approx(1.0) and pub_rows.loc[2, "spearman"] < 0.9
+    assert out["summary"]["published_mean"] == pytest.approx(pub_rows["spearman"].mean())
+    loo = pub_rows["loo_mean"]
+    expect = 100 * ((loo < out["summary"]["published_mean"]).sum() + 0.5 * (loo == out["summary"]["published_mean"]).sum()) / 3
+    assert out["summary"]["published_percentile"] == pytest.approx(expect)
+    with pytest.raises(ValueError, match="at least 2"):
+        rep.g_power({0: pub})
+
+
+def test_redraws_keep_the_calibrated_agents(small_cal):
+    e = rep.e_levels(7, 7)[0]
+    a = rep.redraws(small_cal, e, 2, T=8, rho=10, seed=3)
+    b = rep.redraws(small_cal, e, 2, T=8, rho=10, seed=3)
+    assert list(a) == [0, 1] and all(a[k].equals(b[k]) for k in a)
+    assert list(a[0].index) == list(reference.published_table3().index)
+    assert not a[0].equals(a[1])  # new answers and draws
+    with pytest.raises(ValueError, match="at least 2"):
+        rep.redraws(small_cal, e, 1)

@@ -135,3 +135,88 @@ def test_a_respondents_interval_does_not_depend_on_the_others(low):
     assert len(both) == 2
     row = both[both["respondent"] == alone["respondent"].iloc[0]].reset_index(drop=True)
     pd.testing.assert_frame_equal(row, alone)
+
+
+@pytest.fixture(scope="module")
+def high():
+    return mc.load_scenarios("high")
+
+
+def test_a_shift_of_action1_is_not_called_towards_the_rules(low):
+    """Issue 28: at low ambiguity the rules favour action 1 almost everywhere, so a persona that raises
+    p(action 1) whatever the rules looks "towards its rules"; the placebos say it is not specific."""
+    m = _metrics(low, 0.0, persona="care")
+    m.loc[m["model"] == "sim-m+persona-care", "p_action1"] += 0.05
+    eff = st.likelihood_effects(m, "sim-m", low, n_boot=300, n_perm=999,
+                                placebos=["utilitarian", "deontological", "care"]).iloc[0]
+    assert eff["p_directed"] < 0.01 and eff["share_plus"] > 0.95
+    assert eff["p_specific"] > 0.2 and eff["placebo_p_min"] < 0.01
+    assert eff["placebos"] == "utilitarian, deontological"
+    assert eff["verdict"] == "a shift, not specific to its rules"
+
+
+def test_a_rule_specific_shift_beats_the_placebos(high):
+    """A persona that moves p(action 1) along its own rules' signs (mixed at high ambiguity) beats random
+    sign assignments and the other personas' rules."""
+    m = _metrics(high, 0.05, persona="deontological", n=400)
+    eff = st.likelihood_effects(m, "sim-m", high, n_boot=300, n_perm=999, placebos=["utilitarian", "care"]).iloc[0]
+    assert 0.2 < eff["share_plus"] < 1
+    assert eff["p_directed"] < 0.01 and eff["p_specific"] < 0.01 and eff["p_beats_placebos"] < 0.01
+    assert eff["verdict"] == "towards its rules"
+    pl = st.placebo_effects(m, "sim-m", high, n_perm=999)
+    own = pl[pl["own"]].iloc[0]
+    assert own["rules"] == "deontological" and own["effect"] == pytest.approx(eff["directed_effect"])
+    assert (pl.loc[~pl["own"], "effect"] < own["effect"]).all()
+    # by default every other rule set of PERSONA_RULES is a placebo
+    assert st.placebo_rules("care") == ["utilitarian", "deontological", "virtue"]
+    with pytest.raises(DataError, match="unknown placebo"):
+        st.placebo_rules("care", ["nihilist"])
+
+
+def test_paired_bootstrap_pairs_only_identical_option_sets():
+    from moralkit.psm import nlls
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
+
+    a = np.array([0.3, 0.2, 0.2, 0.15, 0.15])
+    b0 = np.array([2.0, 2.5, 2.0, 2.5, 2.0])
+    q0 = np.array([2, 3, 2, 3, 2])
+    base = simulate_quadratic(QuadraticAgent(a, b0), noise=0.5, seed=1, model="sim-m", q0=q0)
+    # a persona that answers like its model except in a third of the rounds (as the LLM personas do):
+    # their answers share each round's luck, which only a paired bootstrap cancels
+    other = simulate_quadratic(QuadraticAgent(a, b0 + [0.6, 0, 0, 0, 0]), noise=0.5, seed=2, q0=q0)
+    swap = np.random.default_rng(3).random(base.n_rounds) < 1 / 3
+    persona = base.with_choices(np.where(swap, other.chosen, base.chosen))
+    persona.model = "sim-m+persona-utilitarian"
+    s1 = simulate_quadratic(QuadraticAgent(a, b0), noise=0.5, seed=4, model="sim-m-s1", q0=np.array([4, 1, 4, 1, 4]))
+    data = {"sim-m": base, "sim-m+persona-utilitarian": persona, "sim-m-s1": s1}
+    assert st.option_sets_differ(base, persona) == 0
+    differ = st.option_sets_differ(base, s1)
+    assert differ > 0
+    eff = st.psm_paired_effects(data, "sim-m", n_boot=40, seed=0)
+    by = eff.groupby("respondent")
+    assert by["paired"].first().to_dict() == {"sim-m+persona-utilitarian": True, "sim-m-s1": False}
+    assert by["rounds_options_differ"].first()["sim-m-s1"] == differ
+    per = eff[eff["paired"]]
+    # the same rounds for both: the difference's interval is narrower than independent resamples give
+    assert ((per["delta_hi"] - per["delta_lo"]) < (per["delta_hi_unpaired"] - per["delta_lo_unpaired"])).all()
+    s1_rows = eff[~eff["paired"]]
+    assert np.allclose(s1_rows["delta_lo"], s1_rows["delta_lo_unpaired"]) and (s1_rows["n_boot_ok"] > 30).all()
+    # the point estimate is the difference of the two full fits
+    fb, fp = nlls.fit_utility(base), nlls.fit_utility(persona)
+    assert np.allclose(per["delta"], fp.b - fb.b, atol=1e-6)
+    with pytest.raises(DataError, match="baseline"):
+        st.psm_paired_effects(data, "nope")
+
+
+def test_refit_rounds_reproduces_the_fit_on_all_rounds():
+    from moralkit.psm import nlls
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
+
+    ds = simulate_quadratic(QuadraticAgent(np.full(5, 0.2), [2.0, 2.5, 3.0, 2.5, 2.0]), noise=0.5, seed=4, model="sim-x")
+    fit = nlls.fit_utility(ds)
+    all_rounds = ds.round_index[ds.chosen > 0]
+    out = nlls.refit_rounds(ds, fit, [all_rounds, all_rounds[:80]])
+    assert out.shape == (2, 10) and np.allclose(out[0, 5:], fit.b, atol=1e-5)
+    assert not np.allclose(out[1, 5:], fit.b, atol=1e-3)
+    with pytest.raises(ValueError, match="not answered rounds"):
+        nlls.refit_rounds(ds, fit, [[999]])

@@ -307,7 +307,37 @@ def _spearman(x, y) -> float:
     return _pearson(rankdata(x), rankdata(y))
 
 
-def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, models=None, n_sim: int = 200,
+def _pearson_rows(x, Y) -> np.ndarray:
+    """:func:`_pearson` of ``x`` with each row of ``Y`` (NaN where a row or ``x`` is constant)."""
+    x, Y = np.asarray(x, float), np.asarray(Y, float)
+    if len(x) < 3 or x.std() == 0:
+        return np.full(len(Y), np.nan)
+    xc = x - x.mean()
+    Yc = Y - Y.mean(axis=1, keepdims=True)
+    den = np.sqrt((xc ** 2).sum()) * np.sqrt((Yc ** 2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (Yc @ xc) / den
+    return np.where(Y.std(axis=1) == 0, np.nan, r)
+
+
+def _spearman_rows(x, Y) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return _pearson_rows(rankdata(x), rankdata(Y, axis=1))
+
+
+#: Draws per chunk of the noise-band simulation (memory: chunk x answered forms).
+_SIM_CHUNK = 500
+
+#: Draws of the noise bands of :func:`compare_estimators`. Measured on the committed runs
+#: (``benchmarks/bench_noise_bands.py``, seeds 0-4, 2026-11-26): with 200 draws the count of the 12
+#: measures inside their bands moved with the seed (11, 12, 12, 12, 12); with 2,000 it was 12 at every
+#: seed, the measure nearest an edge 0.0019-0.0024 inside it. 2,000 draws cost 9 CPU-s for both levels
+#: (200: 2.6 s); 10,000 would cost about five times that in notebook 05 and the findings.
+N_SIM = 2_000
+
+
+def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, models=None, n_sim: int = N_SIM,
                        seed: int = 0, decision: str = "action") -> pd.DataFrame:
     """Agreement of the exact (token-probability) and the sampling estimators on the scenarios both cover.
 
@@ -346,7 +376,8 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
         Mapped sampled responses (:func:`moralkit.moralchoice.load_responses`).
     models : list of str, optional
         Respondents to compare (default: all present in both).
-    n_sim : int, default 200
+    n_sim : int, default :data:`N_SIM`
+        Draws of the noise bands.
     seed : int, default 0
         Seed of the noise bands; each respondent draws from its own stream (seed and label).
     decision : str, default "action"
@@ -397,7 +428,8 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
         brier = ((k1 * (1 - pp) ** 2 + (nv - k1) * pp ** 2).sum() / n_ans) if n_ans else float("nan")
         b_exp = (nv * pp * (1 - pp)).sum() / n_ans if n_ans else float("nan")
         b_var = (nv * pp * (1 - pp) * (1 - 2 * pp) ** 2).sum() / n_ans ** 2 if n_ans else float("nan")
-        # sampling noise alone: redraw the sampled answers from the exact likelihoods
+        # sampling noise alone: redraw the sampled answers from the exact likelihoods, in chunks of draws
+        # (one call draws a chunk's rows in the same order as one call per draw would)
         sims_r, sims_d, sims_qfc, sims_qfe, mean_qfc, mean_qfe = [], [], [], [], [], []
         al_sc = al["scenario_id"].to_numpy()
         pos = {s: i for i, s in enumerate(sc)}
@@ -405,21 +437,28 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
         per_sc = np.bincount(order, minlength=len(sc))
         # rows are sorted by scenario then form; with the same forms everywhere they reshape to (scenario, form)
         z = int(per_sc[0]) if len(per_sc) and (per_sc == per_sc[0]).all() else 0
-        for _ in range(int(n_sim)):
-            draw = rng.binomial(n_valid, np.where(ok, p_ex, 0.5))
+        member = np.zeros((len(order), len(sc)))
+        member[np.arange(len(order)), order] = 1.0
+        x_p = ex["p_action1"].to_numpy(dtype=float)
+        p_draw = np.where(ok, p_ex, 0.5)
+        for start in range(0, int(n_sim), _SIM_CHUNK):
+            k = min(_SIM_CHUNK, int(n_sim) - start)
+            draw = rng.binomial(n_valid, p_draw, size=(k, len(n_valid)))
             pf_sim = np.where(n_valid > 0, draw / np.maximum(n_valid, 1), 0.5)
-            marg = np.bincount(order, weights=pf_sim, minlength=len(sc)) / per_sc
-            sims_r.append(_pearson(ex["p_action1"], marg))
-            sims_d.append(float(np.mean(np.abs(marg - ex["p_action1"].to_numpy()))))
+            marg = (pf_sim @ member) / per_sc
+            sims_r.append(_pearson_rows(x_p, marg))
+            sims_d.append(np.mean(np.abs(marg - x_p), axis=1))
             if z:
-                pz = pf_sim.reshape(len(sc), z)
+                pz = pf_sim.reshape(k, len(sc), z)
                 pz = np.stack([pz, 1.0 - pz], axis=-1)
                 qfc_s, qfe_s = qf_consistency(pz), qf_entropy(pz)
-                sims_qfc.append(_spearman(ex["qf_consistency"], qfc_s))
-                sims_qfe.append(_spearman(ex["qf_entropy"], qfe_s))
-                mean_qfc.append(float(np.mean(qfc_s)))
-                mean_qfe.append(float(np.mean(qfe_s)))
-        sims_r, sims_d = np.asarray(sims_r), np.asarray(sims_d)
+                sims_qfc.append(_spearman_rows(ex["qf_consistency"].to_numpy(dtype=float), qfc_s))
+                sims_qfe.append(_spearman_rows(ex["qf_entropy"].to_numpy(dtype=float), qfe_s))
+                mean_qfc.append(qfc_s.mean(axis=1))
+                mean_qfe.append(qfe_s.mean(axis=1))
+        sims_r, sims_d = (np.concatenate(x) if x else np.array([]) for x in (sims_r, sims_d))
+        sims_qfc, sims_qfe, mean_qfc, mean_qfe = (np.concatenate(x) if x else [] for x in
+                                                  (sims_qfc, sims_qfe, mean_qfc, mean_qfe))
 
         def band(x):  # mean and 95 % range of a simulated statistic (NaN without simulations)
             x = np.asarray(x, float)
@@ -442,9 +481,9 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
             rho_qfe=_spearman(ex["qf_entropy"], sa["qf_entropy"]),
             **dict(zip(("rho_qfe_sim", "rho_qfe_sim_lo", "rho_qfe_sim_hi"), band(sims_qfe))),
             qfe_exact=float(ex["qf_entropy"].mean()), qfe_sampled=float(sa["qf_entropy"].mean()),
-            qfe_sampled_sim=float(np.mean(mean_qfe)) if mean_qfe else np.nan,
+            qfe_sampled_sim=float(np.mean(mean_qfe)) if len(mean_qfe) else np.nan,
             qfc_exact=float(ex["qf_consistency"].mean()), qfc_sampled=float(sa["qf_consistency"].mean()),
-            qfc_sampled_sim=float(np.mean(mean_qfc)) if mean_qfc else np.nan,
+            qfc_sampled_sim=float(np.mean(mean_qfc)) if len(mean_qfc) else np.nan,
             covered=float(lk["covered"].mean()),
             brier=float(brier), brier_expected=float(b_exp),
             brier_z=float((brier - b_exp) / math.sqrt(b_var)) if n_ans and b_var > 0 else float("nan"),
@@ -453,7 +492,7 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
 
 
 def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambiguity: str, *, seed: int = 0,
-                       fallback: bool = True) -> pd.DataFrame:
+                       fallback: bool = True, n_sim: int = N_SIM) -> pd.DataFrame:
     """:func:`compare_estimators` on the sampled answers at the paper's M, per respondent.
 
     A respondent's answers count at the paper's M (5 low, 10 high) on the scenarios answered that many
@@ -470,6 +509,8 @@ def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambig
     seed : int
         Seed of the noise bands (:func:`compare_estimators`).
     fallback : bool, default True
+    n_sim : int, default :data:`N_SIM`
+        Draws of the noise bands (:func:`compare_estimators`).
 
     Returns
     -------
@@ -492,7 +533,7 @@ def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambig
     parts = [(at_m, M)]
     if fallback:  # the respondents with no scenario at the paper's M
         parts.append((responses[~responses["model"].isin(set(at_m["model"]))], 1))
-    out = [compare_estimators(likelihoods, r, seed=seed).assign(M=m) for r, m in parts if len(r)]
+    out = [compare_estimators(likelihoods, r, seed=seed, n_sim=n_sim).assign(M=m) for r, m in parts if len(r)]
     out = [c for c in out if len(c)]
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 

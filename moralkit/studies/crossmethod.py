@@ -53,6 +53,7 @@ __all__ = [
     "load_own_runs",
     "plot_min_pvalue",
     "cross_method_from_data",
+    "underlying_model",
 ]
 
 
@@ -202,12 +203,15 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
     else:
         rng = np.random.default_rng(seed)
         perms = np.array([rng.permutation(n) for _ in range(int(n_permutations))], dtype=np.int64)
-    # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu
-    Y = b[perms[:, iu[0]], perms[:, iu[1]]]
+    # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu. A relabelling permutes the entries
+    # of the triangle, so it permutes their (average) ranks too: rank once, then permute the ranks.
     if method == "spearman":
-        x_, Y_ = _rank_rows(x[None])[0], _rank_rows(Y)
+        rb = np.zeros_like(b, dtype=float)
+        rb[iu] = _rank_rows(b[iu][None])[0]
+        rb = rb + rb.T
+        x_, Y_ = _rank_rows(x[None])[0], rb[perms[:, iu[0]], perms[:, iu[1]]]
     else:
-        x_, Y_ = x, Y
+        x_, Y_ = x, b[perms[:, iu[0]], perms[:, iu[1]]]
     obs = float(_corr_rows(x_, (_rank_rows(b[iu][None]) if method == "spearman" else b[iu][None]))[0])
     null = _corr_rows(x_, Y_)
     tol = 1e-12
@@ -314,6 +318,10 @@ class CrossMethodResult:
     models: list
     mantel: MantelResult | None
     note: str = ""
+    #: respondents that are one model (persona prompts, other seeds), by :func:`underlying_model`
+    same_model: dict = field(default_factory=dict)
+    #: the same comparison on one respondent per distinct model (None when all are distinct or fewer than 3)
+    distinct: "CrossMethodResult | None" = None
 
     def pairs(self) -> pd.DataFrame:
         """One row per model pair: ``psm_G``, ``moralchoice_corr``."""
@@ -580,6 +588,19 @@ def prefer_exact(sampled: pd.DataFrame, exact: pd.DataFrame) -> tuple[pd.DataFra
     return pd.concat([use_sampled, use_exact], ignore_index=True), notes
 
 
+def underlying_model(label: str) -> str:
+    """The model behind a respondent label: without a ``+persona-<name>`` suffix or a ``-s<seed>`` suffix.
+
+    Examples
+    --------
+    >>> underlying_model("qwen2.5-coder-0.5b-instruct+persona-care"), underlying_model("qwen2.5-coder-0.5b-instruct-s1")
+    ('qwen2.5-coder-0.5b-instruct', 'qwen2.5-coder-0.5b-instruct')
+    """
+    import re
+
+    return re.sub(r"-s\d+$", "", str(label).split("+persona-", 1)[0])
+
+
 def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict | None = None, e: float | None = None,
                            T: int = 500, rho: int = 20, seed: int = 0, n_jobs: int = 1) -> CrossMethodResult | None:
     """G and the MoralChoice correlation on the models present in both, then :func:`cross_method`.
@@ -599,4 +620,23 @@ def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict |
         return None
     G = psm_similarity({m: psm[m] for m in common}, e=e, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
     res = cross_method(G, C.loc[common, common], seed=seed)
+    groups: dict = {}
+    for m in res.models:
+        groups.setdefault(underlying_model(m), []).append(m)
+    res.same_model = {k: v for k, v in groups.items() if len(v) > 1}
+    if res.same_model:
+        # one respondent per model: the one without a persona or seed suffix when present
+        keep = [k if k in v else v[0] for k, v in groups.items()]
+        for k, v in res.same_model.items():
+            res.note += (f" {len(v)} of the {len(res.models)} respondents are one model ({k}"
+                         + (f" and {len(v) - 1} persona or seed variants" if k in v else "") + "): "
+                         f"{len(v) * (len(v) - 1) // 2} of the {len(res.models) * (len(res.models) - 1) // 2} pairs "
+                         "compare the model with itself, so the relabelling null, which treats every respondent "
+                         "as exchangeable, does not hold, and a correlation can come from telling those pairs "
+                         "apart from the others rather than from similarity between models.")
+        if len(keep) >= 3:
+            sub_names = {m: (name_map or {}).get(m, m) for m in keep}
+            sub_metrics = metrics[metrics["model"].isin(set(sub_names.values()))]
+            res.distinct = cross_method_from_data({m: psm[m] for m in keep}, sub_metrics, name_map=name_map, e=e,
+                                                  T=T, rho=rho, seed=seed, n_jobs=n_jobs)
     return res

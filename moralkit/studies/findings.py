@@ -16,13 +16,15 @@ Seror (2025), Section 2.4 (eq. 6), Section 3.1 (Table 1), Section 3.2 (eq. 7, Ta
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import pandas as pd
 
+from .. import paths
 from ..figures import format_interval
 
-__all__ = ["likelihood_coverage", "sampling_coverage", "estimator_agreement", "both_instruments",
+__all__ = ["psm_runs", "likelihood_coverage", "sampling_coverage", "estimator_agreement", "both_instruments",
            "persona_effects", "findings", "findings_markdown"]
 
 BASE = "qwen2.5-coder-0.5b-instruct"
@@ -32,6 +34,36 @@ def _quiet(fn, *a, **k):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fn(*a, **k)
+
+
+@functools.lru_cache(maxsize=4)
+def _runs(level: str):
+    """``crossmethod.load_own_runs`` of the committed data at one ambiguity level, read once per process."""
+    from . import crossmethod as xm
+
+    return _quiet(xm.load_own_runs, ambiguity=level)
+
+
+def psm_runs(*, seed: int = 0, n_datasets: int = 1000) -> pd.DataFrame:
+    """Per PSM respondent: rounds answered, the share of answers that are "Option 1", CCEI and alpha.
+
+    Returns
+    -------
+    DataFrame
+        ``respondent``, ``answered`` (of 160 constrained rounds), ``option1`` (share of the answered
+        rounds whose answer is Option 1), ``ccei`` (exact fraction, as a string), ``alpha`` (the
+        random-choice test, Seror 2025, Section 2.3, ``n_datasets`` random datasets).
+    """
+    import numpy as np
+
+    from ..psm.dataset import read_psm
+    from ..psm.rationality import table1
+
+    data = _quiet(read_psm, paths.data_dir() / "psm")
+    t1 = table1(data, n_datasets=n_datasets, seed=seed).set_index("model")
+    rows = [dict(respondent=m, answered=int(ds.n_obs), option1=float(np.mean(ds.chosen[ds.chosen > 0] == 1)),
+                 ccei=str(t1.loc[m, "ccei_exact"]), alpha=float(t1.loc[m, "alpha"])) for m, ds in sorted(data.items())]
+    return pd.DataFrame(rows)
 
 
 def likelihood_coverage(path=None) -> pd.DataFrame:
@@ -122,7 +154,7 @@ def both_instruments(*, seed: int = 0, T: int = 500, rho: int = 20):
     """
     from . import crossmethod as xm
 
-    psm, metrics, _ = _quiet(xm.load_own_runs)
+    psm, metrics, _ = _runs("high")
     return _quiet(xm.cross_method_from_data, psm, metrics, T=T, rho=rho, seed=seed)
 
 
@@ -135,17 +167,16 @@ def persona_effects(*, seed: int = 0, n_boot: int = 2000, n_perm: int = 9999, ps
         :func:`moralkit.studies.steerability.likelihood_effects` per level (column ``ambiguity``), on the
         exact likelihoods.
     psm : DataFrame
-        :func:`moralkit.studies.steerability.psm_effects_summary` of the NLLS ideal points b.
+        :func:`moralkit.studies.steerability.psm_effects_summary` of the NLLS ideal points b, from
+        :func:`moralkit.studies.steerability.psm_paired_effects` (``attrs["effects"]`` holds the rows).
     """
     from ..moralchoice import load_scenarios
-    from ..psm import nlls
-    from . import crossmethod as xm
     from . import steerability
 
     mc_rows = []
     psm = {}
     for level in ("low", "high"):
-        psm, metrics, _ = _quiet(xm.load_own_runs, ambiguity=level)
+        psm, metrics, _ = _runs(level)
         if not len(metrics):
             continue
         models = set(metrics["model"])
@@ -153,23 +184,27 @@ def persona_effects(*, seed: int = 0, n_boot: int = 2000, n_perm: int = 9999, ps
         if BASE in models and personas:
             keep = metrics["model"].isin([BASE, *personas])
             mc_rows.append(steerability.likelihood_effects(
-                metrics[keep], BASE, _quiet(load_scenarios, level), n_boot=n_boot, n_perm=n_perm,
-                seed=seed).assign(ambiguity=level))
+                metrics[keep], BASE, _quiet(load_scenarios, level), n_boot=n_boot, n_perm=n_perm, seed=seed,
+                placebos=[m.split("+persona-", 1)[1] for m in personas]).assign(ambiguity=level))
     mc_eff = pd.concat(mc_rows, ignore_index=True) if mc_rows else pd.DataFrame()
     personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
     psm_sum = pd.DataFrame()
     if BASE in psm and personas:
         others = [m for m in (f"{BASE}-s1", *personas) if m in psm]
-        fits = nlls.fit_models({m: psm[m] for m in [BASE, *others]}, n_boot=psm_boot, seed=seed)
-        psm_sum = steerability.psm_effects_summary(steerability.psm_effects(fits, BASE, others))
+        eff = _quiet(steerability.psm_paired_effects, {m: psm[m] for m in [BASE, *others]}, BASE, others,
+                     n_boot=psm_boot, seed=seed, unpaired=False)
+        psm_sum = steerability.psm_effects_summary(eff)
+        psm_sum["paired"] = eff.groupby("respondent", sort=False)["paired"].first().to_numpy()
+        psm_sum["rounds_options_differ"] = eff.groupby("respondent", sort=False)["rounds_options_differ"].first().to_numpy()
+        psm_sum.attrs["effects"] = eff
     return mc_eff, psm_sum
 
 
 def findings(*, seed: int = 0) -> dict:
-    """Every table of :func:`findings_markdown`, as DataFrames (keys ``coverage``, ``sampling``,
+    """Every table of :func:`findings_markdown`, as DataFrames (keys ``psm_runs``, ``coverage``, ``sampling``,
     ``agreement``, ``cross_method``, ``persona_moralchoice``, ``persona_psm``)."""
     mc_eff, psm_sum = persona_effects(seed=seed)
-    return dict(coverage=likelihood_coverage(), sampling=sampling_coverage(),
+    return dict(psm_runs=psm_runs(seed=seed), coverage=likelihood_coverage(), sampling=sampling_coverage(),
                 agreement=estimator_agreement(seed=seed), cross_method=both_instruments(seed=seed),
                 persona_moralchoice=mc_eff, persona_psm=psm_sum)
 
@@ -196,6 +231,12 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
     """The README's "What the committed runs show" section body (``python -m moralkit findings``)."""
     f = results if results is not None else findings(seed=seed)
     out = []
+    runs = f.get("psm_runs", pd.DataFrame())
+    if len(runs):
+        t = runs.assign(option1=runs["option1"].map(lambda x: f"{100 * x:.1f} %"), alpha=runs["alpha"].map("{:.3f}".format))
+        out += ["**PSM runs** (160 constrained rounds each, temperature 1; `option 1`: share of the answered rounds "
+                "answered \"Option 1\"; CCEI and α of the random-choice test, 1,000 random datasets):", ""]
+        out += _table(t.rename(columns={"option1": "option 1", "alpha": "α"})) + [""]
     cov = f["coverage"]
     if len(cov):
         t = cov.assign(covered=cov["covered"].map("{:.3f}".format),
@@ -237,6 +278,18 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
                         f"{m.method} r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
                         + (f"(exact over {m.n_permutations} relabellings)" if m.exact else "(Monte Carlo)")
                         + f", {_significance(m.pvalue)}.")
+        for k, v in res.same_model.items():
+            out[-1] += (f" {len(v)} of these {len(res.models)} respondents are one model (`{k}`"
+                        + (" and its persona or seed variants" if k in v else "") + f"): {len(v) * (len(v) - 1) // 2} "
+                        f"of the {len(res.models) * (len(res.models) - 1) // 2} pairs compare it with itself, so the "
+                        "relabelling null, which treats the respondents as exchangeable, does not hold.")
+        d = res.distinct
+        if d is not None and d.mantel is not None:
+            md = d.mantel
+            out[-1] += (f" On one respondent per distinct model ({', '.join(f'`{m}`' for m in d.models)}): "
+                        f"{md.method} r = {md.statistic:.3f}, p = {md.pvalue:.3f} over {md.n_permutations} "
+                        f"relabellings, whose smallest attainable p is {md.min_pvalue:.3f}: "
+                        + ("the test cannot reach the 5 % level." if md.min_pvalue > 0.05 else f"{_significance(md.pvalue)}."))
         out += [""]
     eff = f["persona_moralchoice"]
     if len(eff):
@@ -244,22 +297,46 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
             "respondent": eff["respondent"], "ambiguity": eff["ambiguity"], "scenarios": eff["n_scenarios"],
             "mean change of p(action 1) [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
                                                      eff[["mean_delta", "delta_lo", "delta_hi"]].to_numpy()],
+            "signed by its rules: share favouring action 1": eff["share_plus"].map("{:.3f}".format),
             "towards the persona's rules [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
                                                       eff[["directed_effect", "directed_lo", "directed_hi"]].to_numpy()],
-            "p (one-sided)": eff["p_directed"].map("{:.4f}".format)})
+            "p (one-sided)": eff["p_directed"].map("{:.4f}".format),
+            "p, random signs": eff["p_specific"].map("{:.4f}".format),
+            "p, other personas' rules": eff["placebo_p"],
+            "p, beats them": eff["p_beats_placebos"].map("{:.4f}".format),
+            "verdict": eff["verdict"]})
         out += ["**Persona effects on MoralChoice** (exact likelihoods, persona-respondent minus the model without "
-                "a persona, per scenario; bootstrap intervals over scenarios, sign-flip p-values):", ""]
+                "a persona, per scenario; bootstrap intervals over scenarios, sign-flip p-values. Placebos: `random "
+                "signs` shuffles the persona's rule signs over the scenarios; `other personas' rules` signs the same "
+                "changes by another persona's rules (a small p there: the placebo works as well); `beats them`: "
+                "paired bootstrap p that the effect exceeds every placebo's. `verdict` says \"towards its rules\" "
+                "only when all three p-values are at most 0.05):", ""]
         out += _table(t) + [""]
     ps = f["persona_psm"]
     if len(ps):
         signed = ps[ps["persona"].notna()]
         seed_only = ps.loc[ps["persona"].isna(), "max_abs_delta"]
-        out += [f"**Persona effects on the PSM** (NLLS ideal points b, bootstrap over rounds): "
-                f"{int(signed['interval_excludes_0'].sum())} of {int(signed['statements'].sum())} shifts of b have a "
+        differ = ps.loc[ps["persona"].isna(), "rounds_options_differ"] if "rounds_options_differ" in ps else []
+        paired = "paired bootstrap over rounds: " if "paired" in ps and signed["paired"].all() else "bootstrap over rounds: "
+        out += [f"**Persona effects on the PSM** (NLLS ideal points b, {paired}"
+                + ("each persona answered the baseline's option sets, so every replicate refits both on the same "
+                   "resampled rounds): " if paired.startswith("paired") else "")
+                + f"{int(signed['interval_excludes_0'].sum())} of {int(signed['statements'].sum())} shifts of b have a "
                 f"95 % interval that excludes 0; {int(signed['expected_side'].sum())} of "
                 f"{int(signed['with_expectation'].sum())} signed predictions are met. Largest |shift| "
                 f"{signed['max_abs_delta'].max():.2f}"
-                + (f"; another sampling seed of the same model moves b by up to {seed_only.max():.2f}." if len(seed_only)
+                + (f"; a second sampling seed of the same model, whose round-0 answer differs and with it the option "
+                   f"sets of {int(max(differ))} of the 160 rounds, moves b by up to {seed_only.max():.2f}." if len(seed_only)
                    else ".")]
+        eff = ps.attrs.get("effects")
+        if eff is not None and len(eff):
+            wide = eff.assign(cell=[format_interval(*v, digits=2, signed=True) for v in
+                                    eff[["delta", "delta_lo", "delta_hi"]].to_numpy()])
+            wide = wide.pivot(index="respondent", columns="dimension", values="cell")
+            wide = wide.loc[list(dict.fromkeys(eff["respondent"])), list(dict.fromkeys(eff["dimension"]))]
+            kind = eff.groupby("respondent", sort=False)["paired"].first().map({True: "paired", False: "unpaired"})
+            wide.insert(0, "bootstrap", kind.loc[wide.index])
+            out += ["", "Shift of b per statement, respondent minus the model without a persona [95 % interval]:", ""]
+            out += _table(wide.reset_index())
     return "\n".join(out).rstrip() + "\n"
 

@@ -70,12 +70,15 @@ __all__ = [
     "calibrate",
     "compare_g",
     "e_levels",
+    "g_power",
     "matched_alphas",
     "missing_rounds",
     "paper_agents",
     "plot_calibration",
     "plot_g_comparison",
+    "plot_power",
     "replicate",
+    "redraws",
     "replications",
     "scan_e",
     "sim_label",
@@ -413,7 +416,7 @@ class ReplicationResult:
                              "G_sim": self.G[which].to_numpy()[iu], "G_pub": pub.to_numpy(dtype=float)[iu]})
 
     def summary(self) -> pd.DataFrame:
-        """One row per e (the paper's rule, the level-matched e): the comparison with Table 3."""
+        """One row per e (the paper's rule, the nearest level e): the comparison with Table 3."""
         rows = []
         for k, e in (("rule", self.e_rule), ("matched", self.e_matched)):
             rows.append({"e_choice": k, "e": e, "e_twelfths": e * 12, **self.stats[k]})
@@ -509,6 +512,164 @@ def replications(seeds: Sequence[int], e: float, *, T: int = 500, rho: int = 20,
     return out
 
 
+def redraws(cal: Calibration, e: float, n: int, *, T: int = 500, rho: int = 20, seed: int = 0,
+            n_jobs: int = 1) -> dict:
+    """Independent simulations of the *same* calibrated agents: new answers, the same noise levels.
+
+    Each simulation ``k`` redraws every agent's answers from its calibrated logit noise
+    (:attr:`Calibration.table` ``noise``) on the rounds it answers in the kept dataset (the same
+    design, the same unanswered rounds), then runs the permutation study at ``e``. Two simulations
+    differ only by the luck of the answers and of the permutation draws, as two runs of the paper's
+    study on the same models would.
+
+    Parameters
+    ----------
+    cal : Calibration
+    e : float
+        Rationality level (standard-CCEI scale).
+    n : int
+        Number of simulations.
+    T, rho, seed, n_jobs
+        As in :func:`moralkit.psm.permutation.permutation_study`; simulation ``k`` uses the stream
+        ``(seed, k)`` for the answers and for the permutation draws.
+
+    Returns
+    -------
+    dict {k: DataFrame (7, 7)}
+        Each simulation's G with Table 3's short names and order.
+
+    References
+    ----------
+    Seror (2025), eq. (7), Section 3.3 (T = 500, rho = 20).
+    """
+    if int(n) < 2:
+        raise MoralkitError(f"n must be at least 2 (two simulations to correlate), got {n!r}")
+    agents = paper_agents()
+    noise = cal.table.set_index("model")["noise"]
+    out = {}
+    for k in range(int(n)):
+        ss = np.random.SeedSequence([int(seed), 28, k])
+        rngs = [np.random.default_rng(c) for c in ss.spawn(len(agents))]
+        data = {}
+        for (model, ag), rng in zip(agents.items(), rngs):
+            ds = cal.datasets[sim_label(model)]
+            answered = ds.chosen > 0
+            v = ds.valid()
+            chosen = np.zeros(ds.n_rounds, dtype=np.int64)
+            chosen[answered] = logit_choices(ag.utility(v.options), float(noise.loc[model]), rng) + 1
+            data[sim_label(model)] = ds.with_choices(chosen)
+        st = permutation_study(data, float(e), T=int(T), rho=int(rho), seed=int(ss.generate_state(1)[0]),
+                               n_jobs=n_jobs, progress=False)
+        out[k] = _short_g(st.G)
+    return out
+
+
+def g_power(Gs: dict, G_pub: pd.DataFrame | None = None, *, level: float = 0.05) -> dict:
+    """How far G can agree with itself: the correlation between independent simulations, and Table 3 in it.
+
+    If the published utilities (Table 2) and noise levels (Table 1) were all there is to the
+    published network, Table 3 would be one more draw from the same process as the simulations.
+    Two simulations of the same agents then bound what any comparison with Table 3 can show: if
+    they barely correlate with each other, a weak correlation with Table 3 is no evidence against
+    the agents, and a strong one no evidence for them.
+
+    Parameters
+    ----------
+    Gs : dict {k: DataFrame}
+        Simulated G of the same agents (:func:`redraws`), Table 3's short names.
+    G_pub : DataFrame, optional
+        Default :func:`moralkit.psm.reference.published_table3`.
+    level : float, default 0.05
+        Level of the Mantel tests counted in ``power``.
+
+    Returns
+    -------
+    dict
+        ``pairs`` (DataFrame: one row per pair of simulations, ``spearman`` and exact Mantel
+        ``mantel_p``); ``published`` (DataFrame: one row per simulation, its ``spearman`` with
+        Table 3 and ``loo_mean``, its mean Spearman with the other simulations); ``summary``
+        (dict: ``n_simulations``, ``n_pairs``, ``mean``, ``sd``, ``min``, ``q05``, ``q25``,
+        ``median``, ``q75``, ``q95``, ``max`` of the simulation-simulation Spearman; ``power``, the
+        share of those pairs whose Mantel test rejects at ``level``; ``published_mean``, the mean
+        Spearman of Table 3 with the simulations; ``published_percentile``, its percentile among
+        the simulations' leave-one-out means (ties count half): about 50 when Table 3 behaves like
+        one more simulation; ``published_rank_p``, the share of simulations whose leave-one-out
+        mean is at most Table 3's (a one-sided test that Table 3 agrees *less* with the agents
+        than their own simulations do)).
+
+    Examples
+    --------
+    >>> from moralkit.psm.reference import published_table3
+    >>> pub = published_table3()
+    >>> out = g_power({0: pub, 1: pub, 2: pub.T})
+    >>> round(out["summary"]["mean"], 6), out["summary"]["n_pairs"]
+    (1.0, 3)
+
+    References
+    ----------
+    Seror (2025), Section 3.3, Table 3. Mantel (1967).
+    """
+    import itertools
+
+    from scipy.stats import rankdata, spearmanr
+
+    pub = reference.published_table3() if G_pub is None else G_pub
+    names = list(pub.index)
+    keys = list(Gs)
+    if len(keys) < 2:
+        raise MoralkitError(f"g_power needs at least 2 simulations, got {len(keys)}")
+    iu = np.triu_indices(len(names), 1)
+    vec = {k: Gs[k].loc[names, names].to_numpy(dtype=float)[iu] for k in keys}
+    y = pub.to_numpy(dtype=float)[iu]
+
+    def rho(a, b):
+        return np.nan if np.ptp(a) == 0 or np.ptp(b) == 0 else float(spearmanr(a, b).statistic)
+
+    # exact Mantel tests of every pair at once (as mantel_test computes them: a relabelling permutes the
+    # ranks of the upper triangle; the p-value counts the relabellings whose correlation reaches the observed)
+    n = len(names)
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+    pos = np.full((n, n), -1)
+    pos[iu] = np.arange(len(iu[0]))
+    pos = np.maximum(pos, pos.T)
+    P = pos[perms[:, iu[0]], perms[:, iu[1]]]  # (n!, pairs): entry of the triangle each relabelling puts there
+
+    def unit(v):
+        c = v - v.mean(axis=-1, keepdims=True)
+        return c / np.sqrt((c ** 2).sum(axis=-1, keepdims=True))
+
+    ranks = {k: rankdata(vec[k]) for k in keys}
+    rows = []
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            r = rho(vec[a], vec[b])
+            if np.isnan(r):
+                p = np.nan
+            else:
+                null = unit(ranks[b][P]) @ unit(ranks[a])
+                p = float(np.sum(null >= r - 1e-12) / len(perms))
+            rows.append({"sim_a": a, "sim_b": b, "spearman": r, "mantel_p": p})
+    pairs = pd.DataFrame(rows)
+    R = pd.DataFrame(np.nan, index=keys, columns=keys)
+    for r in rows:
+        R.loc[r["sim_a"], r["sim_b"]] = R.loc[r["sim_b"], r["sim_a"]] = r["spearman"]
+    pub_r = pd.Series({k: rho(vec[k], y) for k in keys})
+    loo = R.mean(axis=1, skipna=True)
+    published = pd.DataFrame({"simulation": keys, "spearman": pub_r.to_numpy(), "loo_mean": loo.to_numpy()})
+    s = pairs["spearman"].dropna().to_numpy()
+    pm = float(pub_r.mean())
+    lv = loo.to_numpy()
+    summary = {"n_simulations": len(keys), "n_pairs": int(len(s)), "mean": float(s.mean()), "sd": float(s.std(ddof=1)) if len(s) > 1 else np.nan,
+               "min": float(s.min()), "max": float(s.max()),
+               **{k: float(np.quantile(s, q)) for k, q in (("q05", .05), ("q25", .25), ("median", .5), ("q75", .75),
+                                                            ("q95", .95))},
+               "power": float((pairs["mantel_p"].dropna() <= level).mean()), "level": float(level),
+               "published_mean": pm,
+               "published_percentile": float(100 * ((lv < pm).sum() + 0.5 * (lv == pm).sum()) / len(lv)),
+               "published_rank_p": float(((lv <= pm).sum() + 1) / (len(lv) + 1))}
+    return {"pairs": pairs, "published": published, "summary": summary}
+
+
 def matched_alphas(G_sim: pd.DataFrame, G_pub: pd.DataFrame | None = None,
                    alphas: Sequence[float] = (0.65, 0.70, 0.75)) -> list[float]:
     """Precision levels at which the simulated H^alpha has as many edges as the published H^alpha.
@@ -602,5 +763,29 @@ def plot_g_comparison(G_sim: pd.DataFrame, reps: pd.DataFrame | None = None, tit
         ax.set_xlabel("simulation seed")
         ax.set_ylabel("Spearman correlation with Table 3")
         ax.set_title("Independent simulations (green: Mantel p ≤ 0.05)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_power(power: dict, other: dict | None = None, labels=("redrawn answers", "recalibrated")):
+    """Histogram of the Spearman correlation between independent simulations of the same agents, with
+    Table 3's mean correlation with them (:func:`g_power` output; ``other``: a second one). Simulated agents."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    bins = np.linspace(-1, 1, 21)
+    for pw, lab, col in ((power, labels[0], "tab:blue"), (other, labels[1], "tab:orange")):
+        if pw is None:
+            continue
+        s = pw["summary"]
+        ax.hist(pw["pairs"]["spearman"].dropna(), bins=bins, alpha=0.55, color=col,
+                label=f"simulation vs simulation, {lab} ({s['n_pairs']} pairs, mean {s['mean']:.2f})")
+        ax.axvline(s["published_mean"], color=col, ls="--", lw=1.5,
+                   label=f"Table 3 vs these simulations, mean {s['published_mean']:.2f} "
+                         f"(percentile {s['published_percentile']:.0f} of their own)")
+    ax.set_xlabel("Spearman correlation of the off-diagonal G")
+    ax.set_ylabel("pairs of simulations")
+    ax.set_title("SIMULATED: how well G agrees with itself (the same calibrated agents)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)  # below: no bar hidden
     fig.tight_layout()
     return fig

@@ -24,9 +24,17 @@ written down before the persona runs finished, from the persona texts and the
 cited theories; they are hypotheses, and the tables report whether the data
 agree, not the other way round.
 
-A natural reference for noise: the same model with another sampling seed
-(``qwen2.5-coder-0.5b-instruct-s1`` in ``data/psm``) moves b by sampling alone;
-pass it as a respondent to see that spread.
+The committed ``qwen2.5-coder-0.5b-instruct-s1`` is the same model with another sampling
+seed. Its round-0 answer differs, so the corner flips, and with them the option sets, differ from
+the baseline's in 68 of the 160 rounds (:func:`option_sets_differ`): it is not the same design
+answered twice, and the b it moves mixes sampling noise with the different option sets. Persona
+runs answered exactly the baseline's option sets; :func:`psm_paired_effects` uses that.
+
+Placebos (:func:`placebo_effects`, the ``p_specific`` and ``placebo_*`` columns of
+:func:`likelihood_effects`): at low ambiguity the rules favour action 1 in nearly every signed
+scenario, so "towards the rules" is there the same as "towards action 1". An effect is called
+"towards its rules" only when it also beats random assignments of its signs to the scenarios and
+every other persona's rules.
 
 References
 ----------
@@ -41,8 +49,8 @@ import pandas as pd
 
 from ..errors import DataError
 
-__all__ = ["PERSONA_RULES", "PSM_EXPECTED", "rule_direction", "likelihood_effects", "psm_effects",
-           "psm_effects_summary", "rationality_effects"]
+__all__ = ["PERSONA_RULES", "PSM_EXPECTED", "rule_direction", "likelihood_effects", "placebo_effects",
+           "psm_effects", "psm_paired_effects", "psm_effects_summary", "rationality_effects", "option_sets_differ"]
 
 #: The MoralChoice rules (column suffixes of ``a1_*``/``a2_*``) that each persona's theory weighs most.
 PERSONA_RULES: dict[str, tuple[str, ...]] = {
@@ -129,8 +137,67 @@ def _signflip_p(x, n_perm, rng):
     return float((1 + np.sum(null >= obs - 1e-15)) / (1 + int(n_perm)))
 
 
+def _assignment_p(s, delta, n_perm, rng):
+    """Rule-specificity p-value: the directed effect against random assignments of the same signs.
+
+    The persona's signs (+1, -1, 0 per scenario) are shuffled over the scenarios ``n_perm`` times;
+    p = (1 + #{effect of a shuffle >= the observed effect}) / (1 + n_perm). When nearly every sign is
+    +1, every shuffle gives nearly the observed effect and p is large: the effect is then a shift of
+    p(action 1), not a response to the rules.
+    """
+    s, delta = np.asarray(s, float), np.asarray(delta, float)
+    nz = s != 0
+    if not nz.any():
+        return np.nan
+    obs = float((s * delta)[nz].mean())
+    perm = np.argsort(rng.random((int(n_perm), len(s))), axis=1)
+    S = s[perm]
+    null = (S * delta).sum(axis=1) / nz.sum()
+    return float((1 + np.sum(null >= obs - 1e-15)) / (1 + int(n_perm)))
+
+
+def _beats_p(s, sq, delta, boot):
+    """One-sided paired-bootstrap p-value that the directed effect under the rules ``s`` exceeds the one
+    under the placebo rules ``sq`` (the same scenarios resampled for both: rows of ``boot``)."""
+    s, sq, delta = (np.asarray(x, float) for x in (s, sq, delta))
+    own = (s * delta)[boot].sum(axis=1) / np.maximum((s != 0)[boot].sum(axis=1), 1)
+    pla = (sq * delta)[boot].sum(axis=1) / np.maximum((sq != 0)[boot].sum(axis=1), 1)
+    return float((1 + np.sum(own - pla <= 0)) / (1 + len(boot)))
+
+
+def placebo_rules(persona: str | None, placebos=None) -> list[str]:
+    """The placebo rule sets for ``persona``: ``placebos`` (persona names of :data:`PERSONA_RULES`) other
+    than its own, default every other rule set of :data:`PERSONA_RULES`.
+
+    Examples
+    --------
+    >>> placebo_rules("care", ["utilitarian", "deontological", "care"])
+    ['utilitarian', 'deontological']
+    """
+    names = list(PERSONA_RULES) if placebos is None else list(placebos)
+    unknown = [q for q in names if q not in PERSONA_RULES]
+    if unknown:
+        raise DataError(f"unknown placebo rule sets {unknown}; PERSONA_RULES has {sorted(PERSONA_RULES)}")
+    return [q for q in names if q != persona]
+
+
+def _verdict(row, alpha) -> str:
+    """Words for a directed effect, calling it "towards its rules" only when it beats the placebos."""
+    eff, hi = row["directed_effect"], row["directed_hi"]
+    if np.isnan(eff):
+        return "no signed scenario"
+    if hi < 0:
+        return "away from its rules" if row.get("p_specific_away", 1.0) <= alpha else "a shift away, not specific to its rules"
+    if row["p_directed"] > alpha:
+        return "no shift towards its rules"
+    if row["p_specific"] <= alpha and row["p_beats_placebos"] <= alpha:
+        return "towards its rules"
+    return "a shift, not specific to its rules"
+
+
 def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataFrame, respondents=None, *,
-                       n_boot: int = 2000, n_perm: int = 9999, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                       n_boot: int = 2000, n_perm: int = 9999, level: float = 0.95, seed: int = 0,
+                       placebos=None) -> pd.DataFrame:
     """Persona effects on the marginal action likelihood (eq. 8), per respondent.
 
     Parameters
@@ -148,6 +215,12 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         Bootstrap replicates over scenarios, sign-flip permutations, interval
         level, seed. Each respondent draws from its own stream (seed and label),
         so its row does not depend on which other respondents are analysed.
+    placebos : list of str, optional
+        The rule sets given to each persona as placebos (persona names of
+        :data:`PERSONA_RULES`; its own is skipped). Default: every rule set of
+        :data:`PERSONA_RULES` (so that a row does not depend on the other
+        respondents); notebook 07 and the findings pass the personas that were
+        run ("give each persona the other personas' rules").
 
     Returns
     -------
@@ -158,6 +231,20 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         differ on the persona's rules), ``directed_effect`` (mean of sign x delta;
         > 0: towards the action the theory favours) with ``directed_lo``/
         ``directed_hi`` and ``p_directed`` (one-sided sign-flip p-value);
+        the placebos (:func:`placebo_effects`): ``share_plus`` (share of the signed
+        scenarios where the rules favour action 1), ``p_specific`` (the directed
+        effect against random assignments of the same signs to the scenarios),
+        ``placebos`` (the placebo rule sets), ``placebo_effect_max`` and
+        ``placebo_p_min`` (the largest directed effect, and the smallest sign-flip
+        p-value, under another persona's rules), ``placebo_p`` (each placebo's
+        p-value, in words), ``p_beats_placebos`` (the largest, over the placebos,
+        of the paired-bootstrap p-value that the own-rule effect exceeds the
+        placebo's), ``verdict``: "towards its rules" only when ``p_directed``,
+        ``p_specific`` and ``p_beats_placebos`` are all at most ``1 - level``; "a
+        shift, not specific to its rules" when only ``p_directed`` is; "away from
+        its rules" when the interval lies below 0 and ``p_specific_away`` (the
+        specificity test of the opposite direction, computed then) is at most
+        ``1 - level``, "a shift away, not specific to its rules" otherwise;
         ``estimator``.
 
     References
@@ -192,12 +279,173 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
             row.update(n_signed=int((s != 0).sum()), directed_effect=float(d.mean()) if len(d) else np.nan)
             row["directed_lo"], row["directed_hi"] = _boot_mean_ci(d, n_boot, rng, level)
             row["p_directed"] = _signflip_p(d, n_perm, rng)
+            # placebos, on a stream of their own (the columns above do not move when they are added)
+            prng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 5, *r.encode()]))
+            row["share_plus"] = float((s[s != 0] > 0).mean()) if (s != 0).any() else np.nan
+            row["p_specific"] = _assignment_p(s, delta, n_perm, prng)
+            pl = {}
+            boot = prng.integers(0, len(common), size=(int(n_boot), len(common)))
+            for q in placebo_rules(persona, placebos):
+                sq = rule_direction(scenarios, q).reindex(common).fillna(0).to_numpy()
+                dq = (sq * delta)[sq != 0]
+                pl[q] = (float(dq.mean()) if len(dq) else np.nan, _signflip_p(dq, n_perm, prng),
+                         _beats_p(s, sq, delta, boot))
+            row["placebos"] = ", ".join(pl)
+            row["placebo_effect_max"] = max((v[0] for v in pl.values()), default=np.nan)
+            row["placebo_p_min"] = min((v[1] for v in pl.values()), default=np.nan)
+            row["placebo_p"] = "; ".join(f"{q} {v[1]:.4f}" for q, v in pl.items())
+            row["p_beats_placebos"] = max((v[2] for v in pl.values()), default=np.nan)
+            if row["directed_hi"] < 0:  # the same specificity test for a shift the other way
+                row["p_specific_away"] = _assignment_p(s, -delta, n_perm, prng)
+            row["verdict"] = _verdict(row, 1 - level)
         rows.append(row)
     out = pd.DataFrame(rows)
     est = metrics.attrs.get("estimator") or (metrics["estimator"].iloc[0] if "estimator" in metrics.columns
                                              and len(metrics) else None)
     out["estimator"] = est
     return out
+
+
+def placebo_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataFrame, respondents=None, *,
+                    n_perm: int = 9999, seed: int = 0) -> pd.DataFrame:
+    """Each persona's change of p(action 1) signed by *every* rule set of :data:`PERSONA_RULES`.
+
+    A placebo assignment gives a persona another persona's rules. An effect "towards the persona's
+    rules" that is as large under the placebo rules says the persona moves p(action 1) whatever
+    the rules, not towards its own.
+
+    Returns
+    -------
+    DataFrame
+        One row per (respondent, rules): ``own`` (the persona's own rules), ``n_signed``,
+        ``share_plus`` (share of signed scenarios whose rules favour action 1), ``effect`` (mean of
+        sign x delta) and ``p`` (one-sided sign-flip p-value).
+
+    References
+    ----------
+    Scherrer et al. (2023), eq. 8 and the rule annotations (Appendix A).
+    """
+    models = set(metrics["model"])
+    if baseline not in models:
+        raise DataError(f"baseline {baseline!r} is not in the metrics; they hold {sorted(models)}.")
+    if respondents is None:
+        respondents = sorted(m for m in models if m != baseline and _persona_of(m))
+    base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
+    rows = []
+    for r in respondents:
+        per = metrics[metrics["model"] == r].set_index("scenario_id")["p_action1"]
+        common = sorted(set(per.index) & set(base.index))
+        delta = (per.loc[common] - base.loc[common]).to_numpy()
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 6, *r.encode()]))
+        for q in PERSONA_RULES:
+            s = rule_direction(scenarios, q).reindex(common).fillna(0).to_numpy()
+            d = (s * delta)[s != 0]
+            rows.append(dict(respondent=r, persona=_persona_of(r), rules=q, own=q == _persona_of(r),
+                             n_signed=int((s != 0).sum()), share_plus=float((s[s != 0] > 0).mean()) if len(d) else np.nan,
+                             effect=float(d.mean()) if len(d) else np.nan, p=_signflip_p(d, n_perm, rng)))
+    return pd.DataFrame(rows)
+
+
+def option_sets_differ(a, b) -> int:
+    """Number of rounds, answered by both, whose option sets differ between two PSM datasets."""
+    both = (a.chosen > 0) & (b.chosen > 0)
+    return int(sum(not np.array_equal(a.options[i], b.options[i]) for i in np.flatnonzero(both)))
+
+
+def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boot: int = 200, seed: int = 0,
+                       level: float = 0.95, form: str = "exact", expected=None, unpaired: bool = True) -> pd.DataFrame:
+    """Persona shifts of b with a **paired** bootstrap where the two answered the same option sets.
+
+    A persona-respondent and its baseline answered the same rounds with the same options (the same
+    design and round-0 answer), so the rounds, not the respondents, are the sampling unit: each
+    bootstrap replicate draws one multiset of rounds and refits *both* on it
+    (:func:`moralkit.psm.nlls.refit_rounds`). Round-to-round differences in difficulty then cancel
+    in the difference. A respondent whose option sets differ in some round (another sampling seed
+    with another round-0 answer, hence other corner flips) cannot be paired; its replicates are
+    drawn independently of the baseline's (``paired`` False).
+
+    Parameters
+    ----------
+    datasets : dict {label: PSMDataset}
+    baseline : str
+    respondents : list of str, optional
+        Default: every other label of ``datasets``.
+    n_boot, seed, level, form
+        Replicates, seed, interval level, NLLS form (:func:`moralkit.psm.nlls.fit_utility`).
+    expected : dict, optional
+        Default :data:`PSM_EXPECTED`.
+    unpaired : bool, default True
+        Also compute the unpaired intervals of the paired respondents (twice the refits).
+
+    Returns
+    -------
+    DataFrame
+        The columns of :func:`psm_effects`, plus ``paired``, ``rounds`` (rounds resampled),
+        ``rounds_options_differ`` (answered rounds whose option sets differ from the baseline's),
+        ``delta_lo_unpaired``/``delta_hi_unpaired`` (independent resamples of the two, for
+        comparison; NaN with ``unpaired=False``) and ``n_boot_ok`` (replicates in which both fits converged).
+
+    References
+    ----------
+    Seror (2025), Section 3.2, eq. (7), Table 2 (a); Efron & Tibshirani (1993), Chapter 6.
+    """
+    from ..psm import nlls
+    from ..psm.design import DIMENSIONS
+
+    expected = PSM_EXPECTED if expected is None else expected
+    if baseline not in datasets:
+        raise DataError(f"baseline {baseline!r} is not in the data; they hold {sorted(datasets)}.")
+    if respondents is None:
+        respondents = [m for m in datasets if m != baseline]
+    missing = [r for r in respondents if r not in datasets]
+    if missing:
+        raise DataError(f"respondents {missing} are not in the data; they hold {sorted(datasets)}.")
+    if int(n_boot) < 2:
+        raise DataError(f"n_boot must be at least 2, got {n_boot!r}")
+    fits = nlls.fit_models({m: datasets[m] for m in [baseline, *respondents]}, form=form, seed=seed)
+    b0 = datasets[baseline]
+    differ = {r: option_sets_differ(b0, datasets[r]) for r in respondents}
+    paired = [r for r in respondents if differ[r] == 0]
+    # one multiset of rounds per replicate, from the rounds the baseline and every paired respondent answered
+    ans = b0.chosen > 0
+    for r in paired:
+        ans &= datasets[r].chosen > 0
+    common = b0.round_index[ans]
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 1]))
+    sets = [np.sort(rng.choice(common, size=len(common), replace=True)) for _ in range(int(n_boot))]
+
+    def own_sets(ds, key):  # independent resamples of one respondent's answered rounds
+        g = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 2, *key.encode()]))
+        rounds = ds.round_index[ds.chosen > 0]
+        return [np.sort(g.choice(rounds, size=len(rounds), replace=True)) for _ in range(int(n_boot))]
+
+    base_paired = nlls.refit_rounds(b0, fits[baseline], sets)[:, 5:] if paired else None
+    need_indep = unpaired or len(paired) < len(respondents)
+    base_indep = nlls.refit_rounds(b0, fits[baseline], own_sets(b0, baseline))[:, 5:] if need_indep else None
+    a = (1 - level) / 2
+    rows = []
+    for r in respondents:
+        ds, f = datasets[r], fits[r]
+        if unpaired or r not in paired:
+            indep = nlls.refit_rounds(ds, f, own_sets(ds, r))[:, 5:] - base_indep
+            indep = indep[np.isfinite(indep).all(axis=1)]
+        else:
+            indep = np.full((2, 5), np.nan)
+        diff = nlls.refit_rounds(ds, f, sets)[:, 5:] - base_paired if r in paired else indep
+        diff = diff[np.isfinite(diff).all(axis=1)]
+        exp = expected.get(_persona_of(r) or "", (0,) * 5)
+        for s, dim in enumerate(DIMENSIONS):
+            lo, hi = np.quantile(diff[:, s], [a, 1 - a])
+            ulo, uhi = np.quantile(indep[:, s], [a, 1 - a])
+            e = int(exp[s])
+            agrees = None if e == 0 else bool((lo > 0) if e > 0 else (hi < 0))
+            rows.append(dict(respondent=r, persona=_persona_of(r), dimension=dim, b=float(f.b[s]),
+                             b_baseline=float(fits[baseline].b[s]), delta=float(f.b[s] - fits[baseline].b[s]),
+                             delta_lo=float(lo), delta_hi=float(hi), expected=e, agrees=agrees,
+                             paired=r in paired, rounds=int(len(common) if r in paired else (ds.chosen > 0).sum()),
+                             rounds_options_differ=differ[r], delta_lo_unpaired=float(ulo),
+                             delta_hi_unpaired=float(uhi), n_boot_ok=int(len(diff))))
+    return pd.DataFrame(rows)
 
 
 def psm_effects(fits: dict, baseline: str, respondents=None, *, expected=None, level: float = 0.95) -> pd.DataFrame:

@@ -94,7 +94,7 @@ Modules
 """
 
 from ...figures import save_figure
-from .fit import ETA_BOUND, MIN_ROUNDS, UtilityFit, fit_answers, fit_models, fit_utility
+from .fit import ETA_BOUND, MIN_ROUNDS, UtilityFit, fit_answers, fit_models, fit_utility, refit_rounds
 from .model import FORMS, predict_answers
 from .report import compare_forms, plot_parameters, plot_q0_minus_b, published_fits, table2
 
@@ -107,6 +107,7 @@ __all__ = [
     "fit_answers",
     "fit_utility",
     "fit_models",
+    "refit_rounds",
     "table2",
     "compare_forms",
     "plot_parameters",

@@ -29,7 +29,7 @@ from .model import (
     to_corner_linear,
 )
 
-__all__ = ["MIN_ROUNDS", "ETA_BOUND", "UtilityFit", "fit_answers", "fit_utility", "fit_models"]
+__all__ = ["MIN_ROUNDS", "ETA_BOUND", "UtilityFit", "fit_answers", "fit_utility", "fit_models", "refit_rounds"]
 
 #: Fewest answered rounds accepted: 9 parameters, and a round of the exact form
 #: carries 4 independent equations (its residual is orthogonal to p), so 3 rounds
@@ -548,3 +548,47 @@ def fit_models(datasets, form: str = "exact", n_starts: int = 5, seed: int = 0, 
                 raise
             warnings.warn(f"{m} left out of the NLLS fits: {ex}", stacklevel=2)
     return out
+
+
+def refit_rounds(dataset: PSMDataset, fit: UtilityFit, round_sets) -> np.ndarray:
+    """Refit eq. (11) on given multisets of rounds, from ``fit``'s estimate: a bootstrap with chosen rounds.
+
+    :func:`fit_utility`'s bootstrap draws each model's rounds on its own. To compare two respondents
+    that answered the same option sets (a persona and its baseline), the same resampled rounds must
+    be used for both: draw the round sets once and call this for each respondent. Replicate ``i`` of
+    both is then computed on the same rounds, so their difference is a paired bootstrap replicate.
+
+    Parameters
+    ----------
+    dataset : PSMDataset
+        The data ``fit`` was estimated on.
+    fit : UtilityFit
+        :func:`fit_utility` of ``dataset`` (its ``form`` is used; the solver starts from its estimate).
+    round_sets : sequence of array_like of int
+        Each a multiset of round labels (``dataset.round_index`` values); every label must be an
+        answered round of ``dataset``.
+
+    Returns
+    -------
+    ndarray (len(round_sets), 10)
+        ``a`` (5) then ``b`` (5) per replicate; a row of NaN where the solver failed.
+
+    References
+    ----------
+    Seror (2025), Section 3.2, eq. (11); Efron & Tibshirani (1993), the paired bootstrap.
+    """
+    if not isinstance(dataset, PSMDataset):
+        raise MoralkitError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(dataset).__name__}")
+    v = dataset.valid()
+    pos = {int(r): i for i, r in enumerate(v.round_index)}
+    idx = []
+    for s in round_sets:
+        bad = sorted({int(r) for r in s} - set(pos))
+        if bad:
+            raise MoralkitError(f"{dataset.model}: rounds {bad[:5]} are not answered rounds of this dataset; "
+                                "draw the round sets from the rounds every compared respondent answered")
+        idx.append(np.array([pos[int(r)] for r in s], dtype=np.int64))
+    y = to_corner_linear(v.choices, v.corners)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        reps = _boot_chunk((v.corners.astype(float), v.prices, y, fit.form, BUDGET), _ab_to_theta(fit.a, fit.b), idx)
+    return np.array([np.full(10, np.nan) if r is None else r for r in reps]).reshape(-1, 10)
