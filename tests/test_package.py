@@ -70,3 +70,28 @@ def test_wheel_holds_what_an_install_needs(tmp_path):
         assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names)
         (ep,) = [n for n in names if n.endswith("entry_points.txt")]
         assert "moralkit = moralkit.__main__:main" in z.read(ep).decode()
+
+
+def _options(parser, path=()):
+    import argparse
+
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sp in a.choices.items():
+                yield from _options(sp, path + (name,))
+        elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+            yield " ".join(path), a
+
+
+def test_every_option_of_every_subcommand_has_help():
+    missing = [(cmd, a.option_strings or a.dest) for cmd, a in _options(build_parser()) if not a.help]
+    assert missing == []
+
+
+def test_help_shows_defaults():
+    import argparse
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["collect"]._actions[-1].choices["psm"].format_help()
+    assert "(default: 1.0)" in text and "(default: 0)" in text  # --temperature, --seed
+    assert "(default: None)" not in text
