@@ -446,8 +446,9 @@ def cmd_serve(a):
 
 
 _DESCRIPTION = ("Administer the PSM (Seror 2025) and MoralChoice (Scherrer et al. 2023) surveys to LLMs, "
-                "and export, repair, list and summarise the runs. Exit status: 0 done; 2 bad input or damaged "
-                "data; 3 a collection ended with tasks undone (re-run to resume); 4 the run directory is in use.")
+                "and export, repair, list and summarise the runs. Exit status: 0 done; 2 bad input, damaged data "
+                "or a collection the server refused; 3 a collection ended with tasks undone (re-run to resume); "
+                "4 the run directory is in use.")
 
 
 def _prog() -> str:
