@@ -130,13 +130,43 @@ def test_psm_20_rounds_at_fault_rate_04_completes_in_one_invocation(tmp_path):
 
 # ------------------------------------------------------------------ the pool
 def test_pool_does_not_wait_for_slow_requests(tmp_path):
-    """One slow request holds one slot: the other rounds are all answered and stored before it returns."""
+    """One slow request holds one slot: the other rounds are all answered and stored before it returns.
+
+    A slow request is held until every other round is stored (a condition, not a duration), so the test
+    holds under any load; a pool that waited for it would never store the others, and the hold would end
+    only at its 120 s bound with the order check failing.
+    """
+    import threading
+
+    run = tmp_path / "run"
+    n_tasks = 25  # round 0 and 24 constrained rounds
+    lock, waiting = threading.Lock(), set()
+
+    def others_stored():
+        att = _attempts(run) if (run / "records.jsonl").exists() else []
+        tries = Counter(r["task"] for r in att)
+        done = {r["task"] for r in att if r.get("status") == "ok"} | {t for t, n in tries.items() if n >= 3}
+        with lock:
+            return len(done | waiting) >= n_tasks
+
     def latency(req):
-        return 2.0 if "Option 1:" in req["messages"][-1]["content"] and req["seed"] % 7 == 0 else 0.02
+        if "Option 1:" in req["messages"][-1]["content"] and req["seed"] % 7 == 0:
+            task = next(t for t, seed in _task_seeds() if seed == req["seed"])
+            with lock:
+                waiting.add(task)
+            deadline = time.monotonic() + 120
+            while not others_stored() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return 0.0
+
+    def _task_seeds():
+        from moralkit.collect.store import derive_seed
+
+        return [(f"r{i:03d}", derive_seed(0, f"r{i:03d}", a)) for i in range(n_tasks) for a in range(4)]
 
     with FaultServer(rate=0.0, latency=latency) as srv:
-        ds, rep = run_psm(_backend(srv, timeout=10), tmp_path / "run", limit=24, progress=False, return_report=True)
-    att = _attempts(tmp_path / "run")
+        ds, rep = run_psm(_backend(srv, timeout=300), run, limit=24, progress=False, return_report=True)
+    att = _attempts(run)
     slow = [i for i, a in enumerate(att) if a["seed"] % 7 == 0 and a["task"] != "r000"]
     assert slow and rep.complete
     # the slow answers were written last: nobody waited for them
