@@ -38,7 +38,8 @@ from pathlib import Path
 
 from .paths import figures_dir, project_root, tables_dir
 
-__all__ = ["LONG_TABLE_ROWS", "Saved", "format_interval", "relative_path", "save", "save_figure", "show", "table_html"]
+__all__ = ["LONG_TABLE_ROWS", "Saved", "download_link", "format_interval", "relative_path", "save", "save_figure",
+           "show", "show_head", "table_html"]
 
 #: tables with more rows than this are shown in a box of fixed height that scrolls
 LONG_TABLE_ROWS = 15
@@ -277,3 +278,44 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
     if stem is not None:
         save(df if full is None else full, stem, directory, index=index)
     display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format)))
+
+
+def download_link(df, stem: str, *, index: bool | None = None, text: str | None = None) -> str:
+    """An HTML link that downloads ``df`` as ``<stem>.csv`` (the bytes :func:`save` writes, in a ``data:`` URI).
+
+    The page carries the CSV itself, so the link works offline and from disk, with no server and no
+    path to the tables folder.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> html = download_link(pd.DataFrame({"x": [1, 2]}), "05_demo")
+    >>> 'download="05_demo.csv"' in html and html.startswith("<a ")
+    True
+    """
+    import base64
+
+    use_index = _write_index(df) if index is None else index
+    data = base64.b64encode(df.to_csv(index=use_index).encode("utf-8")).decode("ascii")
+    label = _html.escape(text or f"download {stem}.csv ({len(df)} rows)")
+    return (f'<a class="mk-download" download="{_html.escape(stem, quote=True)}.csv" '
+            f'href="data:text/csv;charset=utf-8;base64,{data}">{label}</a>')
+
+
+def show_head(df, stem: str, n: int = 10, *, caption: str | None = None, directory=None,
+              index: bool | None = None, float_format=None) -> None:
+    """Save a long table as CSV, show its first ``n`` rows on the page and a link that downloads all of it.
+
+    For per-scenario tables: the page stays short, the CSV (in ``<tables>/`` and behind the link) holds
+    every row. Sort ``df`` first so that the rows worth reading come first.
+    """
+    from IPython.display import HTML, display
+
+    if not _is_table(df):
+        raise TypeError(f"show_head() takes a pandas DataFrame or Series, got {type(df).__name__}")
+    save(df, stem, directory, index=index)
+    head = df.head(n)
+    note = f"the first {len(head)} of {len(df)} rows"
+    display(HTML(table_html(head, caption=f"{caption} ({note})" if caption else note, name=stem,
+                            float_format=float_format)
+                 + f'<p class="mk-table-caption">{download_link(df, stem, index=index)}</p>'))
