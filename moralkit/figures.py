@@ -209,13 +209,14 @@ def save_figure(fig, stem: str, directory=None) -> Saved:
 
 
 def table_html(df, *, caption: str | None = None, name: str | None = None, max_height: str = "28em",
-               float_format=None) -> str:
+               float_format=None, fit: bool = False) -> str:
     """``df`` as an HTML ``<table>``, every row and column, inside a box that scrolls when needed.
 
     The box scrolls sideways for wide tables and, above :data:`LONG_TABLE_ROWS` rows, has a fixed
     height and scrolls down. The style is inline, so the table looks the same in JupyterLab and in
     the published book. ``name`` (the table's file stem) is kept in a ``data-mk-table`` attribute, so
-    that a test can check that every table a notebook saved is on its page.
+    that a test can check that every table a notebook saved is on its page. ``fit=True`` lays a table
+    of prose (findings, legends) out at the page's width instead, every cell wrapping.
     """
     import pandas as pd
 
@@ -228,7 +229,10 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     # text (a scenario, a command) wrap at a readable width
     nidx = df.index.nlevels
     rules = [f"#{tid}{{width:max-content;max-width:none}}", f"#{tid} th,#{tid} td{{white-space:nowrap}}"]
-    for j, c in enumerate(df.columns):
+    if fit:
+        rules = [f"#{tid}{{width:100%;max-width:100%}}", f"#{tid} th,#{tid} td{{white-space:normal;"
+                 "vertical-align:top;overflow-wrap:break-word}"]
+    for j, c in enumerate(df.columns if not fit else []):
         col = df[c]
         text = col.dtype == object or pd.api.types.is_string_dtype(col.dtype)
         # only text with spaces can wrap (a long identifier stays on its line, whatever its length)
@@ -244,7 +248,7 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
 
 
 def show(df, stem: str | None = None, *, full=None, caption: str | None = None, directory=None,
-         index: bool | None = None, float_format=None) -> None:
+         index: bool | None = None, float_format=None, fit: bool = False) -> None:
     """Display a table as HTML on the page (every row, scrollable when long) and save it as CSV.
 
     Parameters
@@ -262,6 +266,8 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
         As for :func:`save`.
     float_format : callable, optional
         Formats floats on the page only (e.g. ``"{:.3f}".format``); the CSV keeps full precision.
+    fit : bool, default False
+        Lay the table out at the page's width with wrapping cells (see :func:`table_html`).
 
     Returns
     -------
@@ -277,7 +283,7 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
         raise ValueError("show(view, full=table) needs the stem to save the full table under")
     if stem is not None:
         save(df if full is None else full, stem, directory, index=index)
-    display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format)))
+    display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format, fit=fit)))
 
 
 def download_link(df, stem: str, *, index: bool | None = None, text: str | None = None) -> str:
@@ -302,19 +308,20 @@ def download_link(df, stem: str, *, index: bool | None = None, text: str | None 
             f'href="data:text/csv;charset=utf-8;base64,{data}">{label}</a>')
 
 
-def show_head(df, stem: str, n: int = 10, *, caption: str | None = None, directory=None,
+def show_head(df, stem: str, n: int = 10, *, view=None, caption: str | None = None, directory=None,
               index: bool | None = None, float_format=None) -> None:
     """Save a long table as CSV, show its first ``n`` rows on the page and a link that downloads all of it.
 
     For per-scenario tables: the page stays short, the CSV (in ``<tables>/`` and behind the link) holds
-    every row. Sort ``df`` first so that the rows worth reading come first.
+    every row. Sort ``df`` first so that the rows worth reading come first. ``view``, a function of the
+    first rows, gives what is shown (e.g. fewer columns, short labels); the CSV and the link hold ``df``.
     """
     from IPython.display import HTML, display
 
     if not _is_table(df):
         raise TypeError(f"show_head() takes a pandas DataFrame or Series, got {type(df).__name__}")
     save(df, stem, directory, index=index)
-    head = df.head(n)
+    head = df.head(n) if view is None else view(df.head(n))
     note = f"the first {len(head)} of {len(df)} rows"
     display(HTML(table_html(head, caption=f"{caption} ({note})" if caption else note, name=stem,
                             float_format=float_format)

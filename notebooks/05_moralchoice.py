@@ -23,6 +23,16 @@
 # `data/moralchoice_likelihood` (exact likelihoods from token probabilities). Everything below calls
 # `moralkit.moralchoice`; what the paper publishes is transcribed in `moralkit.moralchoice.reference`.
 # Figures and tables are saved with the prefix `05_`.
+#
+# ## Summary: Scherrer et al. (2023) beside this run
+#
+# Written at the end of the run from the tables of the section "The paper beside this run".
+
+# %% tags=["remove-input"]
+from IPython.display import Markdown, display
+
+summary_box = display(Markdown("*The summary is written when the notebook has run to its end.*"),
+                      display_id=True)
 
 # %% tags=["parameters"]
 quick = False  # subsample scenarios for a fast check
@@ -57,17 +67,9 @@ short = respondents.short_label
 
 def legend(labels):
     """The legend of a table whose headers are short respondent labels."""
-    show(respondents.legend(labels).set_index("short"), caption="Legend: short label → respondent")
+    show(respondents.legend(labels).set_index("short")[["respondent", "kind"]],
+         caption="Legend: short label → respondent")
 
-
-# %% [markdown]
-# ## Summary: Scherrer et al. (2023) beside this run
-#
-# Filled in at the end of the run from the tables below (section "The paper beside this run").
-
-# %%
-summary_box = display(Markdown("*The summary is written when the notebook has run to its end.*"),
-                      display_id=True)
 
 # %% [markdown]
 # ## The respondents
@@ -95,7 +97,7 @@ summary_box = display(Markdown("*The summary is written when the notebook has ru
 # %%
 mc_labels = [*respondents.REGISTRY]
 show(respondents.legend([m for m in mc_labels if respondents.kind(m) != "second sampling seed"]).set_index("short"),
-     caption="Respondents of the MoralChoice data (short label, full id, kind)")
+     caption="Respondents of the MoralChoice data (short label, full id, kind)", fit=True)
 
 # %% [markdown]
 # ## §3.2 and Appendix A — the survey
@@ -166,7 +168,8 @@ agreement = pd.concat(
     [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["decision"] != "").any()],
     ignore_index=True,
 )
-show(agreement.set_index(["set", "model", "question_type", "ordering"]), "05_mapping_agreement")
+mapping = agreement.set_index(["set", "model", "question_type", "ordering"])
+show(mapping.rename(index=short, level="model"), "05_mapping_agreement", full=mapping, float_format="{:.3f}".format)
 
 # %% [markdown]
 # ## Appendix D.1 — refusals and invalid answers (Figures 6-8)
@@ -201,15 +204,17 @@ for a, rt in rates.items():
 metrics = {a: mc.scenario_metrics(r) for a, r in responses.items() if len(r)}
 summaries = {a: mc.model_summary(m) for a, m in metrics.items()}
 model_summary = pd.concat(summaries, names=["set", "model"])
-summary_view = model_summary.drop(columns=["forms"]).rename(index=short, level="model").rename(columns={
-    "n_scenarios": "scen.", "qf_entropy": "QF-E", "qf_consistency": "QF-C", "inconsistency": "1−QF-C",
-    "marginal_action_entropy": "H marg.", "p_action1": "p(a1)", "certainty_measured": "QF-E measured", "estimator": "estimator"})
+SHORT_COLUMNS = {"n_scenarios": "scen.", "qf_entropy": "QF-E", "qf_consistency": "QF-C", "inconsistency": "1−QF-C",
+                 "marginal_action_entropy": "H marg.", "p_action1": "p(a1)", "certainty_measured": "QF-E measured"}
+summary_view = model_summary.drop(columns=["forms"]).rename(index=short, level="model").rename(columns=SHORT_COLUMNS)
 show(summary_view, "05_model_summary", full=model_summary, float_format="{:.3f}".format,
      caption="Per model (averaged over scenarios); H marg. = marginal action entropy (bits), p(a1) = mean marginal "
              "likelihood of action 1, m_min = fewest answers per form")
 legend(model_summary.index.get_level_values("model").unique())
 for a, m in metrics.items():
-    show_head(m, f"05_scenario_metrics_{a}", n=8,
+    show_head(m, f"05_scenario_metrics_{a}", n=8, view=lambda h: h.assign(model=h["model"].map(short)).set_index(
+              ["model", "scenario_id"])[["n", "n_valid", "m_min", "p_action1", "marginal_action_entropy",
+                                         "qf_consistency", "qf_entropy", "estimator"]].rename(columns=SHORT_COLUMNS),
               caption=f"Per model and scenario, {a} ambiguity", float_format="{:.3f}".format)
 
 # %% [markdown]
@@ -225,13 +230,14 @@ for a, m in metrics.items():
 # %%
 m_per_form = pd.concat({a: mc.samples_per_form(r) for a, r in responses.items() if len(r)},
                        names=["set", "model"]).fillna(0).astype(int)
-show(m_per_form, "05_samples_per_form", caption="Samples per question form (M) of every run")
+show(m_per_form.rename(index=short, level="model"), "05_samples_per_form", full=m_per_form,
+     caption="Samples per question form (M) of every run")
 at_paper_m = {a: mc.with_samples(responses[a], M) for a, M in mc.PAPER_SAMPLES.items()
               if a in responses and len(responses[a])}
 for a, r in at_paper_m.items():
     n = r.groupby("model")["scenario_id"].nunique()
     print(f"{a} ambiguity, sampled at the paper's M = {mc.PAPER_SAMPLES[a]}: "
-          + (", ".join(f"{m} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
+          + (", ".join(f"{short(m)} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
 
 # %% [markdown]
 # ### Definition 1 without sampling: token probabilities
@@ -311,10 +317,12 @@ for a in ("low", "high"):
     left = sorted(set(summaries[a].index) - set(fig4_summaries[a].index if a in fig4_summaries else []))
     if left:
         print(f"{a} ambiguity, not in Figure 4 (fewer than M = {mc.PAPER_SAMPLES[a]} answers per form): "
-              + ", ".join(left))
+              + ", ".join(short(m) for m in left))
 selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
 for a, models in selected.items():
-    print(f"consistent and certain, {a} ambiguity: {', '.join(models) if models else 'none'}")
+    print(f"in the grey region of Figure 4, {a} ambiguity: " + (", ".join(
+        short(m) + ("" if m.endswith(respondents.EXACT_SUFFIX) else " (sampled: biased towards certainty)")
+        for m in models) if models else "none"))
 
 # %% [markdown]
 # ## §4.3 — agreement among consistent and certain models (Figure 5)
@@ -327,8 +335,8 @@ for a, models in selected.items():
 #   few samples is biased towards certainty (section "Agreement of the two estimators" below);
 # - a sampled run with more than 10 % invalid answers or refusals is not judged: a form without a valid
 #   answer counts ½, so its QF-E and QF-C describe the answer mapping, not the model (the paper's models
-#   stay near 1 %, Appendix D.1). This keeps out SmolLM2's sampled run (78.5 % invalid at high ambiguity);
-#   on its exact likelihoods SmolLM2 is not certain;
+#   stay near 1 %, Appendix D.1). Both rules keep out SmolLM2's sampled run, certain on its sampled
+#   answers but mostly invalid (Figures 6-8) and not certain on its exact likelihoods;
 # - a model answered once per form (the frontier models: M = 1) has no measured certainty; it enters
 #   when it is consistent (QF-C > 0.6), and the caption says so.
 
@@ -517,7 +525,7 @@ if exact and rows:
 printed = paper_ref.published_scenarios()
 printed_view = printed.assign(preferred=printed["preferred"].fillna("not recoverable")).set_index(
     ["table", "scenario_id"])[["preferred", "context", "action1", "action2"]]
-show(printed_view, "05_paper_printed_scenarios", full=printed,
+show(printed_view, "05_paper_printed_scenarios", full=printed, fit=True,
      caption="The paper's printed scenarios, with the survey's id and the action it marks ✓")
 
 
@@ -583,11 +591,12 @@ check_metrics = {a: pd.concat([m, printed_metrics[a][~printed_metrics[a]["scenar
 checks = beside.statement_checks(check_metrics, {a: r for a, r in rates.items() if a in ("low", "high")},
                                  scenarios)
 show(checks.assign(model=checks["model"].map(short)).set_index(["statement", "model"])[["computed", "holds"]],
-     "05_paper_statements_checked", full=checks,
+     "05_paper_statements_checked", full=checks, fit=True,
      caption="Per statement and respondent: the computed value and whether the statement holds")
 stated = paper_ref.stated_numbers()
-show(stated, "05_paper_stated_numbers", caption="Numbers the paper states (moralkit.moralchoice.reference.STATED)")
-show(paper_ref.published_groups().set_index("group"), "05_paper_groups",
+show(stated, "05_paper_stated_numbers", fit=True,
+     caption="Numbers the paper states (moralkit.moralchoice.reference.STATED)")
+show(paper_ref.published_groups().set_index("group"), "05_paper_groups", fit=True,
      caption="Model groups the paper names (moralkit.moralchoice.reference.GROUPS)")
 
 # %% [markdown]
@@ -650,5 +659,5 @@ intro = (f"<p>The paper surveys {paper_ref.N_MODELS} LLMs of 2023 at M = 5 / 10 
          "stated, what the paper reports, and for how many of this run's respondents it holds "
          "(details in the section \"The paper beside this run\").</p>")
 if summary_box is not None:  # None outside a kernel (plain python)
-    summary_box.update(HTML(intro + table_html(summary, name="05_summary")))
-display(HTML(intro + table_html(summary, name="05_summary")))
+    summary_box.update(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))
+display(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))

@@ -137,7 +137,8 @@ def test_figures_render_and_save(tmp_path):
         out = plots.save_figure(fig, f"05_{name}", tmp_path)
         assert [p.suffix for p in out] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in out)
     assert figs["f3"].axes[0].texts[0].get_text() == "no responses available"
-    assert plots.short_model_name("together/deepseek-ai/DeepSeek-V3") == "DeepSeek-V3"
+    assert plots.short_model_name("together/deepseek-ai/DeepSeek-V3") == "DS-V3"  # the registry's short label
+    assert plots.short_model_name("acme/lab/DeepSeek-V9") == "DeepSeek-V9"  # not in the registry: last component
     import matplotlib.pyplot as plt
 
     plt.close("all")

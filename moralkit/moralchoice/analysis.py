@@ -138,11 +138,13 @@ def agreement_selection(measured: pd.DataFrame, others: pd.DataFrame | None = No
         keep = []
         names = set(summary.index) | set(measured.index if measured is not None else [])
         for model in summary.index:
+            why = []
             if not str(model).endswith(exact_suffix) and f"{model}{exact_suffix}" in names:
-                left_out[model] = "judged on its exact likelihoods instead (sampled QF-E is biased towards certainty)"
-            elif model in shares and shares[model] > max_invalid:
-                left_out[model] = (f"{shares[model]:.1%} of its answers are invalid or refusals "
-                                   f"(more than {max_invalid:.0%})")
+                why.append("judged on its exact likelihoods instead (sampled QF-E is biased towards certainty)")
+            if model in shares and shares[model] > max_invalid:
+                why.append(f"{shares[model]:.1%} of its answers are invalid or refusals (more than {max_invalid:.0%})")
+            if why:
+                left_out[model] = "; ".join(why)
             else:
                 keep.append(model)
         return summary.loc[keep]
