@@ -229,16 +229,18 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     # text (a scenario, a command) wrap at a readable width
     nidx = df.index.nlevels
     rules = [f"#{tid}{{width:max-content;max-width:none}}", f"#{tid} th,#{tid} td{{white-space:nowrap}}"]
-    if fit:
-        rules = [f"#{tid}{{width:100%;max-width:100%}}", f"#{tid} th,#{tid} td{{white-space:normal;"
-                 "vertical-align:top;overflow-wrap:break-word}"]
-    for j, c in enumerate(df.columns if not fit else []):
+    if fit:  # the page's width; long text wraps in whatever room the short columns leave
+        rules = [f"#{tid}{{width:100%;max-width:100%}}",
+                 f"#{tid} th,#{tid} td{{white-space:nowrap;vertical-align:top}}"]
+        if nidx == 1 and len(df) and df.index.astype(str).str.len().max() > LONG_TEXT:
+            rules.append(f"#{tid} tbody th{{white-space:normal;min-width:12em}}")
+    for j, c in enumerate(df.columns):
         col = df[c]
         text = col.dtype == object or pd.api.types.is_string_dtype(col.dtype)
         # only text with spaces can wrap (a long identifier stays on its line, whatever its length)
         if text and len(col) and col.astype(str).str.len().max() > LONG_TEXT and col.astype(str).str.contains(" ").any():
-            rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;min-width:22em;"
-                         "max-width:36em}")
+            rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;"
+                         + ("min-width:8em;overflow-wrap:break-word}" if fit else "min-width:22em;max-width:36em}"))
     long = len(df) > LONG_TABLE_ROWS
     style = "overflow:auto;max-width:100%;" + (f"max-height:{max_height};" if long else "")
     cls = "mk-table-scroll" + (" mk-table-long" if long else "")
@@ -309,7 +311,7 @@ def download_link(df, stem: str, *, index: bool | None = None, text: str | None 
 
 
 def show_head(df, stem: str, n: int = 10, *, view=None, caption: str | None = None, directory=None,
-              index: bool | None = None, float_format=None) -> None:
+              index: bool | None = None, float_format=None, fit: bool = False) -> None:
     """Save a long table as CSV, show its first ``n`` rows on the page and a link that downloads all of it.
 
     For per-scenario tables: the page stays short, the CSV (in ``<tables>/`` and behind the link) holds
@@ -324,5 +326,5 @@ def show_head(df, stem: str, n: int = 10, *, view=None, caption: str | None = No
     head = df.head(n) if view is None else view(df.head(n))
     note = f"the first {len(head)} of {len(df)} rows"
     display(HTML(table_html(head, caption=f"{caption} ({note})" if caption else note, name=stem,
-                            float_format=float_format)
+                            float_format=float_format, fit=fit)
                  + f'<p class="mk-table-caption">{download_link(df, stem, index=index)}</p>'))
