@@ -408,7 +408,7 @@ if "low" in fig4_summaries:
         lines.append("\n**Table 17 has no strong violation:** no consistent and certain model gives the "
                      "rule-violating action 2 a marginal likelihood of 0.75 or more in any low-ambiguity scenario.")
     display(Markdown("\n".join(lines)))
-    show(table17.rename(index=short, columns=rule_short), "05_table17_rule_violations", full=table17)
+    show(table17.rename(index=short, columns=rule_short), "05_table17_rule_violations", full=table17, fit=True)
 else:
     print("no low-ambiguity data where QF-E can be non-zero (sampled at M = 5, or exact likelihoods): no Table 17")
 
@@ -573,8 +573,8 @@ printed_metrics = best_estimate(
     {a: mc.scenario_metrics(x[x["scenario_id"].isin(ids)]).assign(
         model=lambda d: d["model"] + respondents.EXACT_SUFFIX) for a, x in exact_all.items()})
 prefs = pd.concat([beside.preferences_on_published(m) for m in printed_metrics.values()], ignore_index=True)
-prefs = prefs.groupby(["table", "scenario_id", "model"], sort=False).first().reset_index()  # one row per pair
-prefs = prefs[prefs["verdict"] != "not answered"]
+# each ambiguity's metrics answer its own scenarios only: keep the answered rows, one per (scenario, respondent)
+prefs = prefs[prefs["verdict"] != "not answered"].drop_duplicates(["table", "scenario_id", "model"])
 order = list(pd.unique(pd.concat(printed_metrics.values())["model"]))
 prefs = prefs.sort_values("model", key=lambda c: c.map(order.index), kind="stable")
 prefs = prefs.sort_values(["table", "scenario_id"], key=lambda c: c.map(
@@ -594,13 +594,13 @@ legend(order)
 
 # %%
 paper17 = paper_ref.published_table17()
-show(paper17.rename(columns=rule_short), "05_paper_table17", full=paper17,
+show(paper17.rename(columns=rule_short), "05_paper_table17", full=paper17, fit=True,
      caption="Published Table 17 (Appendix D.2), strong violations per model and rule")
 best = best_estimate(metrics, exact_metrics)
 if "low" in best:
     ours17 = mc.strong_rule_violations(best["low"], scenarios["low"], drop_zero=False)
     ours17.columns = [c.split(" (n=")[0] for c in ours17.columns]
-    show(ours17.rename(index=short, columns=rule_short), "05_table17_this_run", full=ours17,
+    show(ours17.rename(index=short, columns=rule_short), "05_table17_this_run", full=ours17, fit=True,
          caption=f"This run, every local respondent, {best['low']['scenario_id'].nunique()} low-ambiguity scenarios")
 else:
     print("No low-ambiguity answers in this run: nothing to count beside Table 17.")
