@@ -196,15 +196,17 @@ def short_label(label: str) -> str:
     return describe(base).short + (" ex" if exact else "")
 
 
-def legend(labels, *, exact_note: bool = True) -> pd.DataFrame:
-    """The legend of a table whose headers are short labels: ``short``, ``respondent`` (full id), ``kind``, ``what``.
+def legend(labels, *, what: bool = False, exact_note: bool = True) -> pd.DataFrame:
+    """The legend of a table whose headers are short labels: ``short``, ``respondent`` (full id), ``kind``.
 
     Parameters
     ----------
     labels : iterable of str
         Full labels, in the order wanted (duplicates dropped).
+    what : bool, default False
+        Add the column ``what`` (one sentence on each respondent).
     exact_note : bool, default True
-        For labels ending in ``" (exact)"`` say that the likelihoods come from token probabilities.
+        In ``what``, say for labels ending in ``" (exact)"`` that the likelihoods come from token probabilities.
     """
     rows, seen = [], set()
     for lab in labels:
@@ -212,11 +214,11 @@ def legend(labels, *, exact_note: bool = True) -> pd.DataFrame:
             continue
         seen.add(lab)
         r = describe(lab)
-        what = r.what
+        text = r.what
         if exact_note and _strip(lab)[1]:
-            what = "exact likelihoods from token probabilities of: " + what
-        rows.append(dict(short=short_label(lab), respondent=lab, kind=r.kind, what=what))
-    return pd.DataFrame(rows, columns=["short", "respondent", "kind", "what"])
+            text = "exact likelihoods from token probabilities of: " + text
+        rows.append(dict(short=short_label(lab), respondent=lab, kind=r.kind, what=text))
+    return pd.DataFrame(rows, columns=["short", "respondent", "kind", "what"][: 4 if what else 3])
 
 
 def respondents_markdown(labels=None) -> str:

@@ -85,12 +85,12 @@ print("data:", relative_path(DATA))
 from moralkit import respondents
 
 present = respondents.data_labels(DATA, moralkit.paths.moralchoice_dir())
-who = respondents.legend(sorted(set().union(*present.values()),
+who = respondents.legend(what=True, labels=sorted(set().union(*present.values()),
                                 key=lambda m: list(respondents.REGISTRY).index(m)
                                 if m in respondents.REGISTRY else len(respondents.REGISTRY)))
 for sub, labels in present.items():
     who[sub] = who["respondent"].isin(labels).map({True: "✓", False: ""})
-show(who.set_index("short"), caption="Every respondent of the data, its kind, and where its answers are "
+show(who.set_index("short"), fit=True, caption="Every respondent of the data, its kind, and where its answers are "
                                      "(psm, moralchoice: sampled answers; moralchoice_likelihood: exact; "
                                      "shared: the shared MoralChoice responses)")
 psm_all = load_psm(DATA / "psm")[1] if (DATA / "psm").is_dir() else {}

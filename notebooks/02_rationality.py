@@ -160,7 +160,8 @@ if ready:
     both = tab[["model", "provider", "label", "alpha", "n_obs"]].merge(
         tab_paper[["model", "label", "alpha"]], on="model", suffixes=(" (CCEI)", " (origin/1-e)")).set_index("model")
     show(both.rename(index=short_label, columns={"provider": "Provider", "n_obs": "obs.", "label (CCEI)": "CCEI",
-                                                  "alpha (CCEI)": "α (CCEI)"}),
+                                                  "alpha (CCEI)": "α (CCEI)",
+                                                  "label (origin/1-e)": "origin/1-e", "alpha (origin/1-e)": "α (origin/1-e)"}),
          "02_table1_two_indices", full=both,
          caption=f"This run: both indices ({n_datasets} and {n_datasets_paper_index} random datasets per model); "
                  "short labels: see the legend below")

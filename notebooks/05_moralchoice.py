@@ -74,7 +74,7 @@ def rule_short(rule: str) -> str:
 
 def legend(labels):
     """The legend of a table whose headers are short respondent labels."""
-    show(respondents.legend(labels).set_index("short")[["respondent", "kind"]],
+    show(respondents.legend(labels).set_index("short"),
          caption="Legend: short label → respondent")
 
 
@@ -103,7 +103,8 @@ def legend(labels):
 
 # %%
 mc_labels = [*respondents.REGISTRY]
-show(respondents.legend([m for m in mc_labels if respondents.kind(m) != "second sampling seed"]).set_index("short"),
+show(respondents.legend([m for m in mc_labels if respondents.kind(m) != "second sampling seed"], what=True).set_index(
+    "short"),
      caption="Respondents of the MoralChoice data (short label, full id, kind)", fit=True)
 
 # %% [markdown]

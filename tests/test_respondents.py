@@ -54,7 +54,8 @@ def test_labels_outside_the_registry():
 
 def test_legend_maps_short_labels_to_full_ids():
     labels = ["smollm2-135m-instruct (exact)", "qwen2.5-coder-0.5b-instruct-s1", "smollm2-135m-instruct (exact)"]
-    leg = respondents.legend(labels)
+    assert list(respondents.legend(labels).columns) == ["short", "respondent", "kind"]
+    leg = respondents.legend(labels, what=True)
     assert leg["short"].tolist() == ["SmolLM2 ex", "Q0.5B-s1"]
     assert leg["respondent"].tolist() == labels[:2]
     assert leg["what"].iloc[0].startswith("exact likelihoods")
@@ -67,3 +68,11 @@ def test_no_page_counts_the_respondents_as_two_models():
     hits = [f"{p.name}:{i}" for p in sorted((ROOT / "notebooks").glob("*.py"))
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if stale.search(line)]
     assert not hits, f"stale respondent counts: {hits}"
+
+
+def test_the_readme_and_the_book_index_show_the_registry():
+    from moralkit.book.publish import _index_markdown
+
+    table = respondents.respondents_markdown()
+    assert table in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert table in _index_markdown([], {}, "t")
