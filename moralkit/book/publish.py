@@ -180,8 +180,11 @@ def _config(title: str) -> dict:
                                 # output (chosen by browsers that render MathML) asks for the TeX fonts
                                 # MathJax_Caligraphic and MathJax_Script, which the package does not ship, so
                                 # \mathcal fell back to italic
-                                "MMLorHTML": {"prefer": "HTML"},
-                                "menuSettings": {"zoom": "None", "renderer": "HTML-CSS"}, "messageStyle": "none"},
+                                # the hidden MathML copy for screen readers (AssistiveMML) is styled with the
+                                # same missing TeX fonts (MathJax_Script, MathJax_AMS): it is left out
+                                "MMLorHTML": {"prefer": "HTML"}, "AssistiveMML": {"disabled": True},
+                                "menuSettings": {"zoom": "None", "renderer": "HTML-CSS", "assistiveMML": False},
+                                "messageStyle": "none"},
             # copied into <out>/_static: MathJax and moralkit.css (both outside the output folder)
             "html_static_path": [str(_mathjax_static()), str(_STATIC)],
             "html_css_files": ["moralkit.css"],
