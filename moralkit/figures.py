@@ -231,7 +231,8 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     rules = [f"#{tid}{{width:max-content;max-width:none}}", f"#{tid} th,#{tid} td{{white-space:nowrap}}"]
     if fit:  # the page's width; long text wraps in whatever room the short columns leave
         rules = [f"#{tid}{{width:100%;max-width:100%}}",
-                 f"#{tid} th,#{tid} td{{white-space:nowrap;vertical-align:top}}"]
+                 f"#{tid} th,#{tid} td{{white-space:nowrap;vertical-align:top}}",
+                 f"#{tid} thead th{{white-space:normal}}"]  # headers wrap at their spaces
         levels = [df.index.get_level_values(k).astype(str) for k in range(nidx)]
         if len(df) and any(lv.str.len().max() > LONG_TEXT for lv in levels):
             rules.append(f"#{tid} tbody th{{white-space:normal;min-width:12em}}")

@@ -85,18 +85,19 @@ print("data:", relative_path(DATA))
 from moralkit import respondents
 
 present = respondents.data_labels(DATA, moralkit.paths.moralchoice_dir())
-who = respondents.legend(what=True, labels=sorted(set().union(*present.values()),
+who = respondents.legend(labels=sorted(set().union(*present.values()),
                                 key=lambda m: list(respondents.REGISTRY).index(m)
                                 if m in respondents.REGISTRY else len(respondents.REGISTRY)))
+where = {"psm": "PSM", "moralchoice": "MC sampled", "moralchoice_likelihood": "MC exact", "shared": "MC shared"}
 for sub, labels in present.items():
-    who[sub] = who["respondent"].isin(labels).map({True: "✓", False: ""})
-show(who.set_index("short"), fit=True, caption="Every respondent of the data, its kind, and where its answers are "
-                                     "(psm, moralchoice: sampled answers; moralchoice_likelihood: exact; "
-                                     "shared: the shared MoralChoice responses)")
+    who[where[sub]] = who["respondent"].isin(labels).map({True: "✓", False: ""})
+show(who.set_index("short"), caption="Every respondent of the data, its kind, and where its answers are (PSM: "
+                                     "data/psm; MC sampled / exact: data/moralchoice, data/moralchoice_likelihood; "
+                                     "MC shared: the shared MoralChoice responses)")
 psm_all = load_psm(DATA / "psm")[1] if (DATA / "psm").is_dir() else {}
 base_run = "qwen2.5-coder-0.5b-instruct"
 for other in sorted(m for m in psm_all if m != base_run and m.startswith(base_run)):
-    print(f"{other}: option sets differ from {base_run}'s in "
+    print(f"{respondents.short_label(other)}: option sets differ from {respondents.short_label(base_run)}'s in "
           f"{respondents.differing_rounds(psm_all[base_run], psm_all[other])} of {psm_all[base_run].n_rounds} rounds")
 
 # %% [markdown]
