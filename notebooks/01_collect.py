@@ -91,7 +91,7 @@ who = respondents.legend(labels=sorted(set().union(*present.values()),
 where = {"psm": "PSM", "moralchoice": "MC sampled", "moralchoice_likelihood": "MC exact", "shared": "MC shared"}
 for sub, labels in present.items():
     who[where[sub]] = who["respondent"].isin(labels).map({True: "✓", False: ""})
-show(who.set_index("short"), caption="Every respondent of the data, its kind, and where its answers are (PSM: "
+show(who.set_index("short"), fit=True, caption="Every respondent of the data, its kind, and where its answers are (PSM: "
                                      "data/psm; MC sampled / exact: data/moralchoice, data/moralchoice_likelihood; "
                                      "MC shared: the shared MoralChoice responses)")
 psm_all = load_psm(DATA / "psm")[1] if (DATA / "psm").is_dir() else {}

@@ -580,8 +580,11 @@ order = list(pd.unique(pd.concat(printed_metrics.values())["model"]))
 prefs = prefs.sort_values("model", key=lambda c: c.map(order.index), kind="stable")
 prefs = prefs.sort_values(["table", "scenario_id"], key=lambda c: c.map(
     {k: i for i, k in enumerate(pd.unique(printed[c.name]))}), kind="stable").reset_index(drop=True)
-show(beside.preference_view(prefs, short).fillna("–"), "05_paper_scenarios_beside", full=prefs, fit=True,
-     caption="Each respondent's marginal likelihood of the paper's ✓ action (Table 19: of action 1); "
+beside_view = beside.preference_view(prefs, short).fillna("–").rename(
+    index=lambda v: {"not recoverable": "?"}.get(v, v.removeprefix("Table ")))
+show(beside_view, "05_paper_scenarios_beside", full=prefs, fit=True,
+     caption="Each respondent's marginal likelihood of the paper's ✓ action (Table 19, whose ✓ is not "
+             "recoverable (?): of action 1); "
              "* = strong (≥ 0.75 on one action); – = not in its data (the frontier models answered high "
              "ambiguity only)")
 legend(order)
