@@ -221,13 +221,14 @@ def legend(labels, *, what: bool = False, exact_note: bool = True) -> pd.DataFra
     return pd.DataFrame(rows, columns=["short", "respondent", "kind", "what"][: 4 if what else 3])
 
 
-def respondents_markdown(labels=None) -> str:
-    """A Markdown table of respondents (default: the whole registry) with their kind and what they are."""
+def respondents_markdown(labels=None, *, what: bool = True) -> str:
+    """A Markdown table of respondents (default: the whole registry) with their kind and (``what``) what they are."""
     labels = list(REGISTRY) if labels is None else list(labels)
-    lines = ["| short | respondent | kind | what it is |", "| --- | --- | --- | --- |"]
+    lines = ["| short | respondent | kind |" + (" what it is |" if what else ""),
+             "| --- | --- | --- |" + (" --- |" if what else "")]
     for lab in labels:
         r = describe(lab)
-        lines.append(f"| {short_label(lab)} | `{lab}` | {r.kind} | {r.what} |")
+        lines.append(f"| {short_label(lab)} | `{lab}` | {r.kind} |" + (f" {r.what} |" if what else ""))
     return "\n".join(lines)
 
 

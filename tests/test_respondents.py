@@ -75,4 +75,4 @@ def test_the_readme_and_the_book_index_show_the_registry():
 
     table = respondents.respondents_markdown()
     assert table in (ROOT / "README.md").read_text(encoding="utf-8")
-    assert table in _index_markdown([], {}, "t")
+    assert respondents.respondents_markdown(what=False) in _index_markdown([], {}, "t")

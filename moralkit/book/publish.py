@@ -247,7 +247,7 @@ On the MoralChoice page, the suffix **ex** marks exact likelihoods computed from
 def _respondents_markdown() -> str:
     from ..respondents import respondents_markdown
 
-    return respondents_markdown()
+    return respondents_markdown(what=False)  # the README's table also says what each one is
 
 
 def write_book_sources(book_dir: str | os.PathLike, records: Sequence[Mapping[str, Any]],
