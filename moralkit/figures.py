@@ -38,7 +38,8 @@ from pathlib import Path
 
 from .paths import figures_dir, project_root, tables_dir
 
-__all__ = ["LONG_TABLE_ROWS", "Saved", "format_interval", "relative_path", "save", "save_figure", "show", "table_html"]
+__all__ = ["LONG_TABLE_ROWS", "Saved", "download_link", "format_interval", "relative_path", "save", "save_figure",
+           "show", "show_head", "table_html"]
 
 #: tables with more rows than this are shown in a box of fixed height that scrolls
 LONG_TABLE_ROWS = 15
@@ -208,13 +209,14 @@ def save_figure(fig, stem: str, directory=None) -> Saved:
 
 
 def table_html(df, *, caption: str | None = None, name: str | None = None, max_height: str = "28em",
-               float_format=None) -> str:
+               float_format=None, fit: bool = False) -> str:
     """``df`` as an HTML ``<table>``, every row and column, inside a box that scrolls when needed.
 
     The box scrolls sideways for wide tables and, above :data:`LONG_TABLE_ROWS` rows, has a fixed
     height and scrolls down. The style is inline, so the table looks the same in JupyterLab and in
     the published book. ``name`` (the table's file stem) is kept in a ``data-mk-table`` attribute, so
-    that a test can check that every table a notebook saved is on its page.
+    that a test can check that every table a notebook saved is on its page. ``fit=True`` lays a table
+    of prose (findings, legends) out at the page's width instead, every cell wrapping.
     """
     import pandas as pd
 
@@ -227,13 +229,20 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     # text (a scenario, a command) wrap at a readable width
     nidx = df.index.nlevels
     rules = [f"#{tid}{{width:max-content;max-width:none}}", f"#{tid} th,#{tid} td{{white-space:nowrap}}"]
+    if fit:  # the page's width; long text wraps in whatever room the short columns leave
+        rules = [f"#{tid}{{width:100%;max-width:100%}}",
+                 f"#{tid} th,#{tid} td{{white-space:nowrap;vertical-align:top}}",
+                 f"#{tid} thead th{{white-space:normal}}"]  # headers wrap at their spaces
+        levels = [df.index.get_level_values(k).astype(str) for k in range(nidx)]
+        if len(df) and any(lv.str.len().max() > LONG_TEXT for lv in levels):
+            rules.append(f"#{tid} tbody th{{white-space:normal;min-width:12em}}")
     for j, c in enumerate(df.columns):
         col = df[c]
         text = col.dtype == object or pd.api.types.is_string_dtype(col.dtype)
         # only text with spaces can wrap (a long identifier stays on its line, whatever its length)
         if text and len(col) and col.astype(str).str.len().max() > LONG_TEXT and col.astype(str).str.contains(" ").any():
-            rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;min-width:22em;"
-                         "max-width:36em}")
+            rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;"
+                         + ("min-width:8em;overflow-wrap:break-word}" if fit else "min-width:22em;max-width:36em}"))
     long = len(df) > LONG_TABLE_ROWS
     style = "overflow:auto;max-width:100%;" + (f"max-height:{max_height};" if long else "")
     cls = "mk-table-scroll" + (" mk-table-long" if long else "")
@@ -243,7 +252,7 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
 
 
 def show(df, stem: str | None = None, *, full=None, caption: str | None = None, directory=None,
-         index: bool | None = None, float_format=None) -> None:
+         index: bool | None = None, float_format=None, fit: bool = False) -> None:
     """Display a table as HTML on the page (every row, scrollable when long) and save it as CSV.
 
     Parameters
@@ -261,6 +270,8 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
         As for :func:`save`.
     float_format : callable, optional
         Formats floats on the page only (e.g. ``"{:.3f}".format``); the CSV keeps full precision.
+    fit : bool, default False
+        Lay the table out at the page's width with wrapping cells (see :func:`table_html`).
 
     Returns
     -------
@@ -276,4 +287,46 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
         raise ValueError("show(view, full=table) needs the stem to save the full table under")
     if stem is not None:
         save(df if full is None else full, stem, directory, index=index)
-    display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format)))
+    display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format, fit=fit)))
+
+
+def download_link(df, stem: str, *, index: bool | None = None, text: str | None = None) -> str:
+    """An HTML link that downloads ``df`` as ``<stem>.csv`` (the bytes :func:`save` writes, in a ``data:`` URI).
+
+    The page carries the CSV itself, so the link works offline and from disk, with no server and no
+    path to the tables folder.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> html = download_link(pd.DataFrame({"x": [1, 2]}), "05_demo")
+    >>> 'download="05_demo.csv"' in html and html.startswith("<a ")
+    True
+    """
+    import base64
+
+    use_index = _write_index(df) if index is None else index
+    data = base64.b64encode(df.to_csv(index=use_index).encode("utf-8")).decode("ascii")
+    label = _html.escape(text or f"download {stem}.csv ({len(df)} rows)")
+    return (f'<a class="mk-download" download="{_html.escape(stem, quote=True)}.csv" '
+            f'href="data:text/csv;charset=utf-8;base64,{data}">{label}</a>')
+
+
+def show_head(df, stem: str, n: int = 10, *, view=None, caption: str | None = None, directory=None,
+              index: bool | None = None, float_format=None, fit: bool = False) -> None:
+    """Save a long table as CSV, show its first ``n`` rows on the page and a link that downloads all of it.
+
+    For per-scenario tables: the page stays short, the CSV (in ``<tables>/`` and behind the link) holds
+    every row. Sort ``df`` first so that the rows worth reading come first. ``view``, a function of the
+    first rows, gives what is shown (e.g. fewer columns, short labels); the CSV and the link hold ``df``.
+    """
+    from IPython.display import HTML, display
+
+    if not _is_table(df):
+        raise TypeError(f"show_head() takes a pandas DataFrame or Series, got {type(df).__name__}")
+    save(df, stem, directory, index=index)
+    head = df.head(n) if view is None else view(df.head(n))
+    note = f"the first {len(head)} of {len(df)} rows"
+    display(HTML(table_html(head, caption=f"{caption} ({note})" if caption else note, name=stem,
+                            float_format=float_format, fit=fit)
+                 + f'<p class="mk-table-caption">{download_link(df, stem, index=index)}</p>'))

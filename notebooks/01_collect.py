@@ -69,6 +69,47 @@ if data_path is not None and not DATA.is_dir():
 print("data:", relative_path(DATA))
 
 # %% [markdown]
+# ## The respondents
+#
+# Every page of this book uses one registry of respondents (`moralkit.respondents`): a label in the data
+# is one of four kinds, and not every label is another model.
+#
+# - **real model**: an LLM's own answers. Three small local models run on this machine (Qwen2.5-Coder
+#   0.5B and 1.5B Instruct, SmolLM2-135M Instruct); five frontier models in the shared MoralChoice
+#   responses (high ambiguity, A/B form, one answer per ordering; page 05).
+# - **second sampling seed** (`<model>-s<k>`): the same model and the same PSM design, asked again
+#   with another sampling seed. It is *not* an identical re-run: each round's corner depends on the
+#   model's unconstrained answer $q^0$ (the corner flip of §2.2), so the option sets of
+#   `qwen2.5-coder-0.5b-instruct-s1` differ from the seed-0 run's in 68 of the 160 rounds (counted
+#   below). It shows how much the results move by sampling alone.
+# - **persona-prompted** (`<model>+persona-<name>`): Qwen2.5-Coder-0.5B under a short system prompt
+#   that names a moral theory (utilitarian, deontological, care; `moralkit.collect.personas`, sources
+#   cited there). The same model, not another one; their PSM rounds have the same option sets as the
+#   model's own run.
+# - **simulated** (`sim-…`): numbers drawn by `moralkit.psm.simulate` (notebook 08), never LLM output.
+#
+# Short labels (first column) head the columns of wide tables on later pages.
+
+# %%
+from moralkit import respondents
+
+present = respondents.data_labels(DATA, moralkit.paths.moralchoice_dir())
+who = respondents.legend(labels=sorted(set().union(*present.values()),
+                                key=lambda m: list(respondents.REGISTRY).index(m)
+                                if m in respondents.REGISTRY else len(respondents.REGISTRY)))
+where = {"psm": "PSM", "moralchoice": "MC sampled", "moralchoice_likelihood": "MC exact", "shared": "MC shared"}
+for sub, labels in present.items():
+    who[where[sub]] = who["respondent"].isin(labels).map({True: "✓", False: ""})
+show(who.set_index("short"), fit=True, caption="Every respondent of the data, its kind, and where its answers are (PSM: "
+                                     "data/psm; MC sampled / exact: data/moralchoice, data/moralchoice_likelihood; "
+                                     "MC shared: the shared MoralChoice responses)")
+psm_all = load_psm(DATA / "psm")[1] if (DATA / "psm").is_dir() else {}
+base_run = "qwen2.5-coder-0.5b-instruct"
+for other in sorted(m for m in psm_all if m != base_run and m.startswith(base_run)):
+    print(f"{respondents.short_label(other)}: option sets differ from {respondents.short_label(base_run)}'s in "
+          f"{respondents.differing_rounds(psm_all[base_run], psm_all[other])} of {psm_all[base_run].n_rounds} rounds")
+
+# %% [markdown]
 # ## §2.2 — the design
 #
 # 160 constrained rounds, one per (corner $\mathbf o$, price vector $\mathbf p_j$) pair, eq. (1)-(2):

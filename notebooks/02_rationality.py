@@ -21,10 +21,13 @@
 # `moralkit.psm.rationality` for the test); the notebook only calls it. Table 1 is written to
 # `02_table1.csv` and the null distributions to `02_null_distributions.png/.svg`.
 #
-# **The committed data demonstrate the collection pipeline.** They are real answers of two tiny local
-# models (Qwen2.5-Coder 0.5B and 1.5B), and these answer close to random: no test below rejects random
-# choice. The published Table 1 is shown beside this run's for comparison. Notebook 08 runs the
-# paper's analysis on simulated agents calibrated to the published tables.
+# **The committed data demonstrate the collection pipeline.** They hold 7 PSM respondents
+# (`moralkit.respondents`, explained on page 01): three small local models (Qwen2.5-Coder 0.5B and 1.5B,
+# SmolLM2-135M), a second sampling seed of the 0.5B model (`-s1`, whose option sets differ in 68 of 160
+# rounds), and the 0.5B model under three persona system prompts (`+persona-…`: the same model, not
+# others). All answer close to random: no test below rejects random choice. The published Table 1 is
+# shown beside this run's for comparison. Notebook 08 runs the paper's analysis on simulated agents
+# calibrated to the published tables.
 
 # %% tags=["parameters"]
 quick = False  # quick mode: 100 random datasets per model instead of 1,000
@@ -45,8 +48,12 @@ from moralkit.psm import reference, rp
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, budget_set, make_design
 from moralkit.psm.rationality import plot_null_distributions, random_choice_tests, table1
+from moralkit.respondents import legend, short_label
 
 pd.set_option("display.width", 160)
+# Table 1's headers as the paper prints them (CCEI with its stars, α, number of observations)
+table1_headers = {"provider": "Provider", "model": "Model", "label": "CCEI", "ccei_exact": "CCEI (exact)",
+                  "alpha": "α", "n_obs": "Number of Obs."}
 if quick:
     n_datasets = min(n_datasets, 100)
     n_datasets_paper_index = min(n_datasets_paper_index, 50)
@@ -130,7 +137,8 @@ if ready:
     for level, s in ((0.01, "***"), (0.05, "**"), (0.10, "*")):
         print(f"reject H0 at {level:.0%}: {int((tab['alpha'] <= level).sum())} of {len(tab)} models")
     display_cols = ["provider", "model", "label", "ccei_exact", "alpha", "n_obs"]
-    show(tab[display_cols], "02_table1", full=tab, caption="This run: Table 1 (standard CCEI)")
+    show(tab[display_cols].rename(columns=table1_headers), "02_table1", full=tab,
+         caption="This run: Table 1 (standard CCEI; stars: *** α ≤ 1 %, ** ≤ 5 %, * ≤ 10 %)")
 
 # %% [markdown]
 # ### Two indices: the standard CCEI and the paper-compatible one
@@ -151,8 +159,13 @@ if ready:
     tab_paper = table1(datasets, n_datasets=n_datasets_paper_index, seed=seed, n_jobs=n_jobs, index="origin/1-e")
     both = tab[["model", "provider", "label", "alpha", "n_obs"]].merge(
         tab_paper[["model", "label", "alpha"]], on="model", suffixes=(" (CCEI)", " (origin/1-e)")).set_index("model")
-    show(both, "02_table1_two_indices",
-         caption=f"This run: both indices ({n_datasets} and {n_datasets_paper_index} random datasets per model)")
+    show(both.rename(index=short_label, columns={"provider": "Provider", "n_obs": "obs.", "label (CCEI)": "CCEI",
+                                                  "alpha (CCEI)": "α (CCEI)",
+                                                  "label (origin/1-e)": "origin/1-e", "alpha (origin/1-e)": "α (origin/1-e)"}),
+         "02_table1_two_indices", full=both,
+         caption=f"This run: both indices ({n_datasets} and {n_datasets_paper_index} random datasets per model); "
+                 "short labels: see the legend below")
+    show(legend(both.index).set_index("short"), caption="Legend: short label → respondent")
 
 # %% [markdown]
 # ### The Houtman–Maks index beside the CCEI
@@ -201,7 +214,10 @@ if ready:
 # two tables sit side by side, they are not matched row by row.
 
 # %%
-show(reference.published_table1(), caption="published (Seror 2025, Table 1)")
+published1 = reference.published_table1()
+published1 = published1.assign(CCEI=published1["ccei"].map("{:.3f}".format) + published1["stars"])[
+    ["provider", "model", "CCEI", "alpha", "n_obs"]].rename(columns=table1_headers)
+show(published1, caption="published (Seror 2025, Table 1), with the same headers")
 
 # %% [markdown]
 # ### Null distributions

@@ -25,8 +25,9 @@
 # 5 % (Table 1) and stresses that the exercise is *secondary*: the models are not GARP$_1$-rational,
 # which a utility representation would require. All computations are in `moralkit.psm.nlls`.
 #
-# **The committed data demonstrate the collection pipeline.** The two tiny local models answer close
-# to random, so their fitted utilities mean little. The published Table 2 and its Figure 1 are shown
+# **The committed data demonstrate the collection pipeline.** Its 7 PSM respondents (three small local
+# models, a second sampling seed and three persona-prompted runs of the 0.5B model; `moralkit.respondents`,
+# page 01) answer close to random, so their fitted utilities mean little. The published Table 2 and its Figure 1 are shown
 # beside this run's. Notebook 08 uses the published utilities to simulate calibrated agents.
 
 # %% tags=["parameters"]
@@ -50,8 +51,11 @@ from moralkit.psm import nlls, reference
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import CORNERS, PRICES
 from moralkit.psm.rationality import table1 as make_table1
+from moralkit.respondents import legend, short_label
 
 pd.set_option("display.width", 160)
+TABLE1_HEADERS = {"provider": "Provider", "model": "Model", "label": "CCEI", "alpha": "α",
+                  "n_obs": "Number of Obs."}  # the published Table 1's headers
 if quick:
     n_boot, n_null, n_starts = min(n_boot, 20), min(n_null, 100), min(n_starts, 3)
 other_form = {"exact": "paper", "paper": "exact"}[form]
@@ -108,7 +112,8 @@ print(f"p . q_o: exact {np.unique((prices160 * y_exact).sum(1).round(9))}, "
 table1 = None
 if ready:
     table1 = make_table1(datasets, n_datasets=n_null, seed=seed, n_jobs=n_jobs)
-    show(table1[["provider", "model", "label", "alpha", "n_obs"]], caption="Table 1, recomputed: which models pass")
+    show(table1[["provider", "model", "label", "alpha", "n_obs"]].rename(columns=TABLE1_HEADERS),
+         caption="Table 1, recomputed: which models pass")
     if quick:
         print(f"(quick mode: Table 1 from {n_null} random datasets per model)")
     passing = [] if table1 is None else table1.loc[table1["alpha"] <= 0.05, "model"].tolist()
@@ -158,10 +163,13 @@ if ready:
 if ready:
     t2a, t2b = nlls.table2(fits, uncertainty="se", table1=table1)
     ci_a, ci_b = nlls.table2(fits, uncertainty="ci" if n_boot else None, table1=table1)
-    show(t2a.round(3), "03_table2a", full=pd.concat([t2a, ci_a.filter(regex="low|high")], axis=1),
-         caption="This run: (a) Parameters b_1 to b_5")
-    show(t2b.round(3), "03_table2b", full=pd.concat([t2b, ci_b.filter(regex="low|high")], axis=1),
+    show(t2a.round(3).rename(index=short_label), "03_table2a",
+         full=pd.concat([t2a, ci_a.filter(regex="low|high")], axis=1),
+         caption="This run: (a) Parameters b_1 to b_5 (rows: short labels, see the legend)")
+    show(t2b.round(3).rename(index=short_label), "03_table2b",
+         full=pd.concat([t2b, ci_b.filter(regex="low|high")], axis=1),
          caption="This run: (b) Parameters a_1 to a_5")
+    show(legend(t2a.index).set_index("short"), caption="Legend: short label → respondent")
 pub2 = reference.published_table2()
 show(pub2["b"], caption="published (Seror 2025, Table 2): (a) Parameters b_1 to b_5")
 show(pub2["a"], caption="published (Seror 2025, Table 2): (b) Parameters a_1 to a_5")

@@ -21,8 +21,9 @@
 # own corner $\mathbf o^r$ and prices $\mathbf p^r$, so round $k$'s answer is priced in round $r$'s
 # coordinates, $E_{rk} = \mathbf p^r\cdot\mathbf q^k_{\mathbf o^r}$ (Definitions 1–2).
 #
-# **The committed data demonstrate the collection pipeline.** The two tiny local models answer
-# close to random, so Procedure 2 merges them and every figure below is flat on this data. The
+# **The committed data demonstrate the collection pipeline.** Its 7 PSM respondents (three small local
+# models, a second sampling seed and three persona-prompted runs of the 0.5B model; `moralkit.respondents`,
+# page 01) answer close to random, so Procedure 2 merges them and every figure below is flat on this data. The
 # published Table 3 and its Figures 3–4 are drawn next to this run's. Notebook 08 shows the same
 # analysis on simulated agents calibrated to the published tables, where the figures have structure.
 
@@ -48,8 +49,11 @@ from moralkit.psm import permutation as perm
 from moralkit.psm import reference
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.rationality import table1 as make_table1
+from moralkit.respondents import legend, short_label
 
 pd.set_option("display.width", 160)
+TABLE1_HEADERS = {"provider": "Provider", "model": "Model", "label": "CCEI", "alpha": "α",
+                  "n_obs": "Number of Obs."}  # the published Table 1's headers
 if quick:
     T = min(T, 40)
 path, datasets = load_psm(data_path)
@@ -84,7 +88,8 @@ if not ready:
 table1 = None
 if ready:
     table1 = make_table1(datasets, n_datasets=100 if quick else 1000, seed=seed, n_jobs=n_jobs)
-    show(table1[["provider", "model", "label", "alpha", "n_obs"]], caption="This run: Table 1 (standard CCEI)")
+    show(table1[["provider", "model", "label", "alpha", "n_obs"]].rename(columns=TABLE1_HEADERS),
+         caption="This run: Table 1 (standard CCEI)")
     models, e, notes = perm.study_setup(datasets, table1, e)
     for n in notes:
         print("-", n)
@@ -175,7 +180,9 @@ if ready:
 
 # %%
 if ready:
-    show(study.table3(), "04_table3", caption=f"This run: G (T = {study.T}, rho = {study.rho}, {perm.describe_e(study.e)})")
+    show(study.table3().rename(index=short_label, columns=short_label), "04_table3", full=study.table3(),
+         caption=f"This run: G (T = {study.T}, rho = {study.rho}, {perm.describe_e(study.e)}); short labels")
+    show(legend(study.G.index).set_index("short"), caption="Legend: short label → respondent")
 show(reference.published_table3(), caption="published (Seror 2025, Table 3)")
 
 # %% [markdown]
@@ -201,7 +208,8 @@ plt.show()
 
 # %%
 if ready:
-    fig4 = perm.plot_networks(study.G, alphas, title="This run (committed data)")
+    fig4 = perm.plot_networks(study.G, alphas, title="This run (committed data)",
+                              short_names={m: short_label(m) for m in study.G.index})
     save(fig4, "04_fig4_networks")
     plt.show()
 fig4p = perm.plot_networks(reference.published_table3(), alphas, title="published (Seror 2025, Table 3)")

@@ -14,14 +14,25 @@
 # %% [markdown]
 # # MoralChoice: action likelihoods, question-form consistency and model agreement
 #
-# Companion to Scherrer, Shi, Feder, Blei (2023), *Evaluating the Moral Beliefs Encoded in LLMs*
-# (`../shared/papers/001_3eda3bded76c94ce.txt`), Sections 2-4 and Appendices A-D.
+# Companion to Scherrer, Shi, Feder and Blei (2023), *Evaluating the Moral Beliefs Encoded in LLMs*
+# (NeurIPS 2023), Sections 2-4 and Appendices A-D.
 #
-# Data: the MoralChoice survey files and the model responses shared in `../shared/moralchoice`
-# (or `MORALKIT_MORALCHOICE_DIR`, or the Hugging Face dataset `ninoscherrer/moralchoice`), plus the
-# project's own collection runs in `data/moralchoice/*.csv.gz` when present. Everything below calls
-# `moralkit.moralchoice`; figures go to `moralkit.paths.figures_dir()` and tables to
-# `moralkit.paths.tables_dir()`, prefixed `05_`.
+# Data: the MoralChoice survey files and the frontier-model responses of the `jacksondean17/moralchoice`
+# fork (the shared MoralChoice folder, `MORALKIT_MORALCHOICE_DIR`, or the Hugging Face dataset
+# `ninoscherrer/moralchoice`), plus the project's own runs in `data/moralchoice` (sampled answers) and
+# `data/moralchoice_likelihood` (exact likelihoods from token probabilities). Everything below calls
+# `moralkit.moralchoice`; what the paper publishes is transcribed in `moralkit.moralchoice.reference`.
+# Figures and tables are saved with the prefix `05_`.
+#
+# ## Summary: Scherrer et al. (2023) beside this run
+#
+# Written at the end of the run from the tables of the section "The paper beside this run".
+
+# %% tags=["remove-input"]
+from IPython.display import Markdown, display
+
+summary_box = display(Markdown("*The summary is written when the notebook has run to its end.*"),
+                      display_id=True)
 
 # %% tags=["parameters"]
 quick = False  # subsample scenarios for a fast check
@@ -35,12 +46,14 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from moralkit import moralchoice as mc
+from moralkit import respondents
 from moralkit.errors import DataError
-from moralkit.figures import relative_path, save, show
-from moralkit.moralchoice import plots
+from moralkit.figures import relative_path, save, show, show_head, table_html
+from moralkit.moralchoice import beside, plots
+from moralkit.moralchoice import reference as paper_ref
 
 source = mc.survey_source(moralchoice_dir)
 own = own_data_path if own_data_path is not None else (mc.own_data_dir() if mc.own_data_dir().is_dir() else False)
@@ -49,7 +62,50 @@ if own_data_path and not Path(own_data_path).exists():
                     "responses (see data/moralchoice/), None for the committed runs, or False for none")
 print("survey files:", relative_path(source.label))
 print("own runs:", relative_path(own) if own else "none")
+short = respondents.short_label
 
+
+def rule_short(rule: str) -> str:
+    """'Do not deprive of freedom (n=96)' -> 'freedom (n=96)': Table 17's headers, short."""
+    for long in ("Do not deprive of ", "Do not break your ", "Do not break the ", "Do not cause ", "Do not ", "Do your "):
+        rule = rule.replace(long, "")
+    return rule
+
+
+def legend(labels):
+    """The legend of a table whose headers are short respondent labels."""
+    show(respondents.legend(labels).set_index("short"),
+         caption="Legend: short label → respondent")
+
+
+# %% [markdown]
+# ## The respondents
+#
+# Every label on this page is one respondent of `moralkit.respondents` (the registry every page uses).
+# They are not all different models:
+#
+# - **real model**: an LLM's own answers. Three small local models (Qwen2.5-Coder 0.5B and 1.5B,
+#   SmolLM2-135M) were sampled at temperature 1 (`data/moralchoice`), and their token probabilities
+#   give exact likelihoods (`data/moralchoice_likelihood`, suffix **ex**). Five frontier models answered
+#   through their APIs in the shared data (see their limits below).
+# - **persona-prompted** (`+persona-<name>`): Qwen2.5-Coder-0.5B under a short system prompt naming a
+#   moral theory (`moralkit.collect.personas`): the same model, not another one.
+# - **second sampling seed** (`-s<k>`): the same model asked again with another sampling seed; it occurs
+#   only in the PSM data (pages 02-04).
+# - **simulated** (`sim-…`): drawn by `moralkit.psm.simulate`; none on this page.
+#
+# **The frontier-model responses are real data with narrow limits.** claude-3.5-haiku, gpt-4o-mini,
+# gemini-1.5-flash-8b, Llama-3.1-8B-Instruct and DeepSeek-V3 answered the 680 high-ambiguity scenarios
+# in February 2025 (a fork of the authors' repository, not the paper's 28 models): **high ambiguity only,
+# the A/B template only (2 of the 6 question forms), one sample per ordering** (M = 1; the paper uses
+# M = 10). So each marginal likelihood is 0, ½ or 1, QF-E is 0 by construction (certainty is not
+# measured), and QF-C measures only order consistency.
+
+# %%
+mc_labels = [*respondents.REGISTRY]
+show(respondents.legend([m for m in mc_labels if respondents.kind(m) != "second sampling seed"], what=True).set_index(
+    "short"),
+     caption="Respondents of the MoralChoice data (short label, full id, kind)", fit=True)
 
 # %% [markdown]
 # ## §3.2 and Appendix A — the survey
@@ -104,11 +160,12 @@ print("--- system header of the A/B form:\n" + mc.load_templates(source).questio
 # files carry the mapping of their authors (`decision`); our re-mapping agrees with it as follows.
 
 # %%
-responses = {}
+responses, responses_all = {}, {}
 for a in mc.AMBIGUITIES:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         r = mc.load_responses(a, source, own_data=own)
+    responses_all[a] = r  # every scenario: the scenarios the paper prints are read from it in quick mode too
     if quick and len(r):
         keep = scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])), random_state=seed)
         r = r[r["scenario_id"].isin(keep)]
@@ -119,7 +176,8 @@ agreement = pd.concat(
     [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["decision"] != "").any()],
     ignore_index=True,
 )
-show(agreement.set_index(["set", "model", "question_type", "ordering"]), "05_mapping_agreement")
+mapping = agreement.set_index(["set", "model", "question_type", "ordering"])
+show(mapping.rename(index=short, level="model"), "05_mapping_agreement", full=mapping, float_format="{:.3f}".format)
 
 # %% [markdown]
 # ## Appendix D.1 — refusals and invalid answers (Figures 6-8)
@@ -128,7 +186,9 @@ show(agreement.set_index(["set", "model", "question_type", "ordering"]), "05_map
 
 # %%
 rates = {a: mc.answer_rates(r) for a, r in responses.items() if len(r)}
-show(pd.concat(rates, names=["set", "model"]), "05_answer_rates")
+answer_rates = pd.concat(rates, names=["set", "model"])
+show(answer_rates.rename(index=short, level="model"), "05_answer_rates", full=answer_rates,
+     caption="Shares of answers per respondent (short labels: see the legend above)")
 
 # %%
 for a, rt in rates.items():
@@ -151,9 +211,19 @@ for a, rt in rates.items():
 # %%
 metrics = {a: mc.scenario_metrics(r) for a, r in responses.items() if len(r)}
 summaries = {a: mc.model_summary(m) for a, m in metrics.items()}
-show(pd.concat(summaries, names=["set", "model"]), "05_model_summary", caption="Per model (averaged over scenarios)")
+model_summary = pd.concat(summaries, names=["set", "model"])
+SHORT_COLUMNS = {"n_scenarios": "scen.", "qf_entropy": "QF-E", "qf_consistency": "QF-C", "inconsistency": "1−QF-C",
+                 "marginal_action_entropy": "H marg.", "p_action1": "p(a1)", "certainty_measured": "QF-E measured"}
+summary_view = model_summary.drop(columns=["forms"]).rename(index=short, level="model").rename(columns=SHORT_COLUMNS)
+show(summary_view, "05_model_summary", full=model_summary, float_format="{:.3f}".format,
+     caption="Per model (averaged over scenarios); H marg. = marginal action entropy (bits), p(a1) = mean marginal "
+             "likelihood of action 1, m_min = fewest answers per form")
+legend(model_summary.index.get_level_values("model").unique())
 for a, m in metrics.items():
-    show(m, f"05_scenario_metrics_{a}", caption=f"Per model and scenario, {a} ambiguity ({len(m)} rows)")
+    show_head(m, f"05_scenario_metrics_{a}", n=8, view=lambda h: h.assign(model=h["model"].map(short)).set_index(
+              ["model", "scenario_id"])[["n", "n_valid", "m_min", "p_action1", "marginal_action_entropy",
+                                         "qf_consistency", "qf_entropy", "estimator"]].rename(columns=SHORT_COLUMNS),
+              caption=f"Per model and scenario, {a} ambiguity", float_format="{:.3f}".format)
 
 # %% [markdown]
 # ### How many samples per question form (M)
@@ -168,13 +238,14 @@ for a, m in metrics.items():
 # %%
 m_per_form = pd.concat({a: mc.samples_per_form(r) for a, r in responses.items() if len(r)},
                        names=["set", "model"]).fillna(0).astype(int)
-show(m_per_form, "05_samples_per_form", caption="Samples per question form (M) of every run")
+show(m_per_form.rename(index=short, level="model"), "05_samples_per_form", full=m_per_form,
+     caption="Samples per question form (M) of every run")
 at_paper_m = {a: mc.with_samples(responses[a], M) for a, M in mc.PAPER_SAMPLES.items()
               if a in responses and len(responses[a])}
 for a, r in at_paper_m.items():
     n = r.groupby("model")["scenario_id"].nunique()
     print(f"{a} ambiguity, sampled at the paper's M = {mc.PAPER_SAMPLES[a]}: "
-          + (", ".join(f"{m} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
+          + (", ".join(f"{short(m)} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
 
 # %% [markdown]
 # ### Definition 1 without sampling: token probabilities
@@ -184,8 +255,9 @@ for a, r in at_paper_m.items():
 # action (`moralkit.moralchoice.likelihood`). `covered` is the probability mass those answers hold;
 # the rest (other spellings, refusals, invalid answers) is reported, not guessed. Such a table goes
 # into `scenario_metrics` in place of sampled answers (its `estimator` column says which was used);
-# below, these respondents carry the suffix **(exact)**. Respondents named `+persona-<name>` are
-# **the same model under a system prompt** (`moralkit.collect.personas`), not other models.
+# below, these respondents carry the suffix **(exact)** (short label **ex**). Respondents named
+# `+persona-<name>` are **the same model under a system prompt** (`moralkit.collect.personas`), not
+# other models.
 
 # %%
 from moralkit.moralchoice import likelihood as mcl
@@ -193,6 +265,7 @@ from moralkit.moralchoice import published
 
 exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
 exact = {a: x for a, x in exact.items() if len(x)}
+exact_all = dict(exact)
 if quick:
     exact = {a: x[x["scenario_id"].isin(scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])),
                                                                             random_state=seed))]
@@ -206,7 +279,8 @@ else:
                                   of=len(scenarios[a]),
                                   forms=x.groupby("model").size())
                           for a, x in exact.items()}, names=["set", "model"])
-    show(coverage, "05_exact_coverage", caption="Probability mass of the canonical answers, by template")
+    show(coverage.rename(index=short, level="model"), "05_exact_coverage", full=coverage,
+         float_format="{:.3f}".format, caption="Probability mass of the canonical answers, by template")
 exact_metrics = {a: mc.scenario_metrics(x).assign(model=lambda d: d["model"] + " (exact)") for a, x in exact.items()}
 
 # %% [markdown]
@@ -241,8 +315,9 @@ for a in ("low", "high"):
         fig4_metrics[a] = pd.concat(parts, ignore_index=True)
 fig4_summaries = {a: mc.model_summary(m) for a, m in fig4_metrics.items()}
 if fig4_summaries:
-    show(pd.concat(fig4_summaries, names=["set", "model"]), "05_fig4_points",
-         caption="The points of Figure 4 (sampled at the paper's M, or exact)")
+    fig4_points = pd.concat(fig4_summaries, names=["set", "model"])
+    show(fig4_points.drop(columns=["forms"]).rename(index=short, level="model"), "05_fig4_points", full=fig4_points,
+         float_format="{:.3f}".format, caption="The points of Figure 4 (sampled at the paper's M, or exact)")
 fig = plots.plot_consistency_certainty({"low": fig4_summaries.get("low"), "high": fig4_summaries.get("high")})
 save(fig, "05_fig4_consistency_certainty")
 plt.show()
@@ -250,22 +325,33 @@ for a in ("low", "high"):
     left = sorted(set(summaries[a].index) - set(fig4_summaries[a].index if a in fig4_summaries else []))
     if left:
         print(f"{a} ambiguity, not in Figure 4 (fewer than M = {mc.PAPER_SAMPLES[a]} answers per form): "
-              + ", ".join(left))
+              + ", ".join(short(m) for m in left))
 selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
 for a, models in selected.items():
-    print(f"consistent and certain, {a} ambiguity: {', '.join(models) if models else 'none'}")
+    print(f"in the grey region of Figure 4, {a} ambiguity: " + (", ".join(
+        short(m) + ("" if m.endswith(respondents.EXACT_SUFFIX) else " (sampled: biased towards certainty)")
+        for m in models) if models else "none"))
 
 # %% [markdown]
 # ## §4.3 — agreement among consistent and certain models (Figure 5)
 #
 # Pearson correlations of the marginal likelihoods on the high-ambiguity scenarios among the models of
 # the grey region of Figure 4b, clustered hierarchically (average linkage on 1 − ρ) with optimal leaf
-# ordering. A model answered once per form (the shared files: M = 1) has no measured certainty; it
-# enters when it is consistent (QF-C > 0.6), and the caption names the models that entered on
-# consistency alone (`moralkit.moralchoice.agreement_selection`).
+# ordering (`moralkit.moralchoice.agreement_selection`). **Who enters, and why:**
+#
+# - a respondent with exact likelihoods is judged on them, not on its sampled answers: the entropy of a
+#   few samples is biased towards certainty (section "Agreement of the two estimators" below);
+# - a sampled run with more than 10 % invalid answers or refusals is not judged: a form without a valid
+#   answer counts ½, so its QF-E and QF-C describe the answer mapping, not the model (the paper's models
+#   stay near 1 %, Appendix D.1). Both rules keep out SmolLM2's sampled run, certain on its sampled
+#   answers but mostly invalid (Figures 6-8) and not certain on its exact likelihoods;
+# - a model answered once per form (the frontier models: M = 1) has no measured certainty; it enters
+#   when it is consistent (QF-C > 0.6), and the caption says so.
 
 # %%
-pick = mc.agreement_selection(fig4_summaries.get("high"), summaries.get("high"))
+invalid_share = (rates["high"]["invalid"] + rates["high"]["refusal"]) if "high" in rates else None
+cluster, per_dissenter = None, None
+pick = mc.agreement_selection(fig4_summaries.get("high"), summaries.get("high"), invalid_share=invalid_share)
 fig5_models = pick["models"]
 fig5_metrics = pd.concat([fig4_metrics["high"][fig4_metrics["high"]["model"].isin(pick["certain"])]
                           if "high" in fig4_metrics else None,
@@ -273,8 +359,11 @@ fig5_metrics = pd.concat([fig4_metrics["high"][fig4_metrics["high"]["model"].isi
                           if "high" in metrics else None], ignore_index=True) if fig5_models else None
 fig5_title = (f"{len(pick['certain'])} consistent and certain, {len(pick['consistent_unmeasured'])} consistent "
               "with certainty not measured (M = 1)")
-print("consistent and certain:", ", ".join(pick["certain"]) or "none")
-print("consistent, certainty not measured (one answer per form):", ", ".join(pick["consistent_unmeasured"]) or "none")
+display(Markdown("\n".join(
+    ["- consistent and certain: " + (", ".join(f"`{m}`" for m in pick["certain"]) or "none"),
+     "- consistent, certainty not measured (one answer per form): "
+     + (", ".join(f"`{m}`" for m in pick["consistent_unmeasured"]) or "none")]
+    + [f"- left out: `{m}`: {why}" for m, why in pick["left_out"].items()])))
 if len(fig5_models) >= 2:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -282,12 +371,13 @@ if len(fig5_models) >= 2:
     for w in caught:
         print("note:", w.message)
     cluster = mc.cluster_models(corr)
-    show(cluster["corr"], "05_fig5_correlations", caption=f"Pearson correlations ({fig5_title})")
+    show(cluster["corr"].rename(index=short, columns=short), "05_fig5_correlations", full=cluster["corr"],
+         float_format="{:.2f}".format, caption=f"Pearson correlations ({fig5_title})")
     fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {corr.attrs['n_scenarios']} scenarios")
     save(fig, "05_fig5_agreement_clustering")
     plt.show()
 else:
-    print("fewer than two models qualify on high-ambiguity scenarios: no Figure 5")
+    print(f"{len(fig5_models)} model(s) qualify on high-ambiguity scenarios (two are needed): no Figure 5")
 
 # %% [markdown]
 # ## Appendix D.2 — strong rule violations in low-ambiguity scenarios (Table 17)
@@ -300,10 +390,15 @@ else:
 
 # %%
 if "low" in fig4_summaries:
-    low_models = selected["low"]
+    # the selection rule of Figure 5: exact likelihoods first, sampled runs with <= 10 % invalid answers
+    low_pick = mc.agreement_selection(fig4_summaries["low"], invalid_share=(rates["low"]["invalid"]
+                                                                          + rates["low"]["refusal"]))
+    low_models = low_pick["certain"]
     s = fig4_summaries["low"]
     lines = [f"- `{model}`: QF-C = {row['qf_consistency']:.2f}, QF-E = {row['qf_entropy']:.2f}: "
-             + ("consistent and certain" if model in low_models else "left out (needs QF-C > 0.6 and QF-E < 0.7)")
+             + ("consistent and certain" if model in low_models else
+                f"left out: {low_pick['left_out'][model]}" if model in low_pick["left_out"] else
+                "left out (needs QF-C > 0.6 and QF-E < 0.7)")
              for model, row in s.iterrows()]
     table17 = mc.strong_rule_violations(fig4_metrics["low"], scenarios["low"], models=low_models)
     if not low_models:
@@ -314,7 +409,7 @@ if "low" in fig4_summaries:
         lines.append("\n**Table 17 has no strong violation:** no consistent and certain model gives the "
                      "rule-violating action 2 a marginal likelihood of 0.75 or more in any low-ambiguity scenario.")
     display(Markdown("\n".join(lines)))
-    show(table17, "05_table17_rule_violations")
+    show(table17.rename(index=short, columns=rule_short), "05_table17_rule_violations", full=table17, fit=True)
 else:
     print("no low-ambiguity data where QF-E can be non-zero (sampled at M = 5, or exact likelihoods): no Table 17")
 
@@ -330,19 +425,47 @@ if len(fig5_models) >= 2:
     table18 = mc.strong_agreement(fig5_metrics, fig5_models, scenarios["high"])
     print(f"{len(table18)} of {fig5_metrics['scenario_id'].nunique()} scenarios with strong agreement "
           f"among {len(fig5_models)} models")
-    show(table18.set_index("scenario_id"), "05_table18_strong_agreement", caption=f"Table 18 ({fig5_title})")
+    t18 = table18.set_index("scenario_id")
+    if len(t18):
+        show_head(t18, "05_table18_strong_agreement", n=10, float_format="{:.2f}".format, fit=True,
+                  view=lambda h: h[["preferred", *fig5_models, "context", "action1", "action2"]].rename(
+                      columns=short),
+                  caption=f"Table 18 ({fig5_title}); columns: marginal likelihood of action 1")
+    else:
+        display(Markdown(f"**Table 18 is empty:** on none of the {fig5_metrics['scenario_id'].nunique()} scenarios "
+                         f"do all {len(fig5_models)} models have a marginal likelihood of 0.75 or more on the same "
+                         "action."))
+        show(t18, "05_table18_strong_agreement")
+else:
+    print(f"Table 18 needs two models of Figure 5; {len(fig5_models)} qualify (see above).")
 
 # %%
 if len(fig5_models) >= 3:
     table19 = mc.dissent_table(fig5_metrics, fig5_models, scenarios["high"])
-    show(table19.groupby("dissenter").size().rename("scenarios"), caption="Scenarios per dissenting model")
-    show(table19.set_index("scenario_id"), "05_table19_strong_disagreement", caption=f"Table 19 ({fig5_title})")
+    per_dissenter = table19.groupby("dissenter").size().reindex(fig5_models, fill_value=0).rename("scenarios")
+    show(per_dissenter.rename(index=short), caption="Scenarios per dissenting model (every model of Figure 5, "
+                                                    "zeros included)")
+    if len(table19):
+        show_head(table19.set_index("scenario_id"), "05_table19_strong_disagreement", n=10, fit=True,
+                  view=lambda h: h[["dissenter", "preferred", *fig5_models, "context", "action1", "action2"]].assign(
+                      dissenter=h["dissenter"].map(short)).rename(columns=short),
+                  float_format="{:.2f}".format,
+                  caption=f"Table 19 ({fig5_title}); preferred: the action of all but the dissenter")
+    else:
+        display(Markdown(f"**Table 19 is empty:** in none of the {fig5_metrics['scenario_id'].nunique()} scenarios "
+                         f"do all but one of the {len(fig5_models)} models strongly agree (marginal likelihood "
+                         "≥ 0.75 on one action) while the last strongly prefers the other action."))
+        show(table19.set_index("scenario_id"), "05_table19_strong_disagreement")
+else:
+    print(f"Table 19 needs three models of Figure 5 (a dissenter and two that agree); {len(fig5_models)} qualify.")
 
 # %%
 pairs = mc.pairwise_strong_agreement(fig3_metrics["high"]) if "high" in fig3_metrics else None
 if pairs is not None:
-    show(pairs["agree"], "05_pairwise_strong_agreement", caption="Pairwise strong agreement (every model)")
-    show(pairs["disagree"], "05_pairwise_strong_disagreement", caption="Pairwise strong disagreement (every model)")
+    for kind in ("agree", "disagree"):
+        show(pairs[kind].rename(index=short, columns=short), f"05_pairwise_strong_{kind}ment", full=pairs[kind], fit=True,
+             caption=f"Pairwise strong {kind}ment (every model; counts of high-ambiguity scenarios)")
+    legend(pairs["agree"].index)
 
 # %% [markdown]
 # ## The controversial subset
@@ -352,7 +475,9 @@ if pairs is not None:
 
 # %%
 if "controversial" in summaries:
-    show(summaries["controversial"])
+    show(summaries["controversial"].drop(columns=["forms"]).rename(index=short, columns=SHORT_COLUMNS),
+         float_format="{:.3f}".format, caption="Per model, controversial subset (forms used: see the CSV of the "
+                                               "per-scenario metrics)")
 
 # %% [markdown]
 # ## Agreement of the two estimators
@@ -373,7 +498,7 @@ if exact:
     if rows:
         agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
         view = pd.concat({k: mcl.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
-        show(view, "05_estimator_agreement", full=agreement,
+        show(view.rename(index=short, level="model"), "05_estimator_agreement", full=agreement,
              caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]")
     else:
         print("no respondent has both exact likelihoods and sampled answers")
@@ -388,29 +513,135 @@ if exact:
 
 # %%
 if exact and rows:
+    bias_lines = []
     for (a, m), cmp in rows.items():
         if m < 2:
             continue
         for _, row in cmp.iterrows():
-            print(f"{a} ambiguity, {row['model']}, M = {m}: QF-E exact {row['qfe_exact']:.2f}, sampled "
-                  f"{row['qfe_sampled']:.2f}, expected from sampling alone {row['qfe_sampled_sim']:.2f} "
-                  f"(bias {row['qfe_sampled_sim'] - row['qfe_exact']:+.2f}); on the sampled answers the model is "
-                  + ("inside" if row["qfe_sampled"] < mc.CERTAINTY_THRESHOLD else "outside")
-                  + " the certain region, on its exact likelihoods "
-                  + ("inside." if row["qfe_exact"] < mc.CERTAINTY_THRESHOLD else "outside."))
+            bias_lines.append(
+                f"- {a} ambiguity, {short(row['model'])}, M = {m}: QF-E exact {row['qfe_exact']:.2f}, sampled "
+                f"{row['qfe_sampled']:.2f}, expected from sampling alone {row['qfe_sampled_sim']:.2f} "
+                f"(bias {row['qfe_sampled_sim'] - row['qfe_exact']:+.2f}); on the sampled answers the model is "
+                + ("inside" if row["qfe_sampled"] < mc.CERTAINTY_THRESHOLD else "outside")
+                + " the certain region, on its exact likelihoods "
+                + ("inside." if row["qfe_exact"] < mc.CERTAINTY_THRESHOLD else "outside."))
+    display(Markdown("\n".join(bias_lines)))
 
 # %% [markdown]
-# ## The original study's 28 models
+# ## The paper beside this run
 #
-# `moralkit.moralchoice.published` downloads the paper's own response files (M = 5 / 10) once, at a
-# pinned commit, with sha256 checks. When they are in the cache, Figures 3 and 4 are drawn from them.
+# What Scherrer et al. (2023) print, transcribed in `moralkit.moralchoice.reference` with the section and
+# table each item comes from, next to this run's respondents. Each respondent is represented by its best
+# estimate: exact likelihoods where it has them (the local models, suffix **ex**), else its sampled
+# answers (the frontier models: M = 1, A/B form only, high ambiguity only). The scenarios the paper prints
+# are read from every answer, also in quick mode.
+#
+# ### The scenarios of Tables 2, 3, 18 and 19
+#
+# Table 2 (§4.1): low-ambiguity scenarios where at least 7 of the 28 LLMs strongly prefer the
+# unfavourable action 2. Table 3 (§4.3) and Table 18 (Appendix D.3): high-ambiguity scenarios where the
+# four models of sub-cluster A (gpt-4, claude-v1.3, claude-instant-v1.1, text-bison-001) strongly agree;
+# `G_460` is in both. Table 19 (Appendix D.3): gpt-4 strongly disagrees with the three others; the paper
+# marks the sides with logos that the text of the paper does not keep, so the sides are not transcribed.
+
+# %%
+printed = paper_ref.published_scenarios()
+printed_view = printed.assign(preferred=printed["preferred"].fillna("not recoverable")).set_index(
+    ["table", "scenario_id"])[["preferred", "context", "action1", "action2"]]
+show(printed_view, "05_paper_printed_scenarios", full=printed, fit=True,
+     caption="The paper's printed scenarios, with the survey's id and the action it marks ✓")
+
+
+def best_estimate(metrics_by_set, exact_by_set):
+    """Per ambiguity: exact likelihoods where a respondent has them, else its sampled answers."""
+    out = {}
+    for a in ("low", "high"):
+        ex = exact_by_set.get(a)
+        sm = metrics_by_set.get(a)
+        have = set(ex["model"].str.removesuffix(respondents.EXACT_SUFFIX)) if ex is not None else set()
+        parts = [ex] if ex is not None else []
+        if sm is not None:
+            parts.append(sm[~sm["model"].isin(have)])
+        if parts:
+            out[a] = pd.concat(parts, ignore_index=True)
+    return out
+
+
+ids = set(printed["scenario_id"])
+printed_metrics = best_estimate(
+    {a: mc.scenario_metrics(r[r["scenario_id"].isin(ids)]) for a, r in responses_all.items()
+     if a in ("low", "high") and r["scenario_id"].isin(ids).any()},
+    {a: mc.scenario_metrics(x[x["scenario_id"].isin(ids)]).assign(
+        model=lambda d: d["model"] + respondents.EXACT_SUFFIX) for a, x in exact_all.items()})
+prefs = pd.concat([beside.preferences_on_published(m) for m in printed_metrics.values()], ignore_index=True)
+# each ambiguity's metrics answer its own scenarios only: keep the answered rows, one per (scenario, respondent)
+prefs = prefs[prefs["verdict"] != "not answered"].drop_duplicates(["table", "scenario_id", "model"])
+order = list(pd.unique(pd.concat(printed_metrics.values())["model"]))
+prefs = prefs.sort_values("model", key=lambda c: c.map(order.index), kind="stable")
+prefs = prefs.sort_values(["table", "scenario_id"], key=lambda c: c.map(
+    {k: i for i, k in enumerate(pd.unique(printed[c.name]))}), kind="stable").reset_index(drop=True)
+beside_view = beside.preference_view(prefs, short).fillna("–").rename(
+    index=lambda v: {"not recoverable": "?"}.get(v, v.removeprefix("Table ")))
+show(beside_view, "05_paper_scenarios_beside", full=prefs, fit=True,
+     caption="Each respondent's marginal likelihood of the paper's ✓ action (Table 19, whose ✓ is not "
+             "recoverable (?): of action 1); "
+             "* = strong (≥ 0.75 on one action); – = not in its data (the frontier models answered high "
+             "ambiguity only)")
+legend(order)
+
+# %% [markdown]
+# ### Table 17: strong rule violations, published beside this run
+#
+# The paper counts the consistent and certain models only and omits those with no violation. Here every
+# local respondent is counted on its exact likelihoods (so the counts are comparable in size, not in
+# selection); the frontier models have no low-ambiguity answers.
+
+# %%
+paper17 = paper_ref.published_table17()
+show(paper17.rename(columns=rule_short), "05_paper_table17", full=paper17, fit=True,
+     caption="Published Table 17 (Appendix D.2), strong violations per model and rule")
+best = best_estimate(metrics, exact_metrics)
+if "low" in best:
+    ours17 = mc.strong_rule_violations(best["low"], scenarios["low"], drop_zero=False)
+    ours17.columns = [c.split(" (n=")[0] for c in ours17.columns]
+    show(ours17.rename(index=short, columns=rule_short), "05_table17_this_run", full=ours17, fit=True,
+         caption=f"This run, every local respondent, {best['low']['scenario_id'].nunique()} low-ambiguity scenarios")
+else:
+    print("No low-ambiguity answers in this run: nothing to count beside Table 17.")
+
+# %% [markdown]
+# ### Which of the paper's statements hold for each respondent
+
+# %%
+check_metrics = {a: pd.concat([m, printed_metrics[a][~printed_metrics[a]["scenario_id"].isin(m["scenario_id"])]],
+                              ignore_index=True) if a in printed_metrics else m for a, m in best.items()}
+checks = beside.statement_checks(check_metrics, {a: r for a, r in rates.items() if a in ("low", "high")},
+                                 scenarios)
+show(checks.assign(model=checks["model"].map(short)).set_index(["statement", "model"])[["computed", "holds"]],
+     "05_paper_statements_checked", full=checks, fit=True,
+     caption="Per statement and respondent: the computed value and whether the statement holds")
+stated = paper_ref.stated_numbers()
+show(stated, "05_paper_stated_numbers", fit=True,
+     caption="Numbers the paper states (moralkit.moralchoice.reference.STATED)")
+show(paper_ref.published_groups().set_index("group"), "05_paper_groups", fit=True,
+     caption="Model groups the paper names (moralkit.moralchoice.reference.GROUPS)")
+
+# %% [markdown]
+# ## The original study's 28 models: their raw responses
+#
+# Everything above compares with what the paper prints. The paper's raw response files (M = 5 / 10,
+# 28 models) are in the authors' repository; `moralkit.moralchoice.published` downloads them once, at a
+# pinned commit, with sha256 checks (this needs the network). When they are in the cache, Figures 3 and 4
+# are drawn from them here.
 
 # %%
 paper = {a: published.load_published(a) for a in ("low", "high")}
 paper = {a: p for a, p in paper.items() if len(p)}
 if not paper:
-    print(f"The published responses are absent (no cache in {relative_path(published.published_cache_dir())}). "
-          "With internet: `from moralkit.moralchoice import published; published.download_published()`.")
+    print("The paper's raw response files are not in the cache "
+          f"({relative_path(published.published_cache_dir())}), so Figures 3 and 4 of the 28 models are not redrawn "
+          "here; the printed tables above stand in for them. With the network: "
+          "`from moralkit.moralchoice import published; published.download_published()`.")
 else:
     paper_metrics = {a: mc.scenario_metrics(p) for a, p in paper.items()}
     paper_summaries = {a: mc.model_summary(m) for a, m in paper_metrics.items()}
@@ -421,3 +652,39 @@ else:
     fig = plots.plot_consistency_certainty({"low": paper_summaries.get("low"), "high": paper_summaries.get("high")})
     save(fig, "05_fig4_paper")
     plt.show()
+
+# %% [markdown]
+# ## The summary at the top of the page
+#
+# Written from the tables above (`moralkit.moralchoice.beside.summary_table`), plus the agreement of
+# Figure 5 and the dissent of Table 19.
+
+# %%
+import numpy as np  # noqa: E402
+
+summary = beside.summary_table(checks, short)
+extra = []
+if cluster is not None:
+    c = cluster["corr"]
+    off = c.where(~np.eye(len(c), dtype=bool)).stack()
+    extra.append({"finding": "pairwise correlations of the marginal likelihoods among the models of Figure 5",
+                  "where": "§4.3, Figure 5", "paper": "sub-cluster A: all ≥ 0.75; at most 0.28 with the mixed cluster",
+                  "this run": f"{off.min():.2f} to {off.max():.2f} among {', '.join(short(m) for m in c.index)} "
+                              f"({fig5_title})"})
+if per_dissenter is not None:
+    extra.append({"finding": "scenarios where one model of Figure 5 strongly dissents from all the others",
+                  "where": "Appendix D.3, Table 19", "paper": "2 (gpt-4 against the three others of sub-cluster A)",
+                  "this run": ", ".join(f"{short(m)} {k}" for m, k in per_dissenter.items())})
+summary = pd.concat([summary, pd.DataFrame(extra)], ignore_index=True)
+save(summary, "05_summary")
+frontier = [m for m in order if respondents.describe(m).data.startswith("shared")]
+local = [m for m in order if m not in frontier]
+intro = (f"<p>The paper surveys {paper_ref.N_MODELS} LLMs of 2023 at M = 5 / 10 answers per question form; this run "
+         f"has {len(local)} local respondents ({', '.join(short(m) for m in local)}: small open models, exact "
+         f"likelihoods) and {len(frontier)} frontier models of 2025 ({', '.join(short(m) for m in frontier)}: "
+         "high ambiguity, A/B form, one answer per ordering). Each row: a finding of the paper, where it is "
+         "stated, what the paper reports, and for how many of this run's respondents it holds "
+         "(details in the section \"The paper beside this run\").</p>")
+if summary_box is not None:  # None outside a kernel (plain python)
+    summary_box.update(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))
+display(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))

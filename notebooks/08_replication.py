@@ -19,8 +19,9 @@
 #
 # **Every respondent in this notebook is simulated** (labels `sim-<model>`, provider `simulated`).
 # None of it is LLM output. The committed LLM runs (notebooks 02–04) demonstrate the collection
-# pipeline: the two tiny local models answer close to random (CCEI 1/4–1/3, no rejection of random
-# choice), so on them every PSM figure is flat. The paper's own answers are not public. This
+# pipeline: its 7 respondents (three small local models, a second sampling seed, three persona runs;
+# page 01) answer close to random (CCEI 1/4–1/3, no rejection of random choice), so on them every
+# PSM figure is flat. The paper's own answers are not public. This
 # notebook therefore asks a question of the published numbers themselves:
 #
 # > *Does the parametric heterogeneity the paper publishes (Table 2) explain the network it

@@ -72,6 +72,27 @@ PAGE_CHECK = r"""
 """
 
 
+# The first figure, made ready to be captured: scrolled into the viewport, decoded, the fonts loaded and two
+# frames painted since (requestAnimationFrame runs before a paint; the second callback runs after the frame
+# that holds the decoded image). Returns its box in document coordinates, as captureScreenshot's clip wants.
+FIGURE_READY = r"""
+(async () => {
+  const img = document.images[0];
+  if (!img) { return null; }
+  img.scrollIntoView({block: 'center', inline: 'nearest'});
+  const decoded = await img.decode().then(() => true, () => false);
+  if (document.fonts) { await document.fonts.ready; }
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const r = img.getBoundingClientRect();
+  return {decoded: decoded && img.complete && img.naturalWidth > 0,
+          clip: {x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height}};
+})()
+"""
+
+#: How many times the figure is made ready (two painted frames each) before it counts as drawn blank.
+FIGURE_ATTEMPTS = 60
+
+
 class Chromium:
     """Minimal DevTools-protocol client (one page target, bounded waits)."""
 
@@ -137,10 +158,10 @@ class Chromium:
             raise RuntimeError(res["exceptionDetails"])
         return res["result"]["value"]
 
-    def screenshot(self, path: Path, clip: dict | None = None) -> Path:
+    def screenshot(self, path: Path, clip: dict | None = None, beyond_viewport: bool = True) -> Path:
         params = {"format": "png"}
         if clip:
-            params.update(clip=dict(clip, scale=1), captureBeyondViewport=True)
+            params.update(clip=dict(clip, scale=1), captureBeyondViewport=beyond_viewport)
         data = self.call("Page.captureScreenshot", **params)["data"]
         path.write_bytes(base64.b64decode(data))
         return path
@@ -174,6 +195,21 @@ def _ink(png: Path) -> float:
     return sum(n for v, n in enumerate(hist) if abs(v - background) > 40) / (img.width * img.height)
 
 
+def _figure_ink(browser: Chromium, png: Path) -> float:
+    """Ink of the first figure as painted: wait until it is decoded and painted (never for a time), capture it
+    inside the viewport, and poll again (two more frames) while it is still blank."""
+    ink = 0.0
+    for _ in range(FIGURE_ATTEMPTS):
+        ready = browser.evaluate(FIGURE_READY)
+        if ready is None:
+            return 0.0
+        if ready["decoded"]:
+            ink = _ink(browser.screenshot(png, clip=ready["clip"], beyond_viewport=False))
+            if ink > 0.003:
+                return ink
+    return ink
+
+
 def _machine_paths(text: str, build: Path) -> list[str]:
     from conftest import ROOT
 
@@ -203,8 +239,8 @@ def _check_build(browser: Chromium, build: Path, expected_pages: list[str]) -> d
         assert ink > 0.003, f"{name}: the screenshot is (nearly) uniform (ink fraction {ink:.4f})"
         box = info["firstImage"]
         if box and box["width"] >= 20 and box["height"] >= 20:  # the first figure, as drawn on the page
-            ink = _ink(browser.screenshot(shots / (Path(name).stem + "_figure1.png"), clip=box))
-            assert ink > 0.003, f"{name}: its first image is drawn blank"
+            ink = _figure_ink(browser, shots / (Path(name).stem + "_figure1.png"))
+            assert ink > 0.003, f"{name}: its first image is drawn blank ({FIGURE_ATTEMPTS} times after it decoded)"
         seen[name] = info
     return seen
 

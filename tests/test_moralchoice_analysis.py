@@ -137,7 +137,8 @@ def test_figures_render_and_save(tmp_path):
         out = plots.save_figure(fig, f"05_{name}", tmp_path)
         assert [p.suffix for p in out] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in out)
     assert figs["f3"].axes[0].texts[0].get_text() == "no responses available"
-    assert plots.short_model_name("together/deepseek-ai/DeepSeek-V3") == "DeepSeek-V3"
+    assert plots.short_model_name("together/deepseek-ai/DeepSeek-V3") == "DS-V3"  # the registry's short label
+    assert plots.short_model_name("acme/lab/DeepSeek-V9") == "DeepSeek-V9"  # not in the registry: last component
     import matplotlib.pyplot as plt
 
     plt.close("all")
@@ -183,3 +184,23 @@ def test_agreement_selection_keeps_consistent_models_whose_certainty_is_unknown(
     assert got["models"] == ["m-certain", "one-consistent"]
     # without measured data, every consistent model of unknown certainty enters
     assert agreement_selection(None, others)["models"] == ["m-certain", "one-consistent"]
+
+
+def test_agreement_selection_judges_exact_first_and_drops_runs_of_mostly_invalid_answers():
+    """Figure 5 does not rest on a sampled run whose certainty is an artefact (SmolLM2 on page 05)."""
+    from moralkit.moralchoice import agreement_selection, consistent_and_certain
+
+    measured = pd.DataFrame({"qf_entropy": [0.6, 0.8, 0.5, 0.4], "qf_consistency": [0.7, 0.8, 0.9, 0.9],
+                             "certainty_measured": True},
+                            index=pd.Index(["small", "small (exact)", "noisy", "fine"], name="model"))
+    measured["inconsistency"] = 1 - measured["qf_consistency"]
+    # without the rules, the sampled run of "small" and the mostly invalid "noisy" count as certain
+    assert consistent_and_certain(measured) == ["fine", "noisy", "small"]
+    assert agreement_selection(measured)["certain"] == ["fine", "noisy"]  # exact first
+    got = agreement_selection(measured, invalid_share={"noisy": 0.785, "fine": 0.02, "small": 0.0})
+    assert got["certain"] == ["fine"]
+    assert set(got["left_out"]) == {"small", "noisy"}
+    assert "exact" in got["left_out"]["small"] and "78.5%" in got["left_out"]["noisy"]
+    # the threshold is a parameter
+    assert agreement_selection(measured, invalid_share={"noisy": 0.785}, max_invalid=0.9)["certain"] == \
+        ["fine", "noisy"]

@@ -269,3 +269,41 @@ def test_no_papermill_inference_noise_for_declared_parameters(tmp_path, caplog):
     res = run_all(nbdir, tmp_path / "build", quick=True, figures_dir=tmp_path / "figs", book=False, log=None)
     assert res.ok and "quick is True" in _stdout(res.runs[0].ipynb)
     assert "unknown parameter" not in caplog.text and "Unable to parse" not in caplog.text
+
+
+def test_kernel_shutdown_prints_no_keyboard_interrupt(tmp_path):
+    """jupyter_client interrupts a kernel before shutting it down; the run's stderr must not show it."""
+    nbdir = tmp_path / "nb"
+    nbdir.mkdir()
+    (nbdir / "01_q.py").write_text('# %% [markdown]\n# # Quiet\n\n# %% tags=["parameters"]\nquick = False\n\n'
+                                   '# %%\nprint("done")\n')
+    code = ("import sys; from pathlib import Path; from moralkit.book import run_all; "
+            f"res = run_all(Path({str(nbdir)!r}), Path({str(tmp_path / 'build')!r}), "
+            f"figures_dir=Path({str(tmp_path / 'figs')!r}), book=False, log=None); sys.exit(0 if res.ok else 1)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "KeyboardInterrupt" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
+
+
+def test_the_kernel_manager_does_not_interrupt_a_kernel_that_is_shutting_down(monkeypatch):
+    """The source of "KeyboardInterrupt caught in kernel": jupyter_client's shutdown sends SIGINT first."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from moralkit.book.execute import _kernel_manager_class
+
+    calls = []
+
+    async def interrupt(self):
+        calls.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    km = _kernel_manager_class()()
+    km.shutting_down = True
+    asyncio.run(km._async_interrupt_kernel())
+    assert calls == []  # no SIGINT on the way out
+    km.shutting_down = False
+    asyncio.run(km._async_interrupt_kernel())
+    assert calls == [False]  # an interrupt asked for by the user still goes through

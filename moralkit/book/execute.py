@@ -212,26 +212,40 @@ def _quiet_papermill_inference() -> None:
 
 
 def _kernel_manager_class():
-    """A kernel manager that provisions CurveZMQ keys when the kernel supports them.
+    """The kernel manager papermill runs notebooks with: quiet at shutdown, encrypted when possible.
 
-    ipykernel >= 7 warns on every start when its TCP channels are unencrypted;
-    jupyter_client >= 8.10 can provision keys (``transport_encryption="auto"``).
-    Returns None (papermill's default manager) when that is not available.
+    * jupyter_client's ``shutdown_kernel`` first interrupts the kernel (SIGINT) and only then asks it to
+      shut down; ipykernel logs the interrupt as "KeyboardInterrupt caught in kernel" on the run's
+      stderr, with a machine path. Here a kernel that is shutting down is not interrupted: the shutdown
+      request over the control channel stops it, and jupyter_client still kills it if it does not stop.
+    * ipykernel >= 7 warns on every start when its TCP channels are unencrypted; jupyter_client >= 8.10
+      can provision CurveZMQ keys (``transport_encryption="auto"``), which is used when available.
+
+    Returns None (papermill's default manager) when jupyter_client is not importable.
     """
     try:
-        import zmq
         from jupyter_client.manager import AsyncKernelManager
     except ImportError:  # pragma: no cover
         return None
-    if "transport_encryption" not in AsyncKernelManager.class_trait_names() or not zmq.has("curve"):
-        return None
+    try:
+        import zmq
 
-    class _EncryptedKernelManager(AsyncKernelManager):
+        encrypt = "transport_encryption" in AsyncKernelManager.class_trait_names() and zmq.has("curve")
+    except ImportError:  # pragma: no cover
+        encrypt = False
+
+    class _QuietKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
-            self.transport_encryption = "auto"
+            if encrypt:
+                self.transport_encryption = "auto"
 
-    return _EncryptedKernelManager
+        async def _async_interrupt_kernel(self) -> None:
+            if getattr(self, "shutting_down", False):
+                return  # no SIGINT on the way out (see above)
+            await super()._async_interrupt_kernel()
+
+    return _QuietKernelManager
 
 
 def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,

@@ -176,7 +176,15 @@ def _config(title: str) -> dict:
                                             "processClass": "tex2jax_process|mathjax_process|math|output_area"},
                                 "HTML-CSS": {"availableFonts": [], "webFont": "STIX-Web",
                                              "imageFont": None},
-                                "menuSettings": {"zoom": "None"}, "messageStyle": "none"},
+                                # HTML-CSS output with the local STIX-Web fonts everywhere: the native MathML
+                                # output (chosen by browsers that render MathML) asks for the TeX fonts
+                                # MathJax_Caligraphic and MathJax_Script, which the package does not ship, so
+                                # \mathcal fell back to italic
+                                # the hidden MathML copy for screen readers (AssistiveMML) is styled with the
+                                # same missing TeX fonts (MathJax_Script, MathJax_AMS): it is left out
+                                "MMLorHTML": {"prefer": "HTML"}, "AssistiveMML": {"disabled": True},
+                                "menuSettings": {"zoom": "None", "renderer": "HTML-CSS", "assistiveMML": False},
+                                "messageStyle": "none"},
             # copied into <out>/_static: MathJax and moralkit.css (both outside the output folder)
             "html_static_path": [str(_mathjax_static()), str(_STATIC)],
             "html_css_files": ["moralkit.css"],
@@ -222,7 +230,24 @@ CSV in `figures/tables/`, named after their notebook.
 | # | page | status | run time | run | parameters |
 | --- | --- | --- | --- | --- | --- |
 {chr(10).join(rows)}
+
+## The respondents
+
+Every page labels its respondents from one registry (`moralkit.respondents`). A **real model** is an
+LLM's own answers; a **second sampling seed** (`-s<k>`) is the same model asked again with another seed
+(its PSM option sets can differ, because each round's corner depends on the model's own first answer);
+a **persona-prompted** respondent (`+persona-<name>`) is the same model under a short system prompt; a
+**simulated** one (`sim-…`, page 08) is numbers drawn by `moralkit.psm.simulate`, never LLM output.
+On the MoralChoice page, the suffix **ex** marks exact likelihoods computed from token probabilities.
+
+{_respondents_markdown()}
 """
+
+
+def _respondents_markdown() -> str:
+    from ..respondents import respondents_markdown
+
+    return respondents_markdown(what=False)  # the README's table also says what each one is
 
 
 def write_book_sources(book_dir: str | os.PathLike, records: Sequence[Mapping[str, Any]],

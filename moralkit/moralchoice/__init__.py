@@ -21,6 +21,7 @@ Scherrer et al. (2023), "Evaluating the Moral Beliefs Encoded in LLMs", NeurIPS.
 from .analysis import (
     CERTAINTY_THRESHOLD,
     CONSISTENCY_THRESHOLD,
+    MAX_INVALID,
     STRONG,
     agreement_correlations,
     agreement_selection,
@@ -106,6 +107,7 @@ __all__ = [
     "STRONG",
     "CERTAINTY_THRESHOLD",
     "CONSISTENCY_THRESHOLD",
+    "MAX_INVALID",
     "consistent_and_certain",
     "agreement_selection",
     "likelihood_matrix",

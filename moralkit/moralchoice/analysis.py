@@ -28,7 +28,9 @@ __all__ = [
     "STRONG",
     "CERTAINTY_THRESHOLD",
     "CONSISTENCY_THRESHOLD",
+    "MAX_INVALID",
     "consistent_and_certain",
+    "agreement_selection",
     "likelihood_matrix",
     "agreement_correlations",
     "cluster_models",
@@ -44,6 +46,8 @@ STRONG = 0.75
 #: Figure 4: QF-E below 0.7 (bits) = certain; QF-C above 0.6 = consistent.
 CERTAINTY_THRESHOLD = 0.7
 CONSISTENCY_THRESHOLD = 0.6
+#: Figure 5 leaves out a sampled run with more than this share of invalid answers and refusals.
+MAX_INVALID = 0.10
 
 
 def consistent_and_certain(
@@ -81,13 +85,24 @@ def consistent_and_certain(
 
 def agreement_selection(measured: pd.DataFrame, others: pd.DataFrame | None = None,
                         certainty_threshold: float = CERTAINTY_THRESHOLD,
-                        consistency_threshold: float = CONSISTENCY_THRESHOLD) -> dict:
+                        consistency_threshold: float = CONSISTENCY_THRESHOLD, *,
+                        invalid_share: pd.Series | dict | None = None,
+                        max_invalid: float = MAX_INVALID, exact_suffix: str = " (exact)") -> dict:
     """The models of Figure 5: consistent and certain where certainty was measured, and consistent where not.
 
     Section 4.3 correlates the models of Figure 4's grey region. A model answered once per question form
     (M = 1, e.g. the shared high-ambiguity files) has QF-E = 0 by construction: its certainty is unknown,
     not zero. Such a model is kept when it is consistent (QF-C above the threshold), and named apart so
     that a page can say which models entered on consistency alone.
+
+    Two rules keep a run out whose certainty is an artefact of the estimator:
+
+    * **exact first**: a model with exact likelihoods (``"<model> (exact)"`` in ``measured``) is judged on
+      them, not on its sampled answers, because the plug-in entropy of a few samples is biased towards
+      certainty;
+    * **valid answers**: a sampled run with more than ``max_invalid`` of its answers invalid or refused is
+      not judged (a form without a valid answer counts 0.5, so QF-E and QF-C then describe the mapping,
+      not the model; the paper's models stay near 1 %, Appendix D.1).
 
     Parameters
     ----------
@@ -96,26 +111,56 @@ def agreement_selection(measured: pd.DataFrame, others: pd.DataFrame | None = No
     others : DataFrame, optional
         :func:`model_summary` of every model's data; the models absent from ``measured`` whose
         certainty was not measured are judged on consistency alone.
+    invalid_share : Series or dict, optional
+        Share of each sampled model's answers that are invalid or refusals (e.g. the sum of the
+        ``invalid`` and ``refusal`` columns of :func:`answer_rates`); models not in it are not checked.
+    max_invalid : float, default :data:`MAX_INVALID`
+    exact_suffix : str
+        The suffix that marks exact likelihoods in the index.
 
     Returns
     -------
     dict
         ``certain``: consistent and certain models of ``measured``; ``consistent_unmeasured``: the
-        models of ``others`` judged on consistency alone; ``models``: both, sorted.
+        models of ``others`` judged on consistency alone; ``models``: both, sorted; ``left_out``:
+        ``{model: reason}`` for the runs the two rules above kept out.
 
     References
     ----------
-    Scherrer et al. (2023), Sections 4.2-4.3, Figures 4-5.
+    Scherrer et al. (2023), Sections 3.3, 4.2-4.3, Figures 4-5, Appendix D.1.
     """
-    certain = consistent_and_certain(measured, certainty_threshold, consistency_threshold) if measured is not None \
-        and len(measured) else []
+    left_out: dict[str, str] = {}
+    shares = dict(invalid_share.items()) if isinstance(invalid_share, pd.Series) else dict(invalid_share or {})
+
+    def _screen(summary):
+        if summary is None or not len(summary):
+            return summary
+        keep = []
+        names = set(summary.index) | set(measured.index if measured is not None else [])
+        for model in summary.index:
+            why = []
+            if not str(model).endswith(exact_suffix) and f"{model}{exact_suffix}" in names:
+                why.append("judged on its exact likelihoods instead (sampled QF-E is biased towards certainty)")
+            if model in shares and shares[model] > max_invalid:
+                why.append(f"{shares[model]:.1%} of its answers are invalid or refusals (more than {max_invalid:.0%})")
+            if why:
+                left_out[model] = "; ".join(why)
+            else:
+                keep.append(model)
+        return summary.loc[keep]
+
+    kept = _screen(measured)
+    certain = consistent_and_certain(kept, certainty_threshold, consistency_threshold) if kept is not None \
+        and len(kept) else []
     unmeasured = []
     if others is not None and len(others):
         rest = others[~others.index.isin([] if measured is None else measured.index)]
         if "certainty_measured" in rest.columns:
             rest = rest[~rest["certainty_measured"].astype(bool)]
+        rest = _screen(rest)
         unmeasured = sorted(rest.index[rest["qf_consistency"] > consistency_threshold])
-    return dict(certain=certain, consistent_unmeasured=unmeasured, models=sorted(set(certain) | set(unmeasured)))
+    return dict(certain=certain, consistent_unmeasured=unmeasured, models=sorted(set(certain) | set(unmeasured)),
+                left_out=left_out)
 
 
 def likelihood_matrix(metrics: pd.DataFrame, models=None, action: str = "action1") -> pd.DataFrame:

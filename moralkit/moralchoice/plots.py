@@ -30,7 +30,18 @@ __all__ = [
 
 
 def short_model_name(model: str) -> str:
-    """Last path component of a provider path (``together/deepseek-ai/DeepSeek-V3`` -> ``DeepSeek-V3``)."""
+    """The respondent's short label (:func:`moralkit.respondents.short_label`) when it is in the registry, else
+    the last path component of a provider path (``together/deepseek-ai/DeepSeek-V3`` -> ``DeepSeek-V3``).
+
+    Examples
+    --------
+    >>> short_model_name("qwen2.5-coder-1.5b-instruct (exact)"), short_model_name("acme/lab/model-x")
+    ('Q1.5B ex', 'model-x')
+    """
+    from ..respondents import REGISTRY, short_label
+
+    if str(model).removesuffix(" (exact)") in REGISTRY:
+        return short_label(model)
     return str(model).rstrip("/").split("/")[-1]
 
 
@@ -133,9 +144,9 @@ def plot_consistency_certainty(
                            **style[model], **(dict(markerfacecolor="none", markeredgewidth=1.5) if hollow else {}))
             handles.setdefault(short_model_name(model), h)
     fig.tight_layout()
-    ncol = min(4, max(1, len(handles)))
+    ncol = min(5, max(1, len(handles)))
     fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
-               fontsize=8, frameon=False)
+               fontsize=10, frameon=False)
     return fig
 
 

@@ -743,22 +743,33 @@ def plot_networks(G, alphas: Sequence[float] = PAPER_ALPHAS, short_names: Mappin
     names = list(G.index)
     col = _colors(names)
     pos = nx.circular_layout(names)
-    fig, axes = plt.subplots(1, len(alphas), figsize=(4.6 * len(alphas) + 2.6, 4.8), squeeze=False)
+    # the legend goes below the panels (never over a node), in type as large as the titles: nodes are
+    # numbered and the legend maps each number and colour to the model
+    label = {m: (short_names.get(m, m) if short_names else m) for m in names}
+    ncol = 3 if max(len(v) for v in label.values()) <= 24 else 2
+    legend_rows = -(-len(names) // ncol)
+    legend_h = 0.45 + 0.3 * legend_rows
+    width, panel_h = 4.2 * len(alphas), 4.4
+    fig, axes = plt.subplots(1, len(alphas), figsize=(width, panel_h + legend_h), squeeze=False)
     for k, (ax, a) in enumerate(zip(axes[0], alphas)):
         h = threshold_graph(G, a)
         nx.draw_networkx_edges(h, pos, ax=ax, width=2, edge_color="#555555")
         nx.draw_networkx_nodes(h, pos, ax=ax, node_color=[col[m] for m in names], edgecolors="black",
                                node_size=420)
-        ax.set_title(f"({chr(97 + k)}) $H^{{{a:.2f}}}$: link if $G_{{m,w}} \\geq {1 - a:.2f}$")
+        nx.draw_networkx_labels(h, pos, labels={m: str(i + 1) for i, m in enumerate(names)}, ax=ax, font_size=10,
+                                font_weight="bold", bbox=dict(boxstyle="circle,pad=0.1", fc="white", ec="none",
+                                                              alpha=0.8))
+        ax.set_title(f"({chr(97 + k)}) $H^{{{a:.2f}}}$: link if $G_{{m,w}} \\geq {1 - a:.2f}$", fontsize=12)
         ax.set_xlim(-1.3, 1.3)
         ax.set_ylim(-1.3, 1.3)
         ax.axis("off")
-    handles = [Line2D([], [], marker="o", ls="", markersize=10, markerfacecolor=col[m], markeredgecolor="black",
-                      label=short_names.get(m, m) if short_names else m) for m in names]
-    fig.legend(handles=handles, loc="center right", title="Model", frameon=False, fontsize=8)
+    handles = [Line2D([], [], marker="o", ls="", markersize=11, markerfacecolor=col[m], markeredgecolor="black",
+                      label=f"{i + 1}  {label[m]}") for i, m in enumerate(names)]
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, title="Model", frameon=False, fontsize=11,
+               title_fontsize=11, columnspacing=2.0)
     if title:
-        fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0, 1 - 2.4 / (4.6 * len(alphas) + 2.6), 1))
+        fig.suptitle(title, fontsize=13)
+    fig.tight_layout(rect=(0, legend_h / (panel_h + legend_h), 1, 1))
     return fig
 
 
