@@ -180,3 +180,14 @@ def test_layers_import_only_downwards():
     assert bad == []
     # the check sees the real edges (studies use both papers' packages)
     assert {part(t) for m, ts in edges.items() if part(m) == "studies" for t in ts} >= {"psm", "moralchoice"}
+
+
+def test_procedure2_and_the_networks_keep_to_their_rooms():
+    """networks draws from G alone (no solver, no draws); the LS(e) solvers and Procedure 2 know nothing
+    of the permutation draws or the networks; the draws reach the solvers only through partition."""
+    edges, _ = import_graph()
+    assert {t for t in edges["moralkit.psm.networks"] if t.startswith("moralkit.psm")} == set()
+    for m in ("moralkit.psm.partition", "moralkit.psm.milp"):
+        assert not edges[m] & {"moralkit.psm.permutation", "moralkit.psm.networks"}, m
+    assert "moralkit.psm.partition" in edges["moralkit.psm.permutation"]
+    assert "moralkit.psm.networks" in edges["moralkit.psm.permutation"]
