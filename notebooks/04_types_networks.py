@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from moralkit.figures import relative_path, save, show
+from moralkit.psm import networks as nw
 from moralkit.psm import partition as mp
 from moralkit.psm import permutation as perm
 from moralkit.psm import reference
@@ -193,10 +194,10 @@ show(reference.published_table3(), caption="published (Seror 2025, Table 3)")
 
 # %%
 if ready:
-    fig3 = perm.plot_similarity(study.G, title="This run (committed data)")
+    fig3 = nw.plot_similarity(study.G, title="This run (committed data)")
     save(fig3, "04_fig3_similarity")
     plt.show()
-fig3p = perm.plot_similarity(reference.published_table3(), title="published (Seror 2025, Table 3)")
+fig3p = nw.plot_similarity(reference.published_table3(), title="published (Seror 2025, Table 3)")
 save(fig3p, "04_fig3_published")
 plt.show()
 
@@ -208,11 +209,11 @@ plt.show()
 
 # %%
 if ready:
-    fig4 = perm.plot_networks(study.G, alphas, title="This run (committed data)",
-                              short_names={m: short_label(m) for m in study.G.index})
+    fig4 = nw.plot_networks(study.G, alphas, title="This run (committed data)",
+                            short_names={m: short_label(m) for m in study.G.index})
     save(fig4, "04_fig4_networks")
     plt.show()
-fig4p = perm.plot_networks(reference.published_table3(), alphas, title="published (Seror 2025, Table 3)")
+fig4p = nw.plot_networks(reference.published_table3(), alphas, title="published (Seror 2025, Table 3)")
 save(fig4p, "04_fig4_published")
 plt.show()
 
@@ -225,8 +226,8 @@ plt.show()
 # s.d. of 0.07.)
 
 # %%
-summaries = {"published (Table 3)": perm.similarity_summary(reference.published_table3(), alphas)}
+summaries = {"published (Table 3)": nw.similarity_summary(reference.published_table3(), alphas)}
 if ready:
     summaries["this run"] = study.summary(alphas)
-show(perm.similarity_summary_table(summaries), "04_similarity_summary", float_format="{:.2f}".format,
+show(nw.similarity_summary_table(summaries), "04_similarity_summary", float_format="{:.2f}".format,
      caption="Off-diagonal G and the components of H^alpha")

@@ -52,6 +52,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from moralkit.figures import save, show
+from moralkit.psm import networks as nw
 from moralkit.psm import permutation as perm
 from moralkit.psm import reference
 from moralkit.studies import replication as rep
@@ -186,18 +187,18 @@ show(comp.map(lambda x: "; ".join(", ".join(c) for c in x) if isinstance(x, list
 # level $e$.
 
 # %%
-fig = perm.plot_similarity(pub3, title="published (Seror 2025, Table 3)")
+fig = nw.plot_similarity(pub3, title="published (Seror 2025, Table 3)")
 save(fig, "08_fig3_published")
 plt.show()
-fig = perm.plot_similarity(res.G["matched"], title=f"SIMULATED agents, {perm.describe_e(res.e_matched)} (nearest level)")
+fig = nw.plot_similarity(res.G["matched"], title=f"SIMULATED agents, {perm.describe_e(res.e_matched)} (nearest level)")
 save(fig, "08_fig3_simulated")
 plt.show()
 
 # %%
-fig = perm.plot_networks(pub3, title="published (Seror 2025, Table 3)")
+fig = nw.plot_networks(pub3, title="published (Seror 2025, Table 3)")
 save(fig, "08_fig4_published")
 plt.show()
-fig = perm.plot_networks(res.G["matched"], title=f"SIMULATED agents, {perm.describe_e(res.e_matched)} (nearest level)")
+fig = nw.plot_networks(res.G["matched"], title=f"SIMULATED agents, {perm.describe_e(res.e_matched)} (nearest level)")
 save(fig, "08_fig4_simulated")
 plt.show()
 
@@ -209,12 +210,12 @@ plt.show()
 
 # %%
 alphas_m = rep.matched_alphas(res.G["matched"])
-fig = perm.plot_networks(res.G["matched"], alphas_m,
+fig = nw.plot_networks(res.G["matched"], alphas_m,
                          title="SIMULATED agents, as many edges as the published $H^{0.75}$, $H^{0.70}$, $H^{0.65}$")
 save(fig, "08_fig4_simulated_edges_matched")
 plt.show()
 print("levels used:", [f"{a:.3f}" for a in alphas_m])
-sparse_sim, sparse_pub = perm.threshold_graph(res.G["matched"], min(alphas_m)), perm.threshold_graph(pub3, 0.65)
+sparse_sim, sparse_pub = nw.threshold_graph(res.G["matched"], min(alphas_m)), nw.threshold_graph(pub3, 0.65)
 print("links of each model in the sparsest network: simulated", dict(sparse_sim.degree()),
       "| published H^0.65", dict(sparse_pub.degree()))
 

@@ -22,7 +22,7 @@ from moralkit.psm.milp import (
     integer_thresholds,
     solve_ls_milp,
 )
-from moralkit.psm.partition import largest_subsets, partition_types, pool
+from moralkit.psm.partition import largest_subsets, partition_types, pool, revealed_relations
 from moralkit.psm.permutation import default_e, draw_rounds
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import (
@@ -283,3 +283,30 @@ def test_boundary_levels_cuts(boundary_instances, level, solver):
 @pytest.mark.parametrize(("level", "solver"), _PROP1_CASES)
 def test_boundary_levels_prop1(boundary_instances, level, solver):
     assert _boundary_disagreements(boundary_instances, level, solver, "prop1") == []
+
+
+def test_milp_and_exact_solvers_answer_procedure2_alike(agents):
+    """The two LSSolvers give the same maximum subsets, in the same order, for any set W, so the one
+    Procedure 2 loop draws the same ties and gives the same partitions with either."""
+    from moralkit.psm.partition import MILPLS, ExactLS, procedure2
+
+    rng = np.random.default_rng(11)
+    n_ties = 0
+    for _ in range(12):
+        sub = {m: agents[m] for m in rng.choice(list(agents), size=5, replace=False)}
+        P = pool(sub, draw_rounds(sub, 3, rng))
+        e = float(rng.choice([0.6, 0.9, 1.0]))
+        R0, P0 = revealed_relations(P, e)
+        exact, milp = ExactLS(R0, P0, P.obs_model, P.n_models), MILPLS(P, e, solver="highs")
+        for W in (0b11111, int(rng.integers(1, 32)), int(rng.integers(1, 32))):
+            best = exact.max_subsets(W)
+            assert milp.max_subsets(W) == best
+            n_ties += len(best) > 1
+        for seed in (0, 1):
+            ex = procedure2(ExactLS(R0, P0, P.obs_model, P.n_models), 0b11111, np.random.default_rng(seed))
+            mi = procedure2(MILPLS(P, e, solver="highs"), 0b11111, np.random.default_rng(seed))
+            assert ex == mi
+            part = partition_types(P, e, solver="highs", seed=seed)
+            assert (part.types, part.n_ties) == (partition_types(P, e, seed=seed).types, ex[1] + [1] * len(
+                part.self_inconsistent))
+    assert n_ties > 0, "the instances must include ties"

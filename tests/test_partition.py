@@ -227,3 +227,43 @@ def test_e_is_checked_once_and_handed_on_as_checked():
     assert all(np.array_equal(a, b) for a, b in zip(relations(E, e), relations(E, 0.75)))
     with pytest.raises(ValueError, match="rationality level"):
         check_e(1.5)
+
+
+class _ScriptedLS:
+    """An LSSolver whose answers are scripted: Procedure 2 must use nothing else of a solver."""
+
+    def __init__(self, answers):
+        self.answers, self.asked = list(answers), []
+
+    def max_subsets(self, within):
+        self.asked.append(within)
+        return self.answers.pop(0)
+
+
+def test_procedure2_is_one_loop_over_any_ls_solver():
+    from moralkit.psm.partition import procedure2
+
+    # 4 models: a 2-way tie {0,1} / {0,2} first; the draw picks one; then the remaining models
+    rng_pick = int(np.random.default_rng(5).integers(2))
+    first = [0b0011, 0b0101][rng_pick]
+    second = 0b1111 & ~first & 0b0111  # the model of 0-2 left
+    ls = _ScriptedLS([[0b0011, 0b0101], [second], [0]])
+    picks, n_ties, left = procedure2(ls, 0b1111, np.random.default_rng(5))
+    assert picks == [first, second] and n_ties == [2, 1]
+    assert left == 0b1000  # model 3 is consistent with nobody, not even alone: left for its own type
+    assert ls.asked == [0b1111, 0b1111 & ~first, 0b1000]
+    # max_types stops the loop early and a unique answer takes no random draw
+    ls = _ScriptedLS([[0b0110]])
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    assert procedure2(ls, 0b0111, rng, max_types=1) == ([0b0110], [1], 0b0001)
+    assert rng.bit_generator.state == state
+
+
+def test_ls_solver_names_the_solver():
+    from moralkit.psm.partition import MILPLS, ExactLS, ls_solver
+
+    P = pool({"A": one_round("A", 0, X), "B": one_round("B", 1, Y)})
+    assert isinstance(ls_solver(P, 0.9), ExactLS)
+    assert isinstance(ls_solver(P, 0.9, "highs"), MILPLS)
+    assert ls_solver(P, 0.9).max_subsets(0b11) == [0b01, 0b10]  # 0.9 x 12 > 8: a strict 2-cycle, a tie

@@ -1,4 +1,5 @@
-"""The permutation approach (moralkit.psm.permutation): draws, G, H^alpha, Table 3, Figures 3-4.
+"""The permutation approach: draws and G (moralkit.psm.permutation); H^alpha, Table 3, Figures 3-4
+(moralkit.psm.networks).
 
 Agents are SIMULATED (moralkit.psm.simulate); Table-1/Table-3 numbers typed from the paper are used
 only to check the bookkeeping (thresholds, default e), never as results.
@@ -16,22 +17,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from moralkit.psm.design import make_design
-from moralkit.psm.permutation import (
+from moralkit.psm.networks import (
     PAPER_ALPHAS,
+    plot_networks,
+    plot_similarity,
+    similarity_graph,
+    similarity_summary,
+    table3,
+    threshold_graph,
+)
+from moralkit.psm.permutation import (
     default_e,
     describe_e,
     draw_rounds,
     e_below_ccei,
     passing_models,
     permutation_study,
-    plot_networks,
-    plot_similarity,
     save_figure,
-    similarity_graph,
-    similarity_summary,
     study_setup,
-    table3,
-    threshold_graph,
 )
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random

@@ -106,7 +106,7 @@ def test_replication_headline_pinned():
     # H^0.65: the published network isolates llama3.2; the simulated one does not, even with as many edges
     c = res.components["matched"].set_index("alpha")
     assert ["llama3.2"] in c.loc[0.65, "components_pub"] and ["llama3.2"] not in c.loc[0.65, "components_sim"]
-    from moralkit.psm.permutation import threshold_graph
+    from moralkit.psm.networks import threshold_graph
 
     sparse = threshold_graph(res.G["matched"], min(rep.matched_alphas(res.G["matched"])))
     assert sparse.number_of_edges() == 14 and dict(sparse.degree())["llama3.2"] == 5

@@ -153,14 +153,15 @@ def test_errors_are_value_errors():
 #: Which parts of the package each part may import: data flow one way (design -> collect -> data files ->
 #: analysis -> studies), and neither paper's package depends on the other, on the studies or on collection.
 ALLOWED_LAYERS = {
-    "psm": {"errors", "figures", "paths", "atomicfile"},
-    "moralchoice": {"errors", "figures", "paths", "atomicfile"},
-    "studies": {"errors", "figures", "paths", "atomicfile", "psm", "moralchoice"},
-    "collect": {"errors", "figures", "paths", "atomicfile", "psm", "moralchoice"},
+    "psm": {"errors", "figures", "paths", "atomicfile", "respondents"},
+    "moralchoice": {"errors", "figures", "paths", "atomicfile", "respondents"},
+    "studies": {"errors", "figures", "paths", "atomicfile", "respondents", "psm", "moralchoice"},
+    "collect": {"errors", "figures", "paths", "atomicfile", "respondents", "psm", "moralchoice"},
     "figures": {"paths"},
     "errors": set(),
     "paths": set(),
-    "atomicfile": set(),  # writing files atomically: a leaf every layer may use
+    "respondents": {"errors", "paths"},  # who each respondent is (real, persona-prompted, second seed, simulated)
+    "atomicfile": {"errors"},  # writing files atomically: a leaf every layer may use (its errors are MoralkitErrors)
     "testing": set(),  # the providers' test doubles: standard library only, used by tests and benchmarks
 }
 
@@ -180,3 +181,14 @@ def test_layers_import_only_downwards():
     assert bad == []
     # the check sees the real edges (studies use both papers' packages)
     assert {part(t) for m, ts in edges.items() if part(m) == "studies" for t in ts} >= {"psm", "moralchoice"}
+
+
+def test_procedure2_and_the_networks_keep_to_their_rooms():
+    """networks draws from G alone (no solver, no draws); the LS(e) solvers and Procedure 2 know nothing
+    of the permutation draws or the networks; the draws reach the solvers only through partition."""
+    edges, _ = import_graph()
+    assert {t for t in edges["moralkit.psm.networks"] if t.startswith("moralkit.psm")} == set()
+    for m in ("moralkit.psm.partition", "moralkit.psm.milp"):
+        assert not edges[m] & {"moralkit.psm.permutation", "moralkit.psm.networks"}, m
+    assert "moralkit.psm.partition" in edges["moralkit.psm.permutation"]
+    assert "moralkit.psm.networks" in edges["moralkit.psm.permutation"]

@@ -15,10 +15,11 @@ Entry points, by section of the paper
 - §3.2, Table 2, Figures 1-2, the parametric utility: :mod:`moralkit.psm.nlls`
   (:func:`fit_models`, :func:`table2`).
 - §2.4 and Proposition 1, types of models: :mod:`moralkit.psm.partition`
-  (:func:`pool`, :func:`largest_subset`, :func:`partition_types`) and its MILP
-  :mod:`moralkit.psm.milp` (:func:`solve_ls_milp`).
-- §3.3, Table 3, Figures 3-4, similarity networks: :mod:`moralkit.psm.permutation`
-  (:func:`study_setup`, :func:`permutation_study`, :func:`table3`).
+  (:func:`pool`, :func:`largest_subset`, :func:`partition_types`; one Procedure 2 over
+  the exact solver or a MILP) and the MILP :mod:`moralkit.psm.milp` (:func:`solve_ls_milp`).
+- §3.3, Table 3, Figures 3-4, similarity networks: the draws and G in
+  :mod:`moralkit.psm.permutation` (:func:`study_setup`, :func:`permutation_study`);
+  H^alpha, :func:`table3` and the figures in :mod:`moralkit.psm.networks`.
 - Simulated respondents (labelled ``sim-...``): :mod:`moralkit.psm.simulate`.
 - The published tables, as printed: :mod:`moralkit.psm.reference`.
 
@@ -27,19 +28,34 @@ References
 Seror, A. (2025), "The Moral Mind(s) of Large Language Models".
 """
 
-from . import dataset, design, indices, milp, nlls, partition, permutation, rationality, reference, rp, simulate
+from . import (
+    dataset,
+    design,
+    indices,
+    milp,
+    networks,
+    nlls,
+    partition,
+    permutation,
+    rationality,
+    reference,
+    rp,
+    simulate,
+)
 from .dataset import PSMDataset, load_psm, read_psm, write_psm
 from .design import Design, constrained_prompt, make_design, parse_option, unconstrained_prompt
 from .milp import solve_ls_milp
+from .networks import table3
 from .nlls import fit_models, table2
 from .partition import largest_subset, partition_types, pool
-from .permutation import permutation_study, study_setup, table3
+from .permutation import permutation_study, study_setup
 from .rationality import random_choice_tests, table1
 from .simulate import simulate_agents, simulate_quadratic, simulate_random
 
 __all__ = [
     # modules
-    "design", "dataset", "rp", "indices", "rationality", "nlls", "partition", "milp", "permutation", "simulate",
+    "design", "dataset", "rp", "indices", "rationality", "nlls", "partition", "milp", "permutation", "networks",
+    "simulate",
     "reference",
     # §2.1-2.2
     "make_design", "Design", "constrained_prompt", "unconstrained_prompt", "parse_option",

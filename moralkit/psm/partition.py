@@ -11,7 +11,11 @@ A *type* is a set of models whose pooled answers jointly satisfy GARP_e
 * :func:`largest_subsets` / :func:`largest_subset` -- LS(e), optimisation (5),
   solved **exactly** without a MILP (see below), or with the MILP of
   Proposition 1 (:mod:`moralkit.psm.milp`);
-* :func:`partition_types` -- Procedure 2: remove LS(e) until no model is left.
+* :class:`LSSolver` -- what Procedure 2 asks of a solver (every maximum subset),
+  implemented by :class:`ExactLS` and :class:`MILPLS` (a MILP of :mod:`moralkit.psm.milp`);
+  :func:`ls_solver` picks one by name;
+* :func:`procedure2` / :func:`partition_types` -- Procedure 2: remove LS(e)
+  until no model is left, one loop for every solver.
 
 The exact solver
 ----------------
@@ -57,6 +61,7 @@ Appendix A.1 (Proposition 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -69,8 +74,11 @@ __all__ = [
     "PooledData",
     "pool",
     "revealed_relations",
+    "LSSolver",
     "ExactLS",
-    "procedure2_masks",
+    "MILPLS",
+    "ls_solver",
+    "procedure2",
     "garp_pooled",
     "violating_cycle",
     "largest_subsets",
@@ -140,7 +148,7 @@ def _popcount(a: np.ndarray) -> np.ndarray:
 
 
 class ExactLS:
-    """Exact LS(e) by cuts over subsets of models (the solver of this module's docstring).
+    """Exact LS(e) by cuts over subsets of models (the solver of this module's docstring); an :class:`LSSolver`.
 
     Its state (the cuts found) is reused across calls, because Procedure 2 and
     the tie enumeration ask it about the same pooled graph many times; the
@@ -202,6 +210,48 @@ class ExactLS:
                     self.feasible &= (masks & S) != S
             if good:
                 return good
+
+
+class MILPLS:
+    """LS(e) by a MILP solver (:mod:`moralkit.psm.milp`); an :class:`LSSolver`.
+
+    Each call of :meth:`max_subsets` solves :func:`solve_ls_milp` with
+    ``all_optima=True`` among the models of a bit mask, and passes on the cycle
+    cuts found so far (``formulation="cuts"``), so later steps of Procedure 2
+    start from them.
+
+    Parameters
+    ----------
+    pooled : PooledData
+    e : float in [0, 1]
+    solver : {"highs", "glpk", "gurobi", "cbc"}, default "highs"
+    time_limit : float, optional
+        Seconds per MILP; a MILP stopped before proving optimality raises ``RuntimeError``.
+    formulation : {"cuts", "prop1"}, default "cuts"
+
+    References
+    ----------
+    Seror (2025), Section 2.4 (Procedure 2); Appendix A.1, Proposition 1.
+    """
+
+    def __init__(self, pooled: PooledData, e: float, *, solver: str = "highs", time_limit: float | None = None,
+                 formulation: str = "cuts"):
+        self.pooled, self.e = pooled, e
+        self.solver, self.time_limit, self.formulation = solver, time_limit, formulation
+        self.cuts = ()
+
+    def max_subsets(self, within: int) -> list[int]:
+        """Every maximum subset of the models in the bit mask ``within``, in increasing bit-mask order
+        (``[0]`` when none is consistent on its own)."""
+        models = self.pooled.models
+        res = solve_ls_milp(self.pooled, self.e, within=_mask_to_models(models, within),
+                            solver=self.solver, time_limit=self.time_limit, formulation=self.formulation,
+                            all_optima=True, cuts=self.cuts)
+        if not res.optimal:
+            raise RuntimeError(f"the {self.solver} MILP stopped ({res.status}) before proving optimality "
+                               f"after {res.wall_s:.1f} s; raise time_limit or use solver='exact'")
+        self.cuts = res.cuts
+        return [sum(1 << models.index(m) for m in best) for best in res.all_models]
 
 
 def _mask_to_models(pooled_models, mask: int) -> tuple:
@@ -315,16 +365,54 @@ def _rng(seed):
     return np.random.default_rng(seed)
 
 
-def procedure2_masks(ex: ExactLS, W: int, rng, max_types=None):
-    """Procedure 2 on bit masks with the exact solver.
+class LSSolver(Protocol):
+    """What Procedure 2 asks of an LS(e) solver: every maximum subset of a set of models.
+
+    Subsets of models are bit masks over the pooled models (bit ``i`` is
+    ``pooled.models[i]``). Two solvers implement it: :class:`ExactLS` (this
+    module) and :class:`MILPLS` (the MILP of Proposition 1 or its cut
+    formulation, :mod:`moralkit.psm.milp`); :func:`ls_solver` builds either by name.
+    """
+
+    def max_subsets(self, within: int) -> list[int]:
+        """Every maximum GARP_e-consistent subset of the models in ``within``, in increasing
+        bit-mask order; ``[0]`` when no model of ``within`` is consistent on its own."""
+        ...
+
+
+def ls_solver(pooled: PooledData, e: float, solver: str = "exact", *, time_limit: float | None = None,
+              formulation: str = "cuts") -> LSSolver:
+    """The LS(e) solver called ``solver`` on ``pooled`` at level ``e`` (see :class:`LSSolver`).
 
     Parameters
     ----------
-    ex : ExactLS
+    pooled : PooledData
+    e : float in [0, 1]
+    solver : {"exact", "highs", "glpk", "gurobi", "cbc"}, default "exact"
+        ``"exact"``: :class:`ExactLS`; the others: :class:`MILPLS`.
+    time_limit : float, optional
+        Seconds per MILP (MILP solvers only).
+    formulation : {"cuts", "prop1"}, default "cuts"
+        MILP solvers only.
+    """
+    if solver == "exact":
+        R0, P0 = revealed_relations(pooled, e)
+        return ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
+    return MILPLS(pooled, e, solver=solver, time_limit=time_limit, formulation=formulation)
+
+
+def procedure2(ls: LSSolver, W: int, rng, max_types=None):
+    """Procedure 2 on bit masks, with any LS(e) solver: remove LS(e) until no model is left.
+
+    Parameters
+    ----------
+    ls : LSSolver
+        :class:`ExactLS` or :class:`MILPLS` (:func:`ls_solver`).
     W : int
         Bit mask of the models to partition.
     rng : numpy.random.Generator
-        Breaks ties between maximum subsets uniformly at random.
+        Breaks ties between maximum subsets uniformly at random (the same draw
+        for every solver, since each lists the maximum subsets in bit-mask order).
     max_types : int, optional
         Stop after this many types.
 
@@ -336,10 +424,14 @@ def procedure2_masks(ex: ExactLS, W: int, rng, max_types=None):
         Number of maximum subsets at each step.
     W : int
         Mask of the models left (those violating GARP_e on their own).
+
+    References
+    ----------
+    Seror (2025), Section 2.4, Procedure 2.
     """
     picks, n_ties = [], []
     while W and (max_types is None or len(picks) < max_types):
-        best = ex.max_subsets(W)
+        best = ls.max_subsets(W)
         if best == [0]:
             break
         pick = best[int(rng.integers(len(best)))] if len(best) > 1 else best[0]
@@ -404,29 +496,9 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
         raise MoralkitError("no models to partition")
     rng = _rng(seed)
     W = _resolve_within(pooled, within)
-    types, n_ties = [], []
-    if solver == "exact":
-        R0, P0 = revealed_relations(pooled, e)
-        ex = ExactLS(R0, P0, pooled.obs_model, pooled.n_models)
-        picks, n_ties, W = procedure2_masks(ex, W, rng, max_types)
-        types = [_mask_to_models(pooled.models, c) for c in picks]
-    else:
-        cuts = ()
-        while W and (max_types is None or len(types) < max_types):
-            within_models = _mask_to_models(pooled.models, W)
-            res = solve_ls_milp(pooled, e, within=within_models, solver=solver, time_limit=time_limit,
-                                formulation=formulation, all_optima=True, cuts=cuts)
-            if not res.optimal:
-                raise RuntimeError(f"the {solver} MILP stopped ({res.status}) before proving optimality "
-                                   f"after {res.wall_s:.1f} s; raise time_limit or use solver='exact'")
-            cuts = res.cuts
-            best = res.all_models  # every maximum subset, in bit-mask order (as the exact solver)
-            if best == [()]:
-                break
-            pick = best[int(rng.integers(len(best)))] if len(best) > 1 else best[0]
-            types.append(tuple(pick))
-            n_ties.append(len(best))
-            W &= ~_model_mask(pooled, pick)
+    ls = ls_solver(pooled, e, solver, time_limit=time_limit, formulation=formulation)
+    picks, n_ties, W = procedure2(ls, W, rng, max_types)
+    types = [_mask_to_models(pooled.models, c) for c in picks]
     rest = _mask_to_models(pooled.models, W) if max_types is None else ()
     for m in rest:
         types.append((m,))

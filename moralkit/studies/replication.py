@@ -58,7 +58,8 @@ from ..errors import MoralkitError
 from ..psm import reference, rp
 from ..psm.design import as_design
 from ..psm.indices import reported_index
-from ..psm.permutation import E_BELOW_CCEI, permutation_study, study_setup, threshold_graph
+from ..psm.networks import threshold_graph
+from ..psm.permutation import E_BELOW_CCEI, permutation_study, study_setup
 from ..psm.rationality import random_choice_test, stars, table1
 from ..psm.simulate import QuadraticAgent, logit_choices, simulate_quadratic
 from .crossmethod import mantel_test

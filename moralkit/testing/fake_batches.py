@@ -14,7 +14,7 @@ clients call for batch work, with each provider's state machine:
   ``ended``, results ``succeeded`` / ``errored`` / ``expired``.
 
 Answers are :func:`batch_answer`: a hash of the prompt, the seed and the choice index
-(:func:`moralkit.collect.faultserver.fake_answer`), or, for ``invalid_pct`` percent of (prompt, seed)
+(:func:`moralkit.testing.faultserver.fake_answer`), or, for ``invalid_pct`` percent of (prompt, seed)
 pairs, a refusal that no parser accepts, so that retries of invalid answers are exercised. A batch's
 answers are therefore the online endpoint's answers to the same request.
 
@@ -37,7 +37,7 @@ from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from ..collect.faultserver import fake_answer
+from .faultserver import fake_answer
 
 __all__ = ["FakeBatchServer", "batch_answer", "body_hash"]
 
