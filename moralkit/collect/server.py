@@ -237,7 +237,7 @@ def validate_request(body, limits: ServerLimits = ServerLimits()) -> dict:
 
     Examples
     --------
-    >>> validate_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})["max_tokens"]
+    >>> validate_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})["sampling"].max_tokens
     4
     >>> validate_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})
     Traceback (most recent call last):
