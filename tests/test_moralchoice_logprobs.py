@@ -79,6 +79,10 @@ def test_rows_fit_the_likelihood_table():
     t = likelihood_table(rows)
     assert len(t) == 4 and set(t["estimator"]) == {LOGPROB_ESTIMATOR}
     assert t["covered"].tolist() == pytest.approx([0.9, 0.9, 0.9, 0.9])
+    from moralkit.moralchoice import scenario_metrics
+
+    m = scenario_metrics(t)  # the metrics take the table and record which estimator made it
+    assert m["estimator"].tolist() == [LOGPROB_ESTIMATOR] and m["covered"].iloc[0] == pytest.approx(0.9)
 
 
 def test_parse_top_logprobs_names_what_is_missing():
