@@ -398,6 +398,9 @@ def _engine(backend):
 
 
 # ---------------------------------------------------------------------------------------------- HTTP
+#: An oversized body up to this size is read and dropped before the 413 (see ``_read_body``).
+_DRAIN_LIMIT = 64 << 20
+
 def _client_gone(sock) -> bool:
     """True when the peer has closed the connection (readable with no data pending)."""
     try:
@@ -469,7 +472,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise ApiError(400, f"invalid Content-Length {cl[:40]!r}", code="invalid_value") from None
         if n > lim.max_body_bytes:
-            self.close_connection = True  # the body is never read
+            # the body is read and dropped in small chunks (constant memory), so that the client, still
+            # sending it, gets the 413 rather than a reset connection; beyond _DRAIN_LIMIT it is not read
+            if n <= _DRAIN_LIMIT:
+                left = n
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 1 << 16))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+            self.close_connection = True
             raise ApiError(413, f"the request body has {n} bytes; this server accepts at most {lim.max_body_bytes} "
                                 "(--max-body-bytes)", code="request_too_large")
         data = self.rfile.read(n)
