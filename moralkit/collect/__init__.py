@@ -10,7 +10,9 @@
 - :mod:`~moralkit.collect.faultserver`: a fault-injecting OpenAI-compatible test double (tests, benchmarks).
 - :mod:`~moralkit.collect.psm`: ``run_psm``, ``psm_dataset``, ``export_psm``, ``psm_quality``.
 - :mod:`~moralkit.collect.moralchoice`: ``run_moralchoice``, ``moralchoice_frame``, ``export_moralchoice``.
-- :mod:`~moralkit.collect.server`: a minimal OpenAI-compatible chat-completions server for local models.
+- :mod:`~moralkit.collect.server`: an OpenAI-compatible chat-completions server for local models (caps,
+  validation, a bounded queue, timeouts, ``top_logprobs``).
+- :mod:`~moralkit.collect.logprob_api`: MoralChoice action likelihoods from an endpoint's ``top_logprobs``.
 - :mod:`~moralkit.collect.summary`: data-quality tables and a figure for collection runs.
 
 Command line: ``python -m moralkit collect psm|moralchoice ...``, ``export``, ``repair``
