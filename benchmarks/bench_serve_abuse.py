@@ -74,12 +74,12 @@ def main():
             status = e.status_code
         except openai.APITimeoutError:
             status = "client timeout"
+        except openai.APIConnectionError:
+            status = "connection closed"
         return status, time.perf_counter() - t0
 
-    def normals():
-        out = [timed(normal) for _ in range(a.reps)]
-        assert all(s == 200 for s, _ in out), out
-        return [round(t, 3) for _, t in out]
+    def normals(reps=a.reps):
+        return [(s, round(t, 3)) for s, t in (timed(normal) for _ in range(reps))]
 
     def in_background(body, c=client):
         res = {}
@@ -87,43 +87,45 @@ def main():
         th.start()
         return th, res
 
+    def summary(runs, idle_med):
+        ok = [t for st, t in runs if st == 200]
+        return dict(normal=runs, ok_median_s=statistics.median(ok) if ok else None,
+                    ok_ratio_to_idle=round(statistics.median(ok) / idle_med, 2) if ok and idle_med else None,
+                    max_s=max(t for _, t in runs))
+
+    out = dict(benchmark="serve_abuse", model=a.model, reps=a.reps)
     try:
         timed(normal)  # warm-up
         idle = normals()
-        # 1. the two abusive requests of the issue, sent together, then the normal requests
+        idle_med = statistics.median(t for st, t in idle if st == 200)
+        out["idle"] = dict(normal=idle, median_s=idle_med)
+        # 1. the two abusive requests of the issue, sent together, then the normal requests while they are in flight
         t_big, r_big = in_background(dict(model=a.model, messages=big_prompt, max_tokens=16))
         t_long, r_long = in_background(dict(normal, max_tokens=100000))
-        abusive = normals()
+        out["abusive"] = summary(normals(), idle_med)
         t_big.join()
         t_long.join()
-        # 2. a request at the caps (prompt under --max-prompt-tokens, max_tokens 1024)
+        out["abusive"].update(prompt_100kb=r_big, max_tokens_100000=r_long)
+        # 2. a request at the caps (prompt under --max-prompt-tokens, max_tokens 1024): the normal requests wait
+        # for the model, at most --queue-timeout, the capped one runs at most --request-timeout
         capped = dict(model=a.model, messages=capped_prompt, max_tokens=1024, temperature=1.0, seed=0)
         t_cap, r_cap = in_background(capped)
         time.sleep(1.0)  # let it take the model
-        within = normals()
+        out["within_caps"] = summary(normals(2), idle_med)
         t_cap.join()
-        # 3. the same request from a client that gives up after 2 s
+        out["within_caps"]["capped_request"] = r_cap
+        # 3. the same request from a client that gives up after 2 s: its generation stops
         quitter = openai.OpenAI(base_url=url, api_key="sk-local", max_retries=0, timeout=2.0)
         t_q, r_q = in_background(capped, quitter)
         t_q.join()
-        after = normals()
+        out["after_disconnect"] = summary(normals(), idle_med)
+        out["after_disconnect"]["quitting_client"] = r_q
     finally:
         srv.terminate()
         srv.wait(60)
-    med = statistics.median
-    print(json.dumps(dict(
-        benchmark="serve_abuse", model=a.model, reps=a.reps,
-        idle_s=idle, idle_median_s=med(idle),
-        abusive=dict(prompt_100kb=r_big, max_tokens_100000=r_long, normal_s=abusive, normal_median_s=med(abusive), normal_max_s=max(abusive),
-                     ratio_to_idle=round(med(abusive) / med(idle), 2),
-                     max_ratio_to_idle=round(max(abusive) / med(idle), 2)),
-        within_caps=dict(capped_request=r_cap, normal_s=within, normal_median_s=med(within), normal_max_s=max(within),
-                         ratio_to_idle=round(med(within) / med(idle), 2),
-                         max_ratio_to_idle=round(max(within) / med(idle), 2)),
-        after_disconnect=dict(quitting_client=r_q, normal_s=after, normal_median_s=med(after), normal_max_s=max(after),
-                              ratio_to_idle=round(med(after) / med(idle), 2),
-                              max_ratio_to_idle=round(max(after) / med(idle), 2)),
-        loadavg=os.getloadavg(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))))
+        out.update(loadavg=os.getloadavg(),
+                   date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

@@ -384,6 +384,17 @@ def test_full_queue_gets_503_with_retry_after_and_the_first_request_completes(fa
     assert result["r"].choices[0].message.content == "A"
 
 
+def test_connections_beyond_the_cap_get_503(fake_server):
+    eng, srv, url = fake_server(FakeEngine(block=True), max_connections=1)
+    t = threading.Thread(target=lambda: _client(url).chat.completions.create(model="f", messages=MSG))
+    t.start()
+    assert eng.started.wait(60)
+    e = _status(lambda: _client(url).chat.completions.create(model="f", messages=MSG))
+    assert e.status_code == 503 and "too many open connections" in e.body["message"]
+    eng.release.set()
+    t.join(60)
+
+
 def test_waiting_longer_than_the_queue_timeout_gets_503(fake_server):
     eng, srv, url = fake_server(FakeEngine(block=True), max_queue=4, queue_timeout=0.2)
     t = threading.Thread(target=lambda: _client(url, timeout=600).chat.completions.create(model="f", messages=MSG))
