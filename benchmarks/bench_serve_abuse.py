@@ -7,7 +7,7 @@ fastest), and measures through the official ``openai`` SDK the latency of a norm
 - ``idle``: alone (median of ``--reps`` after one warm-up);
 - ``abusive``: while a 100 KB prompt and a ``max_tokens: 100000`` request are sent at the same moment
   (the acceptance figure of issue 31: under 2 x idle, or a 4xx for the abusive requests);
-- ``within_caps``: while a request at the caps (a ~6,800-token prompt, ``max_tokens`` 1024) runs: the
+- ``within_caps``: while a request at the caps (a ~3,800-token prompt, ``max_tokens`` 1024) runs: the
   normal request waits for the model (one generation at a time), bounded by ``--request-timeout``;
 - ``after_disconnect``: after a client that sent the same capped request gave up after 2 s: its
   generation is stopped, so the normal request no longer waits.
@@ -60,7 +60,7 @@ def main():
     normal = dict(model=a.model, messages=[{"role": "system", "content": header}, {"role": "user", "content": text}],
                   max_tokens=8, temperature=1.0, seed=0)
     big_prompt = [{"role": "user", "content": ("The quick brown fox jumps over the lazy dog. " * 2400)[:100 * 1024]}]
-    capped_prompt = [{"role": "user", "content": "Continue this list without stopping: " + "one two three four " * 1700}]
+    capped_prompt = [{"role": "user", "content": "Continue this list without stopping: " + "one two three four " * 950}]
 
     srv, url = start_server(a.model)
     client = openai.OpenAI(base_url=url, api_key="sk-local", max_retries=0, timeout=1800)

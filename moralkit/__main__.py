@@ -324,7 +324,7 @@ def build_parser():
     s.add_argument("--threads", type=_int_in(1, 1024), default=None, help="torch CPU threads")
     s.add_argument("--max-tokens-limit", type=_int_in(1, 1 << 20), default=1024,
                    help="largest max_tokens a request may ask for; more is a 400 (default: %(default)s)")
-    s.add_argument("--max-prompt-tokens", type=_int_in(1, 1 << 24), default=8192,
+    s.add_argument("--max-prompt-tokens", type=_int_in(1, 1 << 24), default=4096,
                    help="longest prompt in tokens; longer is a 400 (default: %(default)s)")
     s.add_argument("--max-body-bytes", type=_int_in(1, 1 << 31), default=1 << 20,
                    help="largest request body; larger is a 413 (default: %(default)s)")

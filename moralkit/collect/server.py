@@ -36,7 +36,9 @@ Limits (:class:`ServerLimits`; each refusal is an OpenAI-style error body
       open connections: 503;
     * a generation stops after ``request_timeout`` seconds (504), and as soon as
       its client has disconnected (checked after every token, and while it
-      waits in the queue), so an abandoned request frees the model at once;
+      waits in the queue), so an abandoned request frees the model after its
+      current forward pass; the prompt's prefill is one such pass, hence the
+      small default ``max_prompt_tokens``;
     * a connection that sends nothing for ``read_timeout`` seconds is closed.
 
 It binds to loopback unless ``allow_remote=True``: it has no authentication. The
@@ -94,8 +96,11 @@ class ServerLimits:
         Largest ``max_tokens`` / ``max_completion_tokens`` accepted.
     default_max_tokens : int, default 256
         ``max_tokens`` of a request that sends none (at most ``max_tokens``).
-    max_prompt_tokens : int, default 8192
-        Longest prompt, in tokens after the chat template.
+    max_prompt_tokens : int, default 4096
+        Longest prompt, in tokens after the chat template. Its prefill is one forward pass that cannot
+        be stopped (the stop checks run between generated tokens), so this also bounds how long a
+        request holds the model before its time-out or disconnect can act. The PSM's prompts have
+        about 2,250 tokens.
     max_body_bytes : int, default 1 MiB
         Largest request body.
     request_timeout : float, default 120
@@ -112,7 +117,7 @@ class ServerLimits:
 
     max_tokens: int = 1024
     default_max_tokens: int = 256
-    max_prompt_tokens: int = 8192
+    max_prompt_tokens: int = 4096
     max_body_bytes: int = 1 << 20
     request_timeout: float = 120.0
     max_queue: int = 16
