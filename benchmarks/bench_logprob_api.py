@@ -40,7 +40,8 @@ MODEL = "qwen2.5-coder-0.5b-instruct"
 
 def start_server(model, dtype):
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "moralkit", "serve", "--model", model, "--dtype", dtype, "--port", "0"],
+    p = subprocess.Popen([sys.executable, "-m", "moralkit", "serve", "--model", model, "--dtype", dtype, "--port", "0",
+                          "--request-timeout", "3600", "--queue-timeout", "3600"],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     for line in p.stdout:
         if line.startswith("serving "):

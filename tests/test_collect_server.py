@@ -414,6 +414,22 @@ def test_a_generation_past_the_request_timeout_is_stopped_with_504(fake_server):
     assert srv.stats["timed_out"] == 1
 
 
+class LastStepEngine(FakeEngine):
+    """Its one-token generation ends at the step where the stop check fires (a slow prefill)."""
+
+    def generate(self, messages, sampling, seed, top_logprobs, should_stop):
+        self.calls += 1
+        while not should_stop():  # the prefill outlives the request time-out
+            time.sleep(0.01)
+        return GenerationResult("A", "length", 5, 1, stopped=False)
+
+
+def test_a_generation_complete_when_the_time_out_fires_is_answered(fake_server):
+    eng, srv, url = fake_server(LastStepEngine(), request_timeout=0.2)
+    r = _client(url).chat.completions.create(model="f", messages=MSG, max_tokens=1)
+    assert r.choices[0].message.content == "A" and srv.stats["timed_out"] == 0
+
+
 def test_a_disconnected_client_stops_its_generation_and_frees_the_model(fake_server):
     eng, srv, url = fake_server(FakeEngine(block=True), request_timeout=3600)
     with pytest.raises(openai.APITimeoutError):  # the client gives up and closes its connection

@@ -385,8 +385,11 @@ class TransformersEngine:
                     e["top_logprobs"] = []
                 content.append(e)
         text = tok.decode(ids[:n], skip_special_tokens=True)
+        # a generation that ended on its own at the step the stop check fired (end of turn, or max_tokens
+        # reached) is complete: it is answered, not discarded
+        complete = finish == "stop" or len(ids) >= int(sampling.max_tokens)
         return GenerationResult(text=text, finish_reason=finish, prompt_tokens=n_prompt, completion_tokens=n,
-                                logprobs=content, stopped=bool(stopped))
+                                logprobs=content, stopped=bool(stopped) and not complete)
 
 
 def _eos_ids(backend) -> set:
@@ -650,16 +653,16 @@ class _Server(ThreadingHTTPServer):
                 out = work(stop)
             finally:
                 self._slot.release()
+            if out is not None:  # complete, even if a stop check fired on its last step
+                self.stats["served"] += 1
+                return out
             if state.get("timeout"):
                 self.stats["timed_out"] += 1
                 raise ApiError(504, f"the generation ran longer than {lim.request_timeout:g} s (--request-timeout) "
                                     "and was stopped; ask for fewer max_tokens", param="max_tokens",
                                code="timeout", type="server_error")
-            if out is None or state.get("gone"):
-                self.stats["cancelled"] += 1
-                return None
-            self.stats["served"] += 1
-            return out
+            self.stats["cancelled"] += 1
+            return None
         finally:
             with self._count_lock:
                 self.admitted -= 1
