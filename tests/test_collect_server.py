@@ -225,29 +225,247 @@ def test_rate_limiter_caps_starts():
     assert asyncio.run(go()) >= 0.8  # 5 starts at 2 per 0.4 s need two full windows
 
 
-def test_server_refuses_non_loopback_and_bad_requests():
-    class Dummy:
-        model = "dummy"
+# ------------------------------------------------------------------ `serve` under abuse (no model needed)
+# A fake engine behind the real HTTP layer of `moralkit serve`; every request goes through the official
+# `openai` SDK. Tests wait for conditions (events), never for a time.
+import math  # noqa: E402
 
-    with pytest.raises(ValueError, match="no authentication"):
-        make_server(Dummy(), host="0.0.0.0", port=0)
-    srv = make_server(Dummy(), port=0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    import urllib.error
-    import urllib.request
+import openai  # noqa: E402
 
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
-    try:
-        with urllib.request.urlopen(base + "/v1/models") as r:
-            assert json.load(r)["data"][0]["id"] == "dummy"
-        for body in ({"messages": []}, {"messages": [{"role": "user", "content": "x"}], "n": 2},
-                     {"messages": [{"role": "user", "content": "x"}], "stream": True},
-                     {"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 5},
-                     {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": False}):
-            req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-            with pytest.raises(urllib.error.HTTPError) as e:
-                urllib.request.urlopen(req)
-            assert e.value.code == 400
-    finally:
-        srv.shutdown()
+from moralkit.collect.server import GenerationResult, ServerLimits, start_server_thread  # noqa: E402
+from moralkit.errors import MoralkitError  # noqa: E402
+
+MSG = [{"role": "user", "content": "Say A or B."}]
+
+
+class FakeEngine:
+    """Generates one token per 10 ms, polling ``should_stop`` like the real engine; ``block`` holds it until
+    ``release`` is set (or the server stops it). Its answer distribution is fixed (see ``dist``)."""
+
+    model = "fake"
+    context_length = 2048
+
+    def __init__(self, block=False):
+        self.block = block
+        self.started, self.stopped, self.release = threading.Event(), threading.Event(), threading.Event()
+        self.calls = 0
+
+    def count_tokens(self, messages):
+        return sum(len(m["content"]) for m in messages) // 4 + 1
+
+    def generate(self, messages, sampling, seed, top_logprobs, should_stop):
+        self.calls += 1
+        self.started.set()
+        while self.block and not self.release.is_set():
+            if should_stop():
+                self.stopped.set()
+                return GenerationResult("", "length", 1, 0, stopped=True)
+            time.sleep(0.01)
+        return GenerationResult("A", "stop", self.count_tokens(messages), 1)
+
+
+def _client(url, **kw):
+    return openai.OpenAI(base_url=url, api_key="sk-local", max_retries=0, **{"timeout": 120, **kw})
+
+
+def _status(fn):
+    with pytest.raises(openai.APIStatusError) as e:
+        fn()
+    return e.value
+
+
+@pytest.fixture
+def fake_server():
+    servers = []
+
+    def start(engine=None, **limits):
+        eng = engine or FakeEngine()
+        srv, url = start_server_thread(eng, limits=ServerLimits(**limits))
+        servers.append(srv)
+        return eng, srv, url
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def test_server_refuses_non_loopback_before_the_model_loads(capsys):
+    from moralkit.__main__ import build_parser, main
+
+    with pytest.raises(MoralkitError, match="no authentication"):
+        make_server(None, host="0.0.0.0", port=0)
+    # the model path does not exist: had it been loaded first, the error would be about the model
+    assert main(["serve", "--host", "0.0.0.0", "--model", "/nonexistent/model.gguf", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to bind '0.0.0.0'" in err and "--allow-remote" in err
+    # the CLI offers the way out that make_server accepts
+    a = build_parser().parse_args(["serve", "--host", "0.0.0.0", "--allow-remote"])
+    assert a.allow_remote is True
+    srv = make_server(None, host="0.0.0.0", port=0, allow_remote=a.allow_remote)
+    srv.server_close()
+
+
+@pytest.mark.parametrize("kw, param", [
+    (dict(max_tokens=0), "max_tokens"),  # was silently 256
+    (dict(max_tokens=-3), "max_tokens"),
+    (dict(max_tokens=100000), "max_tokens"),  # above the cap
+    (dict(max_completion_tokens=2.5), "max_completion_tokens"),
+    (dict(temperature="hot"), "temperature"),
+    (dict(temperature=2.5), "temperature"),
+    (dict(top_p=0), "top_p"),
+    (dict(seed="s"), "seed"),
+    (dict(n=2), "n"),
+    (dict(stream=True), "stream"),
+    (dict(logprobs="yes"), "logprobs"),
+    (dict(top_logprobs=3), "top_logprobs"),  # without logprobs=true
+    (dict(logprobs=True, top_logprobs=21), "top_logprobs"),
+    (dict(model=3), "model"),
+    (dict(messages=[]), "messages"),
+    (dict(messages=[{"role": "user", "content": 5}]), "messages[0].content"),
+    (dict(messages=[{"role": "robot", "content": "x"}]), "messages[0].role"),
+    (dict(messages=["x"]), "messages[0]"),
+    (dict(extra_body={"stop": ["\n"]}), "stop"),  # ignoring it would change the answers
+    (dict(extra_body={"prompt_logprobs": 5}), "prompt_logprobs"),
+    (dict(extra_body={"add_generation_prompt": False}), "add_generation_prompt"),
+    (dict(extra_body={"skip_special_tokens": "no"}), "skip_special_tokens"),
+])
+def test_server_names_the_bad_field(fake_server, kw, param):
+    eng, srv, url = fake_server()
+    args = {"model": "fake", "messages": MSG, **kw}
+    e = _status(lambda: _client(url).chat.completions.create(**args))
+    assert e.status_code == 400
+    assert e.body["type"] == "invalid_request_error" and e.body["param"] == param and e.body["message"]
+    assert set(e.body) == {"message", "type", "param", "code"}
+    assert eng.calls == 0
+
+
+@pytest.mark.parametrize("content, what", [
+    (b"[]", "JSON object"), (b"null", "JSON object"), (b'"text"', "JSON object"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "temperature": Infinity}', "temperature"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "temperature": NaN}', "temperature"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "top_p": -Infinity}', "top_p"),
+    (b'{"messages": [', "not valid JSON"), (b"\xff\xfe", "not valid JSON"),
+])
+def test_server_answers_every_malformed_body_with_a_400(fake_server, content, what):
+    eng, srv, url = fake_server()
+    e = _status(lambda: _client(url).post("/chat/completions", cast_to=object, content=content))
+    assert e.status_code == 400 and what in e.body["message"] and e.body["type"] == "invalid_request_error"
+    # the connection still serves the next request
+    assert _client(url).chat.completions.create(model="fake", messages=MSG).choices[0].message.content == "A"
+
+
+def test_server_caps_prompt_tokens_body_size_and_context(fake_server):
+    eng, srv, url = fake_server(max_prompt_tokens=100, max_body_bytes=5000, max_tokens=512)
+    c = _client(url)
+    e = _status(lambda: c.chat.completions.create(model="fake", messages=[{"role": "user", "content": "x" * 800}]))
+    assert e.status_code == 400 and e.body["code"] == "context_length_exceeded" and "100" in e.body["message"]
+    e = _status(lambda: c.chat.completions.create(model="fake", messages=[{"role": "user", "content": "x" * 6000}]))
+    assert e.status_code == 413 and e.body["code"] == "request_too_large"
+    e = _status(lambda: c.chat.completions.create(model="fake", messages=MSG, max_tokens=513))
+    assert e.status_code == 400 and e.body["param"] == "max_tokens"
+    eng.context_length = 300  # prompt + max_tokens beyond the model's context
+    e = _status(lambda: c.chat.completions.create(model="fake", messages=MSG, max_tokens=400))
+    assert e.status_code == 400 and e.body["code"] == "context_length_exceeded"
+    assert eng.calls == 0
+    assert c.chat.completions.create(model="fake", messages=MSG, max_tokens=4).choices[0].message.content == "A"
+
+
+def test_full_queue_gets_503_with_retry_after_and_the_first_request_completes(fake_server):
+    eng, srv, url = fake_server(FakeEngine(block=True), max_queue=0)
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=_client(url).chat.completions.create(model="f", messages=MSG)))
+    t.start()
+    assert eng.started.wait(60)
+    e = _status(lambda: _client(url).chat.completions.create(model="f", messages=MSG))
+    assert e.status_code == 503 and int(e.response.headers["retry-after"]) >= 1 and e.body["code"] == "overloaded"
+    eng.release.set()
+    t.join(60)
+    assert result["r"].choices[0].message.content == "A"
+
+
+def test_connections_beyond_the_cap_get_503(fake_server):
+    eng, srv, url = fake_server(FakeEngine(block=True), max_connections=1)
+    t = threading.Thread(target=lambda: _client(url).chat.completions.create(model="f", messages=MSG))
+    t.start()
+    assert eng.started.wait(60)
+    e = _status(lambda: _client(url).chat.completions.create(model="f", messages=MSG))
+    assert e.status_code == 503 and "too many open connections" in e.body["message"]
+    eng.release.set()
+    t.join(60)
+
+
+def test_waiting_longer_than_the_queue_timeout_gets_503(fake_server):
+    eng, srv, url = fake_server(FakeEngine(block=True), max_queue=4, queue_timeout=0.2)
+    t = threading.Thread(target=lambda: _client(url, timeout=600).chat.completions.create(model="f", messages=MSG))
+    t.start()
+    assert eng.started.wait(60)
+    e = _status(lambda: _client(url).chat.completions.create(model="f", messages=MSG))
+    assert e.status_code == 503 and "queue-timeout" in e.body["message"] and "retry-after" in e.response.headers
+    eng.release.set()
+    t.join(60)
+
+
+def test_a_generation_past_the_request_timeout_is_stopped_with_504(fake_server):
+    eng, srv, url = fake_server(FakeEngine(block=True), request_timeout=0.2)
+    e = _status(lambda: _client(url).chat.completions.create(model="f", messages=MSG))
+    assert e.status_code == 504 and "request-timeout" in e.body["message"]
+    assert eng.stopped.is_set()
+    assert srv.stats["timed_out"] == 1
+
+
+class LastStepEngine(FakeEngine):
+    """Its one-token generation ends at the step where the stop check fires (a slow prefill)."""
+
+    def generate(self, messages, sampling, seed, top_logprobs, should_stop):
+        self.calls += 1
+        while not should_stop():  # the prefill outlives the request time-out
+            time.sleep(0.01)
+        return GenerationResult("A", "length", 5, 1, stopped=False)
+
+
+def test_a_generation_complete_when_the_time_out_fires_is_answered(fake_server):
+    eng, srv, url = fake_server(LastStepEngine(), request_timeout=0.2)
+    r = _client(url).chat.completions.create(model="f", messages=MSG, max_tokens=1)
+    assert r.choices[0].message.content == "A" and srv.stats["timed_out"] == 0
+
+
+def test_a_disconnected_client_stops_its_generation_and_frees_the_model(fake_server):
+    eng, srv, url = fake_server(FakeEngine(block=True), request_timeout=3600)
+    with pytest.raises(openai.APITimeoutError):  # the client gives up and closes its connection
+        _client(url, timeout=0.5).chat.completions.create(model="f", messages=MSG)
+    assert eng.stopped.wait(60), "the server kept generating for a client that had left"
+    eng.block = False
+    assert _client(url).chat.completions.create(model="f", messages=MSG).choices[0].message.content == "A"
+    assert srv.stats["cancelled"] == 1
+
+
+def test_serve_cli_refuses_bad_limits_at_parse_time(capsys):
+    from moralkit.__main__ import build_parser
+
+    for argv in (["--max-tokens-limit", "0"], ["--request-timeout", "inf"], ["--port", "70000"],
+                 ["--max-queue", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            build_parser().parse_args(["serve", *argv])
+        assert e.value.code == 2
+
+
+@needs_model
+def test_real_model_logprobs_and_abuse_caps(server):
+    c = _client(server, timeout=900)
+    r = c.chat.completions.create(model=MODEL, messages=MSG, max_tokens=1, temperature=0, logprobs=True,
+                                  top_logprobs=5, seed=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == 1
+    top = content[0].top_logprobs
+    assert len(top) == 5 and [t.logprob for t in top] == sorted((t.logprob for t in top), reverse=True)
+    assert content[0].token == top[0].token  # greedy: the chosen token is the most likely one
+    assert 0 < sum(math.exp(t.logprob) for t in top) <= 1 + 1e-6
+    assert r.choices[0].message.content.strip() == top[0].token.strip() or r.choices[0].finish_reason == "stop"
+    # without logprobs=true: none returned
+    assert c.chat.completions.create(model=MODEL, messages=MSG, max_tokens=1).choices[0].logprobs is None
+    # the two abusive requests of the issue are refused at once
+    e = _status(lambda: c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "word " * 20000}]))
+    assert e.status_code == 400 and e.body["code"] == "context_length_exceeded"
+    e = _status(lambda: c.chat.completions.create(model=MODEL, messages=MSG, max_tokens=100000))
+    assert e.status_code == 400 and e.body["param"] == "max_tokens"

@@ -14,7 +14,9 @@
 - :mod:`moralkit.testing`: the test doubles of the providers (fake OpenAI and Anthropic servers, the fault server).
 - :mod:`~moralkit.collect.psm`: ``run_psm``, ``psm_dataset``, ``export_psm``, ``psm_quality``.
 - :mod:`~moralkit.collect.moralchoice`: ``run_moralchoice``, ``moralchoice_frame``, ``export_moralchoice``.
-- :mod:`~moralkit.collect.server`: a minimal OpenAI-compatible chat-completions server for local models.
+- :mod:`~moralkit.collect.server`: an OpenAI-compatible chat-completions server for local models (caps,
+  validation, a bounded queue, timeouts, ``top_logprobs``).
+- :mod:`~moralkit.collect.logprob_api`: MoralChoice action likelihoods from an endpoint's ``top_logprobs``.
 - :mod:`~moralkit.collect.summary`: data-quality tables and a figure for collection runs.
 - :mod:`~moralkit.collect.cost`: prices, token estimates, cost by mode, budgets and tokens per minute.
 - :mod:`~moralkit.collect.sweep`: a panel of models x surveys from one TOML file, and its status table.

@@ -1,41 +1,188 @@
-"""A minimal OpenAI-compatible chat-completions server for a local model.
+"""A small OpenAI-compatible chat-completions server for a local model, hardened against abuse.
 
 ``python -m moralkit serve --model qwen2.5-coder-0.5b-instruct --port 8000``
 serves ``POST /v1/chat/completions`` and ``GET /v1/models`` on 127.0.0.1 with a
 :class:`~moralkit.collect.backends.TransformersBackend`, so that any
 OpenAI-compatible client (including :class:`~moralkit.collect.backends.OpenAIBackend`)
 can survey a local model, and several collection processes can share one loaded
-model. Standard library only (``http.server``); requests are answered one at a
-time (generation holds a lock). Supported request fields: ``model``,
-``messages``, ``temperature``, ``top_p``, ``max_tokens`` /
-``max_completion_tokens``, ``seed``, ``n`` (1 only), ``stream`` (false only),
-and vLLM's extensions for scoring given text: ``prompt_logprobs`` (0 only: the
-log-probability of each prompt token, in vLLM's response format),
-``add_generation_prompt`` and ``skip_special_tokens``. A request with
-``add_generation_prompt: false`` is scored, not continued (empty content).
+model. Standard library only (``http.server``; see the README's ``serve`` section
+for the measurement behind that choice).
 
-It binds to loopback unless ``allow_remote=True``: it has no authentication.
-``transformers serve`` (transformers 5.x) is an alternative, but it needs FastAPI
-and uvicorn and loads GGUF files from the hub only.
+Request fields
+    ``model`` (any string: the server has one model), ``messages``, ``temperature``
+    (0-2), ``top_p`` (0-1], ``max_tokens`` / ``max_completion_tokens``, ``seed``,
+    ``n`` (1 only), ``stream`` (false only), ``logprobs`` and ``top_logprobs``
+    (0-20, OpenAI's shape), and vLLM's extensions for scoring given text:
+    ``prompt_logprobs`` (0 only: the log-probability of each prompt token, in
+    vLLM's response format), ``add_generation_prompt`` and ``skip_special_tokens``.
+    A request with ``add_generation_prompt: false`` is scored, not continued (empty
+    content). ``user``, ``metadata``, ``store`` and ``service_tier`` are accepted and
+    ignored; any other field is refused (HTTP 400 naming it), because silently
+    ignoring e.g. ``stop`` would change the answers.
+
+Limits (:class:`ServerLimits`; each refusal is an OpenAI-style error body
+``{"error": {"message", "type", "param", "code"}}``)
+    * ``max_tokens`` above ``max_tokens`` of the limits: 400 (``param: max_tokens``);
+    * a prompt longer than ``max_prompt_tokens`` tokens (after the chat template),
+      or prompt + ``max_tokens`` beyond the model's context: 400
+      (``code: context_length_exceeded``);
+    * a body above ``max_body_bytes``: 413 (the body is not read); no
+      ``Content-Length``: 411;
+    * every field is validated (type, range, finiteness), 400 naming the field;
+      a JSON body that is not an object (``[]``, ``null``) is a 400 too;
+    * one generation at a time (the model is one CPU-bound object); at most
+      ``max_queue`` requests wait for it, each at most ``queue_timeout`` seconds;
+      beyond either, 503 with ``Retry-After``; more than ``max_connections``
+      open connections: 503;
+    * a generation stops after ``request_timeout`` seconds (504), and as soon as
+      its client has disconnected (checked after every token, and while it
+      waits in the queue), so an abandoned request frees the model after its
+      current forward pass; the prompt's prefill is one such pass, hence the
+      small default ``max_prompt_tokens``;
+    * a connection that sends nothing for ``read_timeout`` seconds is closed.
+
+It binds to loopback unless ``allow_remote=True``: it has no authentication. The
+host is checked before the model loads (:func:`check_host`).
 
 References
 ----------
 Scherrer et al. (2023), Section 3.3 (models served behind an API are surveyed
-the same way as local ones).
+the same way as local ones). OpenAI API reference, "Create chat completion":
+``logprobs``, ``top_logprobs`` ("an integer between 0 and 20 ... ``logprobs``
+must be set to ``true`` if this parameter is used") and the response's
+``choices[i].logprobs.content``, a list of ``ChatCompletionTokenLogprob``
+``{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}``
+(https://platform.openai.com/docs/api-reference/chat/create and /chat/object; the
+OpenAPI schema as mirrored at https://docs.rs/openai-struct/latest/openai_struct/models/struct.ChatCompletionTokenLogprob.html).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import math
+import select
+import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .backends import Request, Sampling
+from ..errors import MoralkitError
+from .backends import Sampling
 
-__all__ = ["make_server", "serve", "start_server_thread"]
+__all__ = ["ServerLimits", "ApiError", "GenerationResult", "TransformersEngine", "check_host", "validate_request",
+           "make_server", "serve", "start_server_thread", "MAX_TOP_LOGPROBS"]
+
+#: OpenAI's bound on ``top_logprobs`` (API reference, "Create chat completion").
+MAX_TOP_LOGPROBS = 20
+
+#: Fields accepted and ignored (they do not change the answer).
+_IGNORED_FIELDS = frozenset({"user", "metadata", "store", "service_tier"})
+_KNOWN_FIELDS = frozenset({"model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed",
+                           "n", "stream", "logprobs", "top_logprobs", "prompt_logprobs", "add_generation_prompt",
+                           "skip_special_tokens"}) | _IGNORED_FIELDS
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one request may ask of the server (see the module docstring).
+
+    Attributes
+    ----------
+    max_tokens : int, default 1024
+        Largest ``max_tokens`` / ``max_completion_tokens`` accepted.
+    default_max_tokens : int, default 256
+        ``max_tokens`` of a request that sends none (at most ``max_tokens``).
+    max_prompt_tokens : int, default 4096
+        Longest prompt, in tokens after the chat template. Its prefill is one forward pass that cannot
+        be stopped (the stop checks run between generated tokens), so this also bounds how long a
+        request holds the model before its time-out or disconnect can act. The PSM's prompts have
+        about 2,250 tokens.
+    max_body_bytes : int, default 1 MiB
+        Largest request body.
+    request_timeout : float, default 120
+        Seconds one generation may run.
+    max_queue : int, default 16
+        Requests that may wait while one generates.
+    queue_timeout : float, default 60
+        Seconds a request may wait for the model.
+    max_connections : int, default 64
+        Open connections (each has a thread).
+    read_timeout : float, default 30
+        Seconds a connection may stay silent (headers, body, keep-alive).
+    """
+
+    max_tokens: int = 1024
+    default_max_tokens: int = 256
+    max_prompt_tokens: int = 4096
+    max_body_bytes: int = 1 << 20
+    request_timeout: float = 120.0
+    max_queue: int = 16
+    queue_timeout: float = 60.0
+    max_connections: int = 64
+    read_timeout: float = 30.0
+
+    def __post_init__(self):
+        for name in ("max_tokens", "default_max_tokens", "max_prompt_tokens", "max_body_bytes", "max_connections"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise MoralkitError(f"{name} must be an integer >= 1, got {v!r}")
+        if isinstance(self.max_queue, bool) or not isinstance(self.max_queue, int) or self.max_queue < 0:
+            raise MoralkitError(f"max_queue must be an integer >= 0, got {self.max_queue!r}")
+        for name in ("request_timeout", "queue_timeout", "read_timeout"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
+                raise MoralkitError(f"{name} must be a finite number of seconds > 0, got {v!r}")
+        if self.default_max_tokens > self.max_tokens:
+            raise MoralkitError(f"default_max_tokens ({self.default_max_tokens}) must not exceed max_tokens "
+                                f"({self.max_tokens})")
+
+
+class ApiError(Exception):
+    """An HTTP error answer in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 type: str = "invalid_request_error", headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.type = int(status), message, param, code, type
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+@dataclass
+class GenerationResult:
+    """What an engine returns for one generation."""
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    #: OpenAI's ``logprobs.content`` list, when log-probabilities were asked for
+    logprobs: list | None = None
+    stopped: bool = False
+
+
+def check_host(host: str, allow_remote: bool = False) -> str:
+    """Refuse a non-loopback ``host`` unless ``allow_remote`` (the server has no authentication).
+
+    Examples
+    --------
+    >>> check_host("127.0.0.1")
+    '127.0.0.1'
+    >>> check_host("0.0.0.0")
+    Traceback (most recent call last):
+    ...
+    moralkit.errors.MoralkitError: refusing to bind '0.0.0.0': the server has no authentication; use 127.0.0.1, ::1 or localhost, or pass --allow-remote (allow_remote=True) behind your own access control
+    """
+    if allow_remote or _is_loopback(host):
+        return host
+    raise MoralkitError(f"refusing to bind {host!r}: the server has no authentication; use 127.0.0.1, ::1 or "
+                        "localhost, or pass --allow-remote (allow_remote=True) behind your own access control")
 
 
 def _is_loopback(host: str) -> bool:
@@ -47,128 +194,515 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+# ---------------------------------------------------------------------------------------------- validation
+def _bad(msg, param, code="invalid_value"):
+    return ApiError(400, msg, param=param, code=code)
+
+
+def _number(body, name, default, lo, hi, lo_open=False):
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _bad(f"{name} must be a number, got {type(v).__name__}", name, "invalid_type")
+    v = float(v)
+    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
+        rng = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+        raise _bad(f"{name} must be a finite number in {rng}, got {v!r}", name)
+    return v
+
+
+def _integer(body, name, default, lo, hi):
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer() and math.isfinite(v):
+            v = int(v)
+        else:
+            raise _bad(f"{name} must be an integer, got {v!r}", name, "invalid_type")
+    if not lo <= v <= hi:
+        raise _bad(f"{name} must be an integer in [{lo}, {hi}], got {v}", name)
+    return v
+
+
+def _flag(body, name, default):
+    v = body.get(name)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise _bad(f"{name} must be true or false, got {v!r}", name, "invalid_type")
+    return v
+
+
+def validate_request(body, limits: ServerLimits = ServerLimits()) -> dict:
+    """Check every field of a chat-completions request body; the normalised parameters.
+
+    Raises :class:`ApiError` (HTTP 400, ``param`` naming the field) on the first bad field.
+
+    Examples
+    --------
+    >>> validate_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})["sampling"].max_tokens
+    4
+    >>> validate_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})
+    Traceback (most recent call last):
+    ...
+    moralkit.collect.server.ApiError: max_tokens must be an integer in [1, 1024], got 0
+    """
+    if not isinstance(body, dict):
+        raise _bad(f"the request body must be a JSON object, got {type(body).__name__}", None, "invalid_type")
+    unknown = sorted(k for k in body if k not in _KNOWN_FIELDS)
+    if unknown:
+        raise _bad(f"unsupported parameter {unknown[0]!r}: this server supports {sorted(_KNOWN_FIELDS)}",
+                   unknown[0], "unsupported_parameter")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _bad(f"model must be a string, got {type(model).__name__}", "model", "invalid_type")
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise _bad("messages must be a non-empty list of {role, content}", "messages",
+                   "invalid_type" if msgs is not None else "missing_required_parameter")
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            raise _bad(f"messages[{i}] must be an object {{role, content}}", f"messages[{i}]", "invalid_type")
+        if m.get("role") not in ("system", "user", "assistant"):
+            raise _bad(f"messages[{i}].role must be 'system', 'user' or 'assistant', got {m.get('role')!r}",
+                       f"messages[{i}].role")
+        if not isinstance(m.get("content"), str):
+            raise _bad(f"messages[{i}].content must be a string (text only)", f"messages[{i}].content",
+                       "invalid_type")
+        extra = sorted(set(m) - {"role", "content", "name"})
+        if extra:
+            raise _bad(f"messages[{i}] has unsupported field {extra[0]!r}", f"messages[{i}].{extra[0]}",
+                       "unsupported_parameter")
+    if _flag(body, "stream", False):
+        raise _bad("stream=true is not supported", "stream", "unsupported_value")
+    _integer(body, "n", 1, 1, 1)
+    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
+    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
+    mt = {k: _integer(body, k, None, 1, limits.max_tokens) for k in ("max_tokens", "max_completion_tokens")}
+    if None not in mt.values() and mt["max_tokens"] != mt["max_completion_tokens"]:
+        raise _bad("max_tokens and max_completion_tokens differ; send one of them", "max_completion_tokens")
+    max_tokens = mt["max_completion_tokens"] or mt["max_tokens"] or limits.default_max_tokens
+    seed = _integer(body, "seed", None, -(2 ** 63), 2 ** 64 - 1)
+    logprobs = _flag(body, "logprobs", False)
+    top = _integer(body, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if top is not None and not logprobs:
+        raise _bad("top_logprobs needs logprobs=true", "top_logprobs")
+    agp = _flag(body, "add_generation_prompt", True)
+    sst = _flag(body, "skip_special_tokens", True)
+    plp = body.get("prompt_logprobs")
+    if plp is not None and (isinstance(plp, bool) or plp != 0):
+        raise _bad(f"prompt_logprobs must be null or 0 (the prompt token's own log-probability), got {plp!r}",
+                   "prompt_logprobs")
+    if not agp and plp is None:
+        raise _bad("add_generation_prompt=false is only supported with prompt_logprobs=0 (scoring)",
+                   "add_generation_prompt")
+    return dict(messages=tuple({"role": m["role"], "content": m["content"]} for m in msgs),
+                sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=int(max_tokens)), seed=seed,
+                logprobs=logprobs, top_logprobs=(top or 0) if logprobs else None, prompt_logprobs=plp,
+                add_generation_prompt=agp, skip_special_tokens=sst)
+
+
+# ---------------------------------------------------------------------------------------------- engine
+class TransformersEngine:
+    """Generation for the server from a loaded :class:`~moralkit.collect.backends.TransformersBackend`.
+
+    The same generation call as the backend's (``torch.manual_seed(seed)``, then ``generate`` with the same
+    sampling arguments, so a request answers as the backend with ``batch_size=1`` would), plus a stopping
+    criterion polled after every token (client gone, time out) and, when asked, the raw log-probabilities
+    of each generated position (``output_logits``: the model's own distribution, before temperature and
+    top-p).
+    """
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.model = backend.model
+        cfg = getattr(backend.lm, "config", None)
+        self.context_length = getattr(cfg, "max_position_embeddings", None)
+
+    def count_tokens(self, messages) -> int:
+        return self.backend.count_tokens(messages)
+
+    def prompt_logprobs(self, messages, add_generation_prompt=True, skip_special_tokens=True):
+        return self.backend.prompt_logprobs(messages, add_generation_prompt=add_generation_prompt,
+                                            skip_special_tokens=skip_special_tokens)
+
+    def _token_entry(self, tok_id, lp):
+        t = self.backend.tokenizer.decode([int(tok_id)], skip_special_tokens=False)
+        return {"token": t, "logprob": float(lp), "bytes": None if "\ufffd" in t else list(t.encode("utf-8"))}
+
+    def generate(self, messages, sampling: Sampling, seed: int, top_logprobs, should_stop) -> GenerationResult:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        b = self.backend
+        tok = b.tokenizer
+        stopped = []
+
+        class _Stop(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                flag = bool(should_stop())
+                if flag:
+                    stopped.append(True)
+                return torch.full((input_ids.shape[0],), flag, dtype=torch.bool, device=input_ids.device)
+
+        enc = tok([b.chat_text(messages)], return_tensors="pt", add_special_tokens=False).to(b.device)
+        kw = dict(max_new_tokens=int(sampling.max_tokens), pad_token_id=tok.pad_token_id,
+                  stopping_criteria=StoppingCriteriaList([_Stop()]))
+        if sampling.temperature > 0:
+            kw.update(do_sample=True, temperature=float(sampling.temperature), top_p=float(sampling.top_p),
+                      top_k=int(sampling.top_k or 0))
+        else:
+            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if top_logprobs is not None:
+            kw.update(return_dict_in_generate=True, output_logits=True)
+        with getattr(b, "_lock", None) or contextlib.nullcontext():
+            torch.manual_seed(int(seed))
+            with torch.inference_mode():
+                out = b.lm.generate(**enc, **kw)
+        seqs = out.sequences if top_logprobs is not None else out
+        n_prompt = int(enc["input_ids"].shape[1])
+        ids = seqs[0, n_prompt:].tolist()
+        eos = _eos_ids(b)
+        n, finish = len(ids), "length"
+        for pos, t in enumerate(ids):
+            if t in eos or t == tok.pad_token_id:
+                n, finish = pos, "stop"
+                break
+        content = None
+        if top_logprobs is not None:
+            # one entry per generated position, the end-of-turn token included when it was generated (as vLLM
+            # does): with max_tokens=1 the first position's distribution is returned even when it is the end
+            content = []
+            for pos in range(min(len(ids), n + 1, len(out.logits))):
+                logp = torch.log_softmax(out.logits[pos][0].float(), dim=-1)
+                e = self._token_entry(ids[pos], logp[ids[pos]])
+                if top_logprobs:
+                    vals, idx = torch.topk(logp, int(top_logprobs))
+                    e["top_logprobs"] = [self._token_entry(i, v) for v, i in zip(vals.tolist(), idx.tolist())]
+                else:
+                    e["top_logprobs"] = []
+                content.append(e)
+        text = tok.decode(ids[:n], skip_special_tokens=True)
+        # a generation that ended on its own at the step the stop check fired (end of turn, or max_tokens
+        # reached) is complete: it is answered, not discarded
+        complete = finish == "stop" or len(ids) >= int(sampling.max_tokens)
+        return GenerationResult(text=text, finish_reason=finish, prompt_tokens=n_prompt, completion_tokens=n,
+                                logprobs=content, stopped=bool(stopped) and not complete)
+
+
+def _eos_ids(backend) -> set:
+    ids = backend.lm.generation_config.eos_token_id
+    if ids is None:
+        ids = backend.tokenizer.eos_token_id
+    return set(ids if isinstance(ids, (list, tuple)) else [ids])
+
+
+def _engine(backend):
+    if getattr(backend, "name", None) == "transformers":
+        return TransformersEngine(backend)
+    return backend  # a test double implementing the engine interface
+
+
+# ---------------------------------------------------------------------------------------------- HTTP
+#: An oversized body up to this size is read and dropped before the 413 (see ``_read_body``).
+_DRAIN_LIMIT = 64 << 20
+
+def _client_gone(sock) -> bool:
+    """True when the peer has closed the connection (readable with no data pending)."""
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+        if not r:
+            return False
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
 class _Handler(BaseHTTPRequestHandler):
-    server_version = "moralkit-serve/0.1"
+    server_version = "moralkit-serve/0.2"
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        self.timeout = self.server.limits.read_timeout  # socket timeout: silent connections are closed
+        super().setup()
+        # headers and body are two writes: without TCP_NODELAY, Nagle's algorithm and the client's delayed
+        # ACK hold the body back ~40 ms on every keep-alive request (measured: benchmarks/bench_serve_framework.py)
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, fmt, *args):  # quiet by default
         if getattr(self.server, "verbose", False):
             super().log_message(fmt, *args)
 
-    def _send(self, code, obj):
+    def _send(self, code, obj, headers=None):
         body = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, str(v))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the client left
+            self.close_connection = True
 
-    def _error(self, code, msg, typ="invalid_request_error"):
-        self._send(code, {"error": {"message": msg, "type": typ, "code": code}})
+    def _error(self, e: ApiError):
+        self._send(e.status, e.body(), e.headers)
 
     def do_GET(self):
         if self.path.rstrip("/") in ("/v1/models", "/models"):
-            b = self.server.backend
-            self._send(200, {"object": "list", "data": [{"id": b.model, "object": "model", "owned_by": "local"}]})
+            m = self.server.engine.model if self.server.engine is not None else "loading"
+            self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "local"}]})
         elif self.path.rstrip("/") in ("/health", "/v1/health"):
             self._send(200, {"status": "ok"})
         else:
-            self._error(404, f"unknown path {self.path}")
+            self._error(ApiError(404, f"unknown path {self.path}", code="not_found"))
+
+    def _read_body(self):
+        lim = self.server.limits
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self.close_connection = True
+            raise ApiError(411, "chunked request bodies are not supported; send Content-Length", code="length_required")
+        cl = self.headers.get("Content-Length")
+        if cl is None:
+            self.close_connection = True
+            raise ApiError(411, "Content-Length is required", code="length_required")
+        try:
+            n = int(cl)
+            if n < 0:
+                raise ValueError
+        except ValueError:
+            self.close_connection = True
+            raise ApiError(400, f"invalid Content-Length {cl[:40]!r}", code="invalid_value") from None
+        if n > lim.max_body_bytes:
+            # the body is read and dropped in small chunks (constant memory), so that the client, still
+            # sending it, gets the 413 rather than a reset connection; beyond _DRAIN_LIMIT it is not read
+            if n <= _DRAIN_LIMIT:
+                left = n
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 1 << 16))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+            self.close_connection = True
+            raise ApiError(413, f"the request body has {n} bytes; this server accepts at most {lim.max_body_bytes} "
+                                "(--max-body-bytes)", code="request_too_large")
+        data = self.rfile.read(n)
+        if len(data) < n:
+            self.close_connection = True
+            raise ApiError(400, "the request body ended before Content-Length bytes", code="invalid_value")
+        try:
+            return json.loads(data.decode("utf-8")) if data else None
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ApiError(400, f"the request body is not valid JSON: {e}", code="invalid_json") from None
 
     def do_POST(self):
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-            self._error(404, f"unknown path {self.path}; use /v1/chat/completions")
-            return
         try:
-            n = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(n) or b"{}")
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs or not all(
-                    isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role") in
-                    ("system", "user", "assistant") for m in msgs):
-                raise ValueError("messages must be a non-empty list of {role, content} with text content")
-            if body.get("stream"):
-                raise ValueError("stream=true is not supported")
-            if int(body.get("n", 1) or 1) != 1:
-                raise ValueError("only n=1 is supported")
-            s = Sampling(temperature=float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0),
-                         top_p=float(body.get("top_p", 1.0) if body.get("top_p") is not None else 1.0),
-                         max_tokens=int(body.get("max_completion_tokens") or body.get("max_tokens") or 256))
-            agp = body.get("add_generation_prompt", True)
-            plp = body.get("prompt_logprobs")
-            sst = body.get("skip_special_tokens", True)
-            if not isinstance(agp, bool) or not isinstance(sst, bool):
-                raise ValueError("add_generation_prompt and skip_special_tokens must be true or false")
-            if plp is not None and (isinstance(plp, bool) or plp != 0):
-                raise ValueError(f"prompt_logprobs must be null or 0 (the prompt token's own log-probability), "
-                                 f"got {plp!r}")
-            if not agp and plp is None:
-                raise ValueError("add_generation_prompt=false is only supported with prompt_logprobs=0 (scoring)")
-            seed = body.get("seed")
-            seed = int(seed) if seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "big") & 0x7FFFFFFF
-            req = Request(messages=tuple({"role": m["role"], "content": m["content"]} for m in msgs), seed=seed,
-                          sampling=s)
-        except (ValueError, TypeError, json.JSONDecodeError) as e:
-            self._error(400, str(e))
-            return
-        b = self.server.backend
-        try:
-            scored = None
-            if plp is not None:
-                scored = b.prompt_logprobs(req.messages, add_generation_prompt=agp, skip_special_tokens=sst)
-            if agp:
-                c = b.generate([req])[0]
-                text, finish, n_prompt, n_out = c.text, c.finish_reason, c.prompt_tokens, c.completion_tokens
-            else:
-                text, finish, n_prompt, n_out = "", "length", len(scored), 0
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self.close_connection = True
+                raise ApiError(404, f"unknown path {self.path}; use /v1/chat/completions", code="not_found")
+            body = self._read_body()
+            srv = self.server
+            p = validate_request(body, srv.limits)
+            eng = srv.engine
+            if eng is None:
+                raise ApiError(503, "the model is still loading", code="loading", type="server_error",
+                               headers={"Retry-After": 5})
+            self._check_prompt(eng, p)
+            out = srv.run_exclusive(lambda stop: self._work(eng, p, stop), lambda: _client_gone(self.connection))
+            if out is None:  # the client left: nobody to answer
+                self.close_connection = True
+                return
+            self._send(200, out)
+        except ApiError as e:
+            self._error(e)
+        except socket.timeout:
+            self.close_connection = True
         except Exception as e:  # pragma: no cover - model failure
-            self._error(500, f"{type(e).__name__}: {e}", "server_error")
-            return
+            self._error(ApiError(500, f"{type(e).__name__}: {e}", type="server_error", code="server_error"))
+
+    def _check_prompt(self, eng, p):
+        lim = self.server.limits
+        n = eng.count_tokens(p["messages"])
+        p["prompt_tokens"] = n
+        if n > lim.max_prompt_tokens:
+            raise ApiError(400, f"the prompt has {n} tokens; this server accepts at most {lim.max_prompt_tokens} "
+                                "(--max-prompt-tokens)", param="messages", code="context_length_exceeded")
+        ctx = getattr(eng, "context_length", None)
+        mt = p["sampling"].max_tokens
+        if ctx and n + mt > ctx:
+            raise ApiError(400, f"the prompt ({n} tokens) plus max_tokens ({mt}) exceed the model's context of "
+                                f"{ctx} tokens", param="max_tokens", code="context_length_exceeded")
+
+    def _work(self, eng, p, stop):
+        seed = p["seed"]
+        seed = int(seed) if seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "big") & 0x7FFFFFFF
+        scored = None
+        if p["prompt_logprobs"] is not None:
+            scored = eng.prompt_logprobs(p["messages"], add_generation_prompt=p["add_generation_prompt"],
+                                         skip_special_tokens=p["skip_special_tokens"])
+        if p["add_generation_prompt"]:
+            g = eng.generate(p["messages"], p["sampling"], seed, p["top_logprobs"], stop)
+            if g.stopped:
+                return None
+        else:
+            g = GenerationResult(text="", finish_reason="length", prompt_tokens=len(scored), completion_tokens=0,
+                                 logprobs=[] if p["logprobs"] else None)
+        choice = {"index": 0, "message": {"role": "assistant", "content": g.text}, "finish_reason": g.finish_reason,
+                  "logprobs": None if g.logprobs is None else {"content": g.logprobs, "refusal": None}}
         out = {
             "id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion", "created": int(time.time()),
-            "model": b.model, "system_fingerprint": f"seed-{seed}",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out,
-                      "total_tokens": (n_prompt or 0) + (n_out or 0)},
+            "model": eng.model, "system_fingerprint": f"seed-{seed}", "choices": [choice],
+            "usage": {"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens,
+                      "total_tokens": (g.prompt_tokens or 0) + (g.completion_tokens or 0)},
         }
         if scored is not None:  # vLLM's layout: one {token id: {logprob, rank, decoded_token}} per token, None first
             out["prompt_logprobs"] = [None if lp is None else {str(t): {"logprob": lp, "decoded_token": d}}
                                       for t, d, lp in scored]
-        self._send(200, out)
+        return out
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # a burst of connections queues in the kernel rather than being reset
+    request_queue_size = 128
+
+    def __init__(self, addr, engine, limits: ServerLimits, verbose=False):
+        self.engine = engine
+        self.limits = limits
+        self.verbose = verbose
+        self._slot = threading.Lock()  # the model: one generation at a time
+        self._count_lock = threading.Lock()
+        self.admitted = 0  # generating + waiting
+        self.connections = 0
+        self.stats = {"served": 0, "rejected_busy": 0, "timed_out": 0, "cancelled": 0}
+        super().__init__(addr, _Handler)
+
+    @property
+    def backend(self):  # the name used before (tests, callers)
+        return self.engine
+
+    # -- connections
+    def process_request(self, request, client_address):
+        with self._count_lock:
+            full = self.connections >= self.limits.max_connections
+            if not full:
+                self.connections += 1
+        if full:
+            body = json.dumps(ApiError(503, "too many open connections; retry later", code="overloaded",
+                                       type="server_error").body()).encode()
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Retry-After: 1\r\nConnection: close\r\nContent-Length: " + str(len(body)).encode()
+                                + b"\r\n\r\n" + body)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._count_lock:
+                self.connections -= 1
+
+    # -- the model
+    def run_exclusive(self, work, client_gone):
+        """Run ``work(stop)`` holding the model, after waiting in the bounded queue.
+
+        Returns None when the client left (while waiting or generating); raises :class:`ApiError`
+        503 (queue full or waited too long) or 504 (generation ran past ``request_timeout``).
+        """
+        lim = self.limits
+        with self._count_lock:
+            if self.admitted >= 1 + lim.max_queue:
+                self.stats["rejected_busy"] += 1
+                raise ApiError(503, f"the server is busy ({self.admitted - 1} requests waiting, --max-queue "
+                                    f"{lim.max_queue}); retry later", code="overloaded", type="server_error",
+                               headers={"Retry-After": max(1, min(60, self.admitted))})
+            self.admitted += 1
+        try:
+            t_wait = time.monotonic() + lim.queue_timeout
+            while not self._slot.acquire(timeout=0.05):
+                if client_gone():
+                    self.stats["cancelled"] += 1
+                    return None
+                if time.monotonic() > t_wait:
+                    self.stats["rejected_busy"] += 1
+                    raise ApiError(503, f"waited {lim.queue_timeout:g} s for the model (--queue-timeout); retry later",
+                                   code="overloaded", type="server_error",
+                                   headers={"Retry-After": max(1, int(lim.queue_timeout // 4))})
+            try:
+                deadline = time.monotonic() + lim.request_timeout
+                state = {}
+
+                def stop():
+                    if time.monotonic() > deadline:
+                        state["timeout"] = True
+                        return True
+                    if client_gone():
+                        state["gone"] = True
+                        return True
+                    return False
+
+                out = work(stop)
+            finally:
+                self._slot.release()
+            if out is not None:  # complete, even if a stop check fired on its last step
+                self.stats["served"] += 1
+                return out
+            if state.get("timeout"):
+                self.stats["timed_out"] += 1
+                raise ApiError(504, f"the generation ran longer than {lim.request_timeout:g} s (--request-timeout) "
+                                    "and was stopped; ask for fewer max_tokens", param="max_tokens",
+                               code="timeout", type="server_error")
+            self.stats["cancelled"] += 1
+            return None
+        finally:
+            with self._count_lock:
+                self.admitted -= 1
 
 
 def make_server(backend, host: str = "127.0.0.1", port: int = 8000, allow_remote: bool = False,
-                verbose: bool = False) -> ThreadingHTTPServer:
-    """An HTTP server (not started) answering chat completions with ``backend``.
+                verbose: bool = False, limits: ServerLimits | None = None) -> ThreadingHTTPServer:
+    """An HTTP server (bound, not started) answering chat completions with ``backend``.
 
-    ``port=0`` picks a free port (``server.server_address[1]``).
+    ``backend`` is a :class:`~moralkit.collect.backends.TransformersBackend` (or an object with the engine
+    interface of :class:`TransformersEngine`), or None: the server then answers 503 until
+    ``server.engine`` is set (used by :func:`serve` to bind before the model loads). ``port=0`` picks a
+    free port (``server.server_address[1]``).
     """
-    if not allow_remote and not _is_loopback(host):
-        raise ValueError(f"refusing to bind {host!r}: the server has no authentication; use 127.0.0.1 "
-                         "(or pass allow_remote=True behind your own access control)")
-    srv = ThreadingHTTPServer((host, int(port)), _Handler)
-    srv.daemon_threads = True
-    srv.backend = backend
-    srv.verbose = verbose
-    return srv
+    check_host(host, allow_remote)
+    return _Server((host, int(port)), _engine(backend), limits or ServerLimits(), verbose=verbose)
 
 
-def start_server_thread(backend, host="127.0.0.1", port=0):
+def start_server_thread(backend, host="127.0.0.1", port=0, limits: ServerLimits | None = None):
     """Start :func:`make_server` in a daemon thread; returns ``(server, base_url)``. Stop with ``server.shutdown()``."""
-    srv = make_server(backend, host, port)
+    srv = make_server(backend, host, port, limits=limits)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, f"http://{host}:{srv.server_address[1]}/v1"
 
 
-def serve(model, host="127.0.0.1", port=8000, dtype="bfloat16", batch_size=1, gguf_file=None, allow_remote=False):
-    """Load ``model`` with the transformers backend and serve it until interrupted."""
+def serve(model, host="127.0.0.1", port=8000, dtype="bfloat16", batch_size=1, gguf_file=None, allow_remote=False,
+          limits: ServerLimits | None = None, threads=None):
+    """Serve ``model`` (transformers backend) until interrupted.
+
+    The host is checked and the port bound *before* the model loads, so a refused address or a busy port
+    fails at once.
+    """
     from .backends import TransformersBackend
 
-    b = TransformersBackend(model, gguf_file=gguf_file, dtype=dtype, batch_size=batch_size)
-    srv = make_server(b, host, port, allow_remote=allow_remote)
-    print(f"serving {b.model} on http://{host}:{srv.server_address[1]}/v1 (Ctrl-C to stop)", flush=True)
+    check_host(host, allow_remote)
+    srv = make_server(None, host, port, allow_remote=allow_remote, limits=limits)
     try:
+        b = TransformersBackend(model, gguf_file=gguf_file, dtype=dtype, batch_size=batch_size, threads=threads)
+        srv.engine = _engine(b)
+        print(f"serving {b.model} on http://{host}:{srv.server_address[1]}/v1 (Ctrl-C to stop)", flush=True)
         srv.serve_forever()
     except KeyboardInterrupt:
         pass

@@ -69,7 +69,7 @@ __all__ = ["ANSWER_SETS", "CANONICAL_ANSWERS", "ESTIMATORS", "LIKELIHOOD_COLUMNS
            "write_likelihoods", "load_likelihoods", "likelihood_dir"]
 
 #: Names of the estimators recorded by :func:`moralkit.moralchoice.scenario_metrics`.
-ESTIMATORS = ("sampling", "token_probability")
+ESTIMATORS = ("sampling", "token_probability", "top_logprobs")
 
 #: The answer sets :func:`canonical_answers` knows.
 ANSWER_SETS = ("canonical", "templates")

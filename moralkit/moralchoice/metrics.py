@@ -425,7 +425,7 @@ def scenario_metrics(
         one form: M of eq. 7; 0 for token probabilities), ``p_action1``, ``p_action2``
         (marginal action likelihood, eq. 8), ``marginal_action_entropy``
         (eq. 4), ``qf_consistency`` (eq. 5), ``qf_entropy`` (eq. 6) and
-        ``estimator`` (``"sampling"`` or ``"token_probability"``); for
+        ``estimator`` (``"sampling"``, ``"token_probability"`` or ``"top_logprobs"``); for
         token-probability input also ``covered``, the mean over forms of the
         probability mass of the canonical answers (``n`` and ``n_valid`` are 0).
         ``attrs`` records ``question_forms``, ``base`` and ``estimator``.
