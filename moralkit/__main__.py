@@ -249,7 +249,7 @@ def _add_batch_args(p):
     g.add_argument("--batch", action="store_true",
                    help="send the requests through the provider's batch API (--backend openai: files + batches; "
                         "anthropic: message batches): about half the price, results within 24 h; resumable")
-    g.add_argument("--wait", type=_number(float, 0, lo_open=True, what="a number of seconds > 0"), default=None,
+    g.add_argument("--wait", type=_number(float, 0, what="a number of seconds >= 0"), default=None,
                    help="with --batch: stop waiting after this many seconds (exit status 3; re-run to resume); "
                         "default: until every batch has ended. Ctrl-C stops waiting too")
     g.add_argument("--poll-interval", type=_number(float, 0, lo_open=True, what="a number of seconds > 0"),
