@@ -259,6 +259,8 @@ def read_manifest(path) -> dict:
     """The manifest of a run directory (or a ``manifest.json`` path) as a dict; a clear
     :class:`~moralkit.errors.DataError` naming the file and the fix when it is missing or not an object."""
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is not a run directory (no such directory)")
     f = path / MANIFEST if path.is_dir() else path
     run = f.parent
     fix = (f"restore it (`git checkout -- {f}`), or give the run the manifest of the run it belongs to with "
