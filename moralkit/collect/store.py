@@ -259,10 +259,10 @@ def read_manifest(path) -> dict:
     """The manifest of a run directory (or a ``manifest.json`` path) as a dict; a clear
     :class:`~moralkit.errors.DataError` naming the file and the fix when it is missing or not an object."""
     path = Path(path)
-    f = path if path.is_file() else path / MANIFEST  # a run directory, or a manifest file
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is not a run directory (no such directory)")
+    f = path / MANIFEST if path.is_dir() else path
     run = f.parent
-    if not run.is_dir():
-        raise FileNotFoundError(f"{run} is not a run directory (no such directory)")
     fix = (f"restore it (`git checkout -- {f}`), or give the run the manifest of the run it belongs to with "
            f"`python -m moralkit repair {run} --manifest-from OTHER_RUN_OR_MANIFEST`")
     if not f.exists():
