@@ -12,7 +12,7 @@ a batch file) can use them: :func:`logprob_request` (form -> request body),
 :func:`form_likelihood` (both -> the form's row). :class:`LogprobScorer` drives them through the official
 ``openai`` SDK for a few scenarios.
 
-Which providers return ``top_logprobs`` (2026-11, see ``/work/shared/notes/provider-apis.md`` and the
+Which providers return ``top_logprobs`` (2026-11, see the providers' API references and the
 README): OpenAI chat completions on non-reasoning models (GPT-4o, GPT-4.1 families; reasoning models
 refuse), vLLM, Together, Ollama >= 0.12.11, ``python -m moralkit serve``; Gemini on some models through
 its own parameters; Anthropic's Messages API returns none.
