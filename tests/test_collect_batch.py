@@ -72,7 +72,7 @@ def low():
 def test_openai_batch_psm_export_is_byte_identical_to_online(tmp_path):
     """Invalid answers (3 attempts), per-request failures, an expired and a failed batch: the export equals
     an online run's, byte for byte, and no request is submitted twice."""
-    with FakeBatchServer(invalid_pct=25, fail_pct=10, expire_batches=(2,), fail_batches=(3,)) as srv:
+    with FakeBatchServer(invalid_pct=25, fail_pct=10, expire_batches=(2,), fail_batches=(3,), seed=1) as srv:
         ds, rep = run_psm(_batch(srv), tmp_path / "b" / "run", limit=30, progress=False, return_report=True)
         twice, lines = srv.submitted_twice(), list(srv.lines)
         run_psm(_online(srv), tmp_path / "o" / "run", limit=30, progress=False)

@@ -349,7 +349,9 @@ class FakeBatchServer:
                             "error": {"code": "batch_expired", "message": "This request could not be executed "
                                                                           "before the completion window expired."}})
                 outcome = "expired"
-            elif random.Random(_h(self.seed, o["id"], ln["custom_id"])).randrange(100) < self.fail_pct:
+            # keyed on the batch's ordinal and the request body, not on the custom_id (which carries the
+            # submission's random token): the same run meets the same failures every time
+            elif random.Random(_h(self.seed, b["ordinal"], body_hash(ln["body"]))).randrange(100) < self.fail_pct:
                 err.append({"id": rid, "custom_id": ln["custom_id"], "error": None,
                             "response": {"status_code": 500, "request_id": rid,
                                          "body": {"error": {"message": "server error", "type": "server_error"}}}})
@@ -407,7 +409,7 @@ class FakeBatchServer:
             p = r["params"]
             if expire and i % 2:
                 res, outcome = {"type": "expired"}, "expired"
-            elif random.Random(_h(self.seed, o["id"], r["custom_id"])).randrange(100) < self.fail_pct:
+            elif random.Random(_h(self.seed, b["ordinal"], body_hash(p))).randrange(100) < self.fail_pct:
                 res = {"type": "errored", "error": {"type": "error", "error": {"type": "api_error",
                                                                                "message": "Internal server error"}}}
                 outcome = "errored"
