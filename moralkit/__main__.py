@@ -714,7 +714,7 @@ def main(argv=None):
         a.func(a)
     except CollectionIncompleteError as e:
         print(redact.error_text(one_line(e)), file=sys.stderr)
-        return 2 if e.report.fatal else 3
+        return 2 if getattr(e.report, "fatal", False) else 3  # a sweep's error has no single report
     except RunLockedError as e:
         print(redact.error_text(one_line(e)), file=sys.stderr)
         return 4
