@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from .faultserver import fake_answer
+from .httpfake import LoopbackServer
 
 __all__ = ["FakeBatchServer", "batch_answer", "body_hash"]
 
@@ -105,7 +106,7 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class FakeBatchServer:
+class FakeBatchServer(LoopbackServer):
     """Start with ``with FakeBatchServer(...) as srv:``; ``srv.openai_url`` and ``srv.anthropic_url`` are the base URLs.
 
     Parameters
@@ -146,28 +147,10 @@ class FakeBatchServer:
         self._httpd = None
 
     # ------------------------------------------------------------------ plumbing
-    def start(self):
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        self.port = self._httpd.server_address[1]
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self._timer = threading.Timer(self.max_seconds, self.stop)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
+    def _make_httpd(self):
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        return httpd
 
-    def stop(self):
-        if self._httpd is not None:
-            httpd, self._httpd = self._httpd, None
-            self._timer.cancel()
-            httpd.shutdown()
-            httpd.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
     @property
     def openai_url(self) -> str:

@@ -52,6 +52,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from .httpfake import LoopbackServer
+
 __all__ = ["FaultServer", "FAULTS", "TRANSIENT_FAULTS", "FATAL_FAULTS", "USABLE_FAULTS", "fake_answer",
            "fake_prompt_logprobs",
            "render_chat"]
@@ -215,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, body)
 
 
-class FaultServer:
+class FaultServer(LoopbackServer):
     """Start with ``with FaultServer(...) as srv:`` (or :meth:`start` / :meth:`stop`); ``srv.url`` is the base URL.
 
     Parameters
@@ -277,30 +279,12 @@ class FaultServer:
         with self._lock:
             self.usable.append((req.get("seed"), text))
 
-    def start(self) -> "FaultServer":
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.owner = self
-        self.port = self._httpd.server_address[1]
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self._timer = threading.Timer(self.max_seconds, self.stop)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
+    def _make_httpd(self):
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        httpd.daemon_threads = True
+        return httpd
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def stop(self) -> None:
-        if self._httpd is not None:
-            httpd, self._httpd = self._httpd, None
-            self._timer.cancel()
-            httpd.shutdown()
-            httpd.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()

@@ -100,7 +100,44 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class FakeHTTPServer:
+class LoopbackServer:
+    """Start and stop of a test double on 127.0.0.1 (one port, a serving thread, a self-stop timer).
+
+    Subclasses build their HTTP server in :meth:`_make_httpd` and set ``max_seconds``; the server stops
+    itself after that long, so a forgotten double never outlives its test.
+    """
+
+    _httpd = None
+    max_seconds = 600.0
+
+    def _make_httpd(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def start(self):
+        self._httpd = self._make_httpd()
+        self._httpd.owner = self
+        self.port = self._httpd.server_address[1]
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._timer = threading.Timer(self.max_seconds, self.stop)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            httpd, self._httpd = self._httpd, None
+            self._timer.cancel()
+            httpd.shutdown()
+            httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class FakeHTTPServer(LoopbackServer):
     """Start with ``with Fake(...) as srv:`` (or :meth:`start` / :meth:`stop`); ``srv.url`` is the base URL.
 
     Parameters
@@ -221,32 +258,14 @@ class FakeHTTPServer:
         reply.headers = {**self.common_headers(), **reply.headers}
         return reply
 
-    def start(self):
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        self.port = self._httpd.server_address[1]
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self._timer = threading.Timer(self.max_seconds, self.stop)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
+    def _make_httpd(self):
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        return httpd
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.prefix}"
 
-    def stop(self) -> None:
-        if self._httpd is not None:
-            httpd, self._httpd = self._httpd, None
-            self._timer.cancel()
-            httpd.shutdown()
-            httpd.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def bodies(self, path_suffix: str = "") -> list:
         """The JSON bodies of the logged requests whose path ends with ``path_suffix``."""
