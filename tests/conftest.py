@@ -9,10 +9,17 @@
     temporary book, with ``MORALKIT_FIGURES_DIR`` in a temporary folder,
     ``keep_going=True`` so every notebook gets its own verdict. Shared by
     ``test_notebooks.py`` and ``test_appendix_browser.py``.
+
+The README's test command runs on two pytest-xdist workers (``-n 2 --dist loadfile`` in
+``pyproject.toml``): each test file runs on one worker, so its module-scoped fixtures (servers, loaded
+models, fitted data) are built once. The two session fixtures above are built once for all workers
+(:func:`_once`): the first worker that needs one builds it under a file lock, the other reads it.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 import subprocess
 import sys
 import time
@@ -127,8 +134,33 @@ class TinyRun:
     seconds: float
 
 
+def _once(tmp_path_factory, name: str, build):
+    """``build()`` once per test session, also across pytest-xdist workers.
+
+    Without xdist this is ``build()``. Under xdist the workers share the parent of their base
+    temporaries: the first to get here builds under a file lock and pickles the result there; the
+    others wait on the lock and unpickle it (pytest-xdist's documented pattern for session fixtures).
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build()
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent
+    with FileLock(str(shared / f"{name}.lock")):
+        done = shared / f"{name}.pickle"
+        if done.is_file():
+            return pickle.loads(done.read_bytes())
+        result = build()
+        done.write_bytes(pickle.dumps(result))
+        return result
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> TinyRun:
+    return _once(tmp_path_factory, "tiny_run", lambda: _tiny_run(tmp_path_factory))
+
+
+def _tiny_run(tmp_path_factory) -> TinyRun:
     base = tmp_path_factory.mktemp("tiny")
     nbdir = write_tiny_notebooks(base / "notebooks")
     build, figs = base / "build", base / "figures"
@@ -147,6 +179,10 @@ def tiny_run(tmp_path_factory) -> TinyRun:
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory):
     """``moralkit.book.run_all`` in quick mode over the real notebooks (once per session)."""
+    return _once(tmp_path_factory, "quick_run", lambda: _quick_run(tmp_path_factory))
+
+
+def _quick_run(tmp_path_factory):
     from moralkit.book import discover_notebooks, run_all
 
     if not discover_notebooks(ROOT / "notebooks"):
