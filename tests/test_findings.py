@@ -67,7 +67,7 @@ def test_mantel_sentence_states_significance_at_5_percent():
 
 def _reading_them() -> str:
     text = (paths.project_root() / "README.md").read_text()
-    return re.search(r"<!-- /findings -->\n\nReading them:\n(.*?)\n## ", text, re.S).group(1)
+    return re.search(r"<!-- /findings -->\n\nReading them:\n(.*?)(?:\n## |\Z)", text, re.S).group(1)
 
 
 def test_readme_prose_restates_the_computed_findings(results):

@@ -25,6 +25,7 @@ from moralkit.book import (
     select_parameters,
 )
 from moralkit.book.publish import page_title, run_info_markdown
+from moralkit.errors import MoralkitError
 
 # ----------------------------------------------------------------------------- discovery, parameters
 
@@ -36,12 +37,12 @@ def test_discover_orders_by_number_and_filters(tmp_path):
     assert [p.name for p in discover_notebooks(tmp_path)] == sorted(TINY_NOTEBOOKS)
     assert [p.name[:2] for p in discover_notebooks(tmp_path, "04,2")] == ["02", "04"]
     assert [p.name for p in discover_notebooks(tmp_path, ["03_bad"])] == ["03_bad.py"]
-    with pytest.raises(ValueError, match=r"--only '09' matches no notebook.*01_plot"):
+    with pytest.raises(MoralkitError, match=r"--only '09' matches no notebook.*01_plot"):
         discover_notebooks(tmp_path, "09")
     (tmp_path / "02_again.py").write_text("x = 1\n")
-    with pytest.raises(ValueError, match="share the number 02"):
+    with pytest.raises(MoralkitError, match="share the number 02"):
         discover_notebooks(tmp_path)
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(MoralkitError, match="does not exist"):
         discover_notebooks(tmp_path / "missing")
 
 
@@ -62,7 +63,7 @@ def test_declared_parameters_and_selection(tmp_path):
 
 def test_undeclared_parameter_is_a_usage_error(tmp_path):
     write_tiny_notebooks(tmp_path, ["01"])
-    with pytest.raises(ValueError, match="declared by none of the selected notebooks"):
+    with pytest.raises(MoralkitError, match="declared by none of the selected notebooks"):
         run_all(tmp_path, tmp_path / "b", parameters={"nope": 1}, log=None)
     proc = subprocess.run([sys.executable, str(ROOT / "run_all.py"), "--notebooks", str(tmp_path),
                            "--out", str(tmp_path / "b"), "-p", "nope=1"], capture_output=True, text=True,
@@ -101,7 +102,7 @@ def test_clear_outputs_removes_only_that_notebooks_files(tmp_path):
     removed = clear_outputs("02", figs, tabs)
     assert sorted(p.name for p in removed) == ["02_a.png", "02_a.svg", "02_t.csv"]
     assert sorted(p.name for p in figs.iterdir() if p.is_file()) == ["020.png", "03_b.png"]
-    with pytest.raises(ValueError, match="two-digit"):
+    with pytest.raises(MoralkitError, match="two-digit"):
         clear_outputs("2", figs)
 
 
