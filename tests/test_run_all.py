@@ -308,3 +308,56 @@ def test_the_kernel_manager_does_not_interrupt_a_kernel_that_is_shutting_down(mo
     km.shutting_down = False
     asyncio.run(km._async_interrupt_kernel())
     assert calls == [False]  # an interrupt asked for by the user still goes through
+
+
+# ----------------------------------------------------------------------------- the manual (docs/) in the book
+
+
+def test_the_manual_builds_with_the_appendix_and_drafts_do_not(tmp_path):
+    """docs/*.md become the toc's part "The manual", after the notebooks' pages; docs/_incoming/ (drafts other
+    work hands in) is never copied, and a page removed from docs/ leaves the book's sources."""
+    import yaml
+
+    from moralkit.book.publish import MANUAL_FOLDER, write_book_sources
+
+    docs, book_dir = tmp_path / "docs", tmp_path / "_book"
+    (docs / "_incoming").mkdir(parents=True)
+    (docs / "psm.md").write_text("# The PSM\n")
+    (docs / "run_all.md").write_text("# Running\n")
+    (docs / "zz_extra.md").write_text("# Extra\n")
+    (docs / "_incoming" / "branch.md").write_text("## for: somewhere\n")
+    book_dir.mkdir()
+    (book_dir / "01_plot.ipynb").write_text("{}")
+    rec = {"name": "01_plot", "number": "01", "title": "Plot", "ok": True, "seconds": 1.0}
+    write_book_sources(book_dir, [rec], {}, docs_dir=docs)
+    toc = yaml.safe_load((book_dir / "_toc.yml").read_text())
+    assert [p["caption"] for p in toc["parts"]] == ["The appendix", "The manual"]
+    assert toc["parts"][0]["chapters"] == [{"file": "01_plot"}]
+    # the reading order of MANUAL_ORDER, then the others by name
+    assert toc["parts"][1]["chapters"] == [{"file": f"{MANUAL_FOLDER}/{s}"} for s in ("run_all", "psm", "zz_extra")]
+    copied = sorted(p.relative_to(book_dir).as_posix() for p in (book_dir / MANUAL_FOLDER).rglob("*") if p.is_file())
+    assert copied == ["docs/psm.md", "docs/run_all.md", "docs/zz_extra.md"]
+    (docs / "zz_extra.md").unlink()
+    write_book_sources(book_dir, [rec], {}, docs_dir=docs)
+    assert not (book_dir / MANUAL_FOLDER / "zz_extra.md").exists()
+    assert "zz_extra" not in (book_dir / "_toc.yml").read_text()
+
+
+def test_readme_links_every_page_of_the_manual_and_the_dependency_table():
+    """The README is the short entry point (issue 29): each manual page is linked from its tour, in the book's
+    reading order, and every page has an order; the dependency table, each addition justified, is one link away."""
+    from moralkit.book.publish import MANUAL_ORDER, manual_pages
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = manual_pages()
+    assert [p.stem for p in pages] == list(MANUAL_ORDER)  # no page outside the reading order
+    links = re.findall(r"\]\((docs/[^)#]+\.md)\)", readme)
+    assert list(dict.fromkeys(links)) == [f"docs/{s}.md" for s in MANUAL_ORDER]
+    for p in pages:
+        assert p.read_text(encoding="utf-8").startswith("# "), f"{p.name} must open with its page title"
+    deps = (ROOT / "docs" / "package.md").read_text(encoding="utf-8")
+    assert deps.startswith("# Dependencies and why each is here") and "| package | why |" in deps
+    assert "[Dependencies and why each is here](docs/package.md)" in readme
+    # the two commands stay in the README, and .ci/run calls exactly the test command
+    assert "bash scripts/setup.sh && .venv/bin/python -m pytest" in readme
+    assert "bash scripts/setup.sh && .venv/bin/python run_all.py" in readme
