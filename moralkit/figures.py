@@ -272,7 +272,7 @@ def _unsigned_zero(fmt):
 
 
 def show(df, stem: str | None = None, *, full=None, caption: str | None = None, directory=None,
-         index: bool | None = None, float_format=None, fit: bool = False) -> None:
+         index: bool | None = None, float_format=None, fit: bool = False, view=None) -> None:
     """Display a table as HTML on the page (every row, scrollable when long) and save it as CSV.
 
     Parameters
@@ -292,6 +292,9 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
         Formats floats on the page only (e.g. ``"{:.3f}".format``); the CSV keeps full precision.
     fit : bool, default False
         Lay the table out at the page's width with wrapping cells (see :func:`table_html`).
+    view : callable, optional
+        A function of the table that gives what the page shows (e.g. :func:`moralkit.respondents.shorten`,
+        short respondent labels); the CSV holds the table itself (as with ``full``).
 
     Returns
     -------
@@ -303,6 +306,8 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
     if not _is_table(df) or (full is not None and not _is_table(full)):
         raise TypeError(f"show() takes pandas DataFrames or Series, got {type(df).__name__}"
                         + ("" if full is None else f" and full={type(full).__name__}"))
+    if view is not None:
+        full, df = (df if full is None else full), view(df)
     if full is not None and stem is None:
         raise ValueError("show(view, full=table) needs the stem to save the full table under")
     if stem is not None:

@@ -36,7 +36,7 @@ import pandas as pd
 
 from .errors import MoralkitError
 
-__all__ = ["Respondent", "REGISTRY", "KINDS", "EXACT_SUFFIX", "describe", "short_label", "shorten_labels", "kind",
+__all__ = ["Respondent", "REGISTRY", "KINDS", "EXACT_SUFFIX", "describe", "short_label", "shorten", "shorten_labels", "kind",
            "legend", "respondents_markdown", "data_labels", "differing_rounds", "S1_DIFFERING_ROUNDS"]
 
 KINDS = ("real model", "second sampling seed", "persona-prompted", "simulated")
@@ -211,6 +211,32 @@ def shorten_labels(value):
     if not isinstance(value, str):
         return value
     return _LABELS.sub(lambda m: REGISTRY[m.group(0)].short, value)
+
+
+def shorten(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` for the page: every registry label in its cells, index and column names replaced by its
+    short label (:func:`shorten_labels`). Use it as ``figures.show(table, stem, view=shorten)``, so that the
+    CSV keeps the full ids, and show :func:`legend` nearby.
+
+    Examples
+    --------
+    >>> shorten(pd.DataFrame({"model": ["qwen2.5-coder-1.5b-instruct"], "x": [1]}))
+       model  x
+    0  Q1.5B  1
+    """
+    def text(values) -> bool:
+        return values.dtype == object or pd.api.types.is_string_dtype(values.dtype)
+
+    out = df.copy()
+    for c in out.columns:
+        if text(out[c]):
+            out[c] = out[c].map(shorten_labels)
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = out.index.set_levels([lv.map(shorten_labels) if text(lv) else lv
+                                          for lv in out.index.levels])
+    elif text(out.index):
+        out.index = out.index.map(shorten_labels)
+    return out.rename(columns=shorten_labels)
 
 
 def legend(labels, *, what: bool = False, exact_note: bool = True) -> pd.DataFrame:
