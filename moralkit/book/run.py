@@ -141,11 +141,9 @@ class _Plan:
     mode: str
 
 
-def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir,
-          kernel_name) -> _Plan:
-    """Phase 1: select the notebooks, check the arguments and the parameters, create the folders."""
-    from moralkit import paths
-
+def _check_request(notebooks_dir, only, jobs, parameters):
+    """The checks of a request that need no data and no output folder: the notebooks selected, ``jobs``, and
+    every ``-p`` name declared by one of them. Returns ``(every, sources, notebooks, declared, jobs)``."""
     if jobs is not None and int(jobs) < 1:
         raise MoralkitError(f"jobs must be >= 1, got {jobs}; pass --jobs 1 or more")
     jobs = int(jobs) if jobs is not None else (os.cpu_count() or 1)
@@ -154,6 +152,21 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
     if not sources:
         raise MoralkitError(f"no NN_name.py notebooks found in {notebooks_dir or 'notebooks/'}; "
                             "pass the folder that holds them (--notebooks)")
+    nbs = {s: read_notebook(s) for s in sources}
+    declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
+    extra = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
+    if extra:
+        raise MoralkitError(f"parameter(s) {', '.join(extra)} are declared by none of the selected notebooks "
+                            f"({', '.join(s.stem for s in sources)}); check the name against their parameters cell")
+    return every, sources, nbs, declared, jobs
+
+
+def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir,
+          kernel_name) -> _Plan:
+    """Phase 1: select the notebooks, check the arguments and the parameters, create the folders."""
+    from moralkit import paths
+
+    every, sources, nbs, declared, jobs = _check_request(notebooks_dir, only, jobs, parameters)
     out_dir = Path(out_dir).resolve()
     env: dict[str, str] = {"TQDM_DISABLE": "1"}  # tqdm bars would be stderr blocks on the pages
     if figures_dir is not None:
@@ -171,12 +184,6 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
         requested["seed"] = int(seed)
     # several notebooks share the budget side by side; worker processes only for a notebook run alone
     requested.setdefault("n_jobs", jobs if len(sources) == 1 else 1)
-    nbs = {s: read_notebook(s) for s in sources}
-    declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
-    extra = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
-    if extra:
-        raise MoralkitError(f"parameter(s) {', '.join(extra)} are declared by none of the selected notebooks "
-                            f"({', '.join(s.stem for s in sources)}); check the name against their parameters cell")
     book_dir, executed_dir = out_dir / BOOK_SOURCES, out_dir / "executed"
     for d in (out_dir, book_dir, executed_dir):
         d.mkdir(parents=True, exist_ok=True)
@@ -532,6 +539,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             decl = ", ".join(f"{k}={v}" for k, v in declared_parameters(nb).items()) or "no parameters cell"
             print(f"{s.name:<28} {notebook_title(nb, s.stem)}\n{'':<28} parameters: {decl}")
         return 0
+    try:  # a usage error is reported before the data are read
+        _check_request(a.notebooks or root / "notebooks", a.only, a.jobs, params)
+    except MoralkitError as e:
+        print(f"run_all: error: {e}", file=sys.stderr)
+        return 2
     try:
         check_data()
     except ValueError as e:
