@@ -268,3 +268,22 @@ def test_audit_page_partition_sanity():
     acc = df.loc[[0.8, 0.9], "accuracy"]
     assert f"(accuracy {acc.min():.2f}–{acc.max():.2f} with ρ = 20)" in _audit_page()
     assert "At the paper's e = 0.333, simulated agents with distinct utilities all fall into one type" in _audit_page()
+
+
+@pytest.mark.slow
+def test_audit_page_power_and_size_of_the_full_run():
+    """docs/audit.md: "Quadratic agents with logit noise 0 / 0.3 / 1 / 2 pass at 5 % in 100 / 98 / 81 / 37 % of
+    cases" and "Uniformly random agents pass in 3 %": notebook 06's own power study (8 noise levels, 100 agents
+    each, 200 random agents, 1,000 random datasets, seed 0), recomputed. Slow (about 25 s of CPU): these are the
+    page's numbers, and a smaller study draws other agents."""
+    from moralkit.studies import audit
+
+    levels = [0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0]  # notebook 06's noise_levels
+    tab = audit.power_table(audit.power_study(levels, n_agents=100, n_random=200, n_datasets=1000, seed=0))
+    quad = tab.xs("quadratic", level="kind")["pass_5%"]
+    shares = " / ".join(f"{100 * quad[x]:.0f}" for x in (0.0, 0.3, 1.0, 2.0))
+    rand = 100 * tab.loc[("random", np.inf), "pass_5%"]
+    text = _audit_page()
+    assert f"Quadratic agents with logit noise 0 / 0.3 / 1 / 2 pass at 5 % in {shares} % of cases" in text
+    assert f"Uniformly random agents pass in {rand:.0f} % of cases" in text
+    assert (tab["pass_5%"] == tab["pass_10%"]).all()
