@@ -223,6 +223,8 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     if isinstance(df, pd.Series):
         df = df.to_frame()
     tid = f"mk-table-{os.getpid()}-{next(_TABLE_IDS)}"  # unique on a page (one kernel writes it)
+    if callable(float_format):  # a value that rounds to zero is shown as 0.000, never -0.000
+        float_format = _unsigned_zero(float_format)
     body = df.to_html(max_rows=None, max_cols=None, border=0, classes=["mk-table"], float_format=float_format,
                       na_rep="", escape=True, sparsify=False, table_id=tid)
     # one line per cell, so that a wide table scrolls instead of squeezing its columns; columns of long
@@ -240,7 +242,12 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
         col = df[c]
         text = col.dtype == object or pd.api.types.is_string_dtype(col.dtype)
         # only text with spaces can wrap (a long identifier stays on its line, whatever its length)
-        if text and len(col) and col.astype(str).str.len().max() > LONG_TEXT and col.astype(str).str.contains(" ").any():
+        if fit and text and len(col) and col.astype(str).str.len().max() > LONG_TEXT // 2:
+            # at the page's width a long identifier (a full respondent id) breaks too, rather than push the
+            # columns after it out of view
+            rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;overflow-wrap:anywhere;"
+                         "min-width:8em}")
+        elif text and len(col) and col.astype(str).str.len().max() > LONG_TEXT and col.astype(str).str.contains(" ").any():
             rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;"
                          + ("min-width:8em;overflow-wrap:break-word}" if fit else "min-width:22em;max-width:36em}"))
     long = len(df) > LONG_TABLE_ROWS
@@ -251,8 +258,21 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
     return f'{cap}<style>{"".join(rules)}</style><div class="{cls}"{data} style="{style}">{body}</div>'
 
 
+def _unsigned_zero(fmt):
+    """``fmt`` with a leading minus dropped where the formatted value is zero (``-0.000`` → ``0.000``).
+
+    >>> _unsigned_zero("{:.3f}".format)(-1e-17), _unsigned_zero("{:.3f}".format)(-0.25)
+    ('0.000', '-0.250')
+    """
+    def formatted(x):
+        s = fmt(x)
+        return s[1:] if isinstance(s, str) and s.startswith("-") and not any(ch in s for ch in "123456789") else s
+
+    return formatted
+
+
 def show(df, stem: str | None = None, *, full=None, caption: str | None = None, directory=None,
-         index: bool | None = None, float_format=None, fit: bool = False) -> None:
+         index: bool | None = None, float_format=None, fit: bool = False, view=None) -> None:
     """Display a table as HTML on the page (every row, scrollable when long) and save it as CSV.
 
     Parameters
@@ -272,6 +292,9 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
         Formats floats on the page only (e.g. ``"{:.3f}".format``); the CSV keeps full precision.
     fit : bool, default False
         Lay the table out at the page's width with wrapping cells (see :func:`table_html`).
+    view : callable, optional
+        A function of the table that gives what the page shows (e.g. :func:`moralkit.respondents.shorten`,
+        short respondent labels); the CSV holds the table itself (as with ``full``).
 
     Returns
     -------
@@ -283,6 +306,8 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
     if not _is_table(df) or (full is not None and not _is_table(full)):
         raise TypeError(f"show() takes pandas DataFrames or Series, got {type(df).__name__}"
                         + ("" if full is None else f" and full={type(full).__name__}"))
+    if view is not None:
+        full, df = (df if full is None else full), view(df)
     if full is not None and stem is None:
         raise ValueError("show(view, full=table) needs the stem to save the full table under")
     if stem is not None:

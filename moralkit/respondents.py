@@ -36,7 +36,7 @@ import pandas as pd
 
 from .errors import MoralkitError
 
-__all__ = ["Respondent", "REGISTRY", "KINDS", "EXACT_SUFFIX", "describe", "short_label", "kind",
+__all__ = ["Respondent", "REGISTRY", "KINDS", "EXACT_SUFFIX", "describe", "short_label", "shorten", "shorten_labels", "kind",
            "legend", "respondents_markdown", "data_labels", "differing_rounds", "S1_DIFFERING_ROUNDS"]
 
 KINDS = ("real model", "second sampling seed", "persona-prompted", "simulated")
@@ -196,6 +196,49 @@ def short_label(label: str) -> str:
     return describe(base).short + (" ex" if exact else "")
 
 
+def shorten_labels(value):
+    """``value`` with every registry label in it replaced by its short label (longest label first); values
+    that are not strings are returned unchanged. For cells that name respondents inside text, e.g. a pair
+    ``"a - b"`` or a component ``"{a, b}"``, so that a table on the page fits its column (show the legend).
+
+    Examples
+    --------
+    >>> shorten_labels("qwen2.5-coder-0.5b-instruct-s1 - qwen2.5-coder-0.5b-instruct")
+    'Q0.5B-s1 - Q0.5B'
+    >>> shorten_labels("{gpt-4, smollm2-135m-instruct}"), shorten_labels(0.25)
+    ('{gpt-4, SmolLM2}', 0.25)
+    """
+    if not isinstance(value, str):
+        return value
+    return _LABELS.sub(lambda m: REGISTRY[m.group(0)].short, value)
+
+
+def shorten(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` for the page: every registry label in its cells, index and column names replaced by its
+    short label (:func:`shorten_labels`). Use it as ``figures.show(table, stem, view=shorten)``, so that the
+    CSV keeps the full ids, and show :func:`legend` nearby.
+
+    Examples
+    --------
+    >>> shorten(pd.DataFrame({"model": ["qwen2.5-coder-1.5b-instruct"], "x": [1]}))
+       model  x
+    0  Q1.5B  1
+    """
+    def text(values) -> bool:
+        return values.dtype == object or pd.api.types.is_string_dtype(values.dtype)
+
+    out = df.copy()
+    for c in out.columns:
+        if text(out[c]):
+            out[c] = out[c].map(shorten_labels)
+    if isinstance(out.index, pd.MultiIndex):
+        out.index = out.index.set_levels([lv.map(shorten_labels) if text(lv) else lv
+                                          for lv in out.index.levels])
+    elif text(out.index):
+        out.index = out.index.map(shorten_labels)
+    return out.rename(columns=shorten_labels)
+
+
 def legend(labels, *, what: bool = False, exact_note: bool = True) -> pd.DataFrame:
     """The legend of a table whose headers are short labels: ``short``, ``respondent`` (full id), ``kind``.
 
@@ -275,3 +318,7 @@ def differing_rounds(a, b) -> int:
     ia = {int(r): i for i, r in enumerate(a.round_index)}
     ib = {int(r): i for i, r in enumerate(b.round_index)}
     return sum(not np.array_equal(a.options[ia[r]], b.options[ib[r]]) for r in sorted(set(ia) & set(ib)))
+
+
+#: every registry label, longest first, so that a label that extends another wins
+_LABELS = re.compile("|".join(re.escape(x) for x in sorted(REGISTRY, key=len, reverse=True)))

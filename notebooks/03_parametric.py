@@ -163,10 +163,10 @@ if ready:
 if ready:
     t2a, t2b = nlls.table2(fits, uncertainty="se", table1=table1)
     ci_a, ci_b = nlls.table2(fits, uncertainty="ci" if n_boot else None, table1=table1)
-    show(t2a.round(3).rename(index=short_label), "03_table2a",
+    show(nlls.table2_view(t2a).rename(index=short_label), "03_table2a",
          full=pd.concat([t2a, ci_a.filter(regex="low|high")], axis=1),
-         caption="This run: (a) Parameters b_1 to b_5 (rows: short labels, see the legend)")
-    show(t2b.round(3).rename(index=short_label), "03_table2b",
+         caption="This run: (a) Parameters b_1 to b_5, standard errors in brackets (rows: short labels, see the legend)")
+    show(nlls.table2_view(t2b).rename(index=short_label), "03_table2b",
          full=pd.concat([t2b, ci_b.filter(regex="low|high")], axis=1),
          caption="This run: (b) Parameters a_1 to a_5")
     show(legend(t2a.index).set_index("short"), caption="Legend: short label → respondent")

@@ -50,7 +50,7 @@ from moralkit.psm import permutation as perm
 from moralkit.psm import reference
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.rationality import table1 as make_table1
-from moralkit.respondents import legend, short_label
+from moralkit.respondents import legend, short_label, shorten_labels
 
 pd.set_option("display.width", 160)
 TABLE1_HEADERS = {"provider": "Provider", "model": "Model", "label": "CCEI", "alpha": "α",
@@ -194,7 +194,8 @@ show(reference.published_table3(), caption="published (Seror 2025, Table 3)")
 
 # %%
 if ready:
-    fig3 = nw.plot_similarity(study.G, title="This run (committed data)")
+    fig3 = nw.plot_similarity(study.G, title="This run (committed data)",
+                              short_names={m: short_label(m) for m in study.G.index})
     save(fig3, "04_fig3_similarity")
     plt.show()
 fig3p = nw.plot_similarity(reference.published_table3(), title="published (Seror 2025, Table 3)")
@@ -229,5 +230,6 @@ plt.show()
 summaries = {"published (Table 3)": nw.similarity_summary(reference.published_table3(), alphas)}
 if ready:
     summaries["this run"] = study.summary(alphas)
-show(nw.similarity_summary_table(summaries), "04_similarity_summary", float_format="{:.2f}".format,
-     caption="Off-diagonal G and the components of H^alpha")
+summary = nw.similarity_summary_table(summaries)  # one row per source; on the page one column each
+show(summary.T.map(lambda v: f"{v:.2f}" if isinstance(v, float) else shorten_labels(v)), "04_similarity_summary",
+     full=summary, caption="Off-diagonal G and the components of H^alpha (short labels: legend above)")

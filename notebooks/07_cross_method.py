@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from moralkit.figures import save, show
+from moralkit.respondents import legend, shorten
 from moralkit.psm import permutation as perm
 from moralkit.studies import crossmethod as xm
 
@@ -82,7 +83,8 @@ if res is None:
 else:
     print(res.note)
     print(f"{perm.describe_e(res.G.attrs['e'])}, rho = {res.G.attrs.get('rho')}, T = {res.G.attrs.get('T')}")
-    show(res.pairs(), "07_pairs")
+    show(res.pairs(), "07_pairs", view=shorten)
+    show(legend(res.models).set_index("short"), caption="Legend: short label → respondent")
     if res.mantel is not None:
         m = res.mantel
         print(f"Mantel ({m.method}): r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
@@ -182,21 +184,22 @@ for level in ("low", "high"):
         print(f"No persona-respondent has {level}-ambiguity MoralChoice likelihoods yet (data/moralchoice_likelihood).")
 if effects_mc:
     show(pd.concat(effects_mc, ignore_index=True).set_index(["ambiguity", "respondent"]),
-         "07_persona_effects_moralchoice",
+         "07_persona_effects_moralchoice", view=shorten,
          caption="Persona effects on the marginal likelihood of action 1, with the placebos (in low ambiguity, "
                  "action 1 is the rule-following action)")
     show(pd.concat(placebos_mc, ignore_index=True).set_index(["ambiguity", "respondent", "rules"]),
-         "07_persona_placebos", caption="Each persona's changes signed by every rule set (own: the persona's rules)")
+         "07_persona_placebos", view=shorten,
+         caption="Each persona's changes signed by every rule set (own: the persona's rules)")
 psm_personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
 if BASE in psm and psm_personas:
     others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
     effects_psm = steerability.psm_paired_effects({m: psm[m] for m in [BASE, *others]}, BASE, others,
                                                   n_boot=30 if quick else 200, seed=seed)
-    show(effects_psm, "07_persona_effects_psm", index=False,
+    show(effects_psm, "07_persona_effects_psm", index=False, view=shorten,
          caption="Persona effects on the ideal points b: paired bootstrap where the option sets are the baseline's "
                  "(delta_lo/delta_hi), unpaired beside")
     summary_psm = steerability.psm_effects_summary(effects_psm)
-    show(summary_psm, "07_persona_effects_psm_summary", index=False,
+    show(summary_psm, "07_persona_effects_psm_summary", index=False, view=shorten,
          caption="Shifts of b per respondent: intervals that exclude 0, on the expected or the opposite side")
     signed = summary_psm[summary_psm["persona"].notna()]
     print(f"Persona-respondents: {signed['interval_excludes_0'].sum()} of {signed['statements'].sum()} shifts of b "
@@ -222,5 +225,5 @@ if BASE in psm and psm_personas:
     from moralkit.psm import rationality
 
     t1 = rationality.table1({m: psm[m] for m in [BASE, *others]}, n_datasets=200 if quick else 1000, seed=seed)
-    show(steerability.rationality_effects(t1, BASE), "07_persona_rationality", index=False,
+    show(steerability.rationality_effects(t1, BASE), "07_persona_rationality", index=False, view=shorten,
          caption="CCEI and alpha under each persona (baseline: the model without a persona)")

@@ -77,7 +77,8 @@ t2_pub = reference.published_table2()
 models = list(t2_pub["b"].index)
 inputs = pd.concat([t1_pub.loc[models, ["ccei", "alpha", "n_obs"]],
                     t2_pub["b"].add_prefix("b "), t2_pub["a"].add_prefix("a ")], axis=1)
-show(inputs, "08_published_inputs", caption="Published (Seror 2025, Tables 1 and 2)")
+show(inputs.iloc[:, :8], "08_published_inputs", full=inputs, caption="Published (Seror 2025, Tables 1 and 2): Table 1 and the ideal answers b")
+show(inputs.iloc[:, 8:], caption="Published (Seror 2025, Table 2): the weights a")
 
 # %% [markdown]
 # ## Calibration: one noise level per model (Table 1)
@@ -111,9 +112,9 @@ show(inputs, "08_published_inputs", caption="Published (Seror 2025, Tables 1 and
 cal = rep.calibrate(noise_grid, n_reps=n_reps, n_datasets=n_datasets, seed=seed)
 cols = ["model", "ccei", "alpha", "n_obs", "noise", "ccei_sim", "alpha_sim", "stars_sim", "err_ccei", "err_alpha",
         "mean_abs_err_ccei", "mean_abs_err_alpha", "index_origin_1e"]
-show(cal.table[cols].set_index("model"), "08_calibration",
-     caption="SIMULATED agents: calibration to the published Table 1 (errors = simulated − published)",
-     float_format="{:.3f}".format)
+show(cal.table[cols].set_index("model").rename(columns=lambda c: c.replace("_", " ")), "08_calibration",
+     full=cal.table[cols].set_index("model"), fit=True, float_format="{:.3f}".format,
+     caption="SIMULATED agents: calibration to the published Table 1 (errors = simulated − published)")
 print(f"mean |calibration error|: CCEI {cal.table['err_ccei'].abs().mean():.3f}, "
       f"alpha {cal.table['err_alpha'].abs().mean():.3f}")
 shares = pd.DataFrame({k: {f"CCEI >= {v}": float((n >= x - 1e-9).mean()) for v, x in (("1/3", 1 / 3), ("5/12", 5 / 12),
@@ -178,7 +179,7 @@ show(summary[["e", "pearson", "spearman", "mantel_p", "mean_abs_diff", "max_abs_
 
 # %%
 comp = pd.concat({k: v.set_index("alpha") for k, v in res.components.items()}, names=["e choice"])
-show(comp.map(lambda x: "; ".join(", ".join(c) for c in x) if isinstance(x, list) else x), "08_components")
+show(comp.map(lambda x: "; ".join(", ".join(c) for c in x) if isinstance(x, list) else x), "08_components", fit=True)
 
 # %% [markdown]
 # ### Figures 3 and 4, published and simulated
@@ -275,9 +276,9 @@ if power_recal is not None:
 power_table = pd.DataFrame(rows).T[["n_simulations", "n_pairs", "mean", "sd", "min", "q05", "q25", "median", "q75",
                                     "q95", "max", "power", "published_mean", "published_percentile",
                                     "published_rank_p"]]
-show(power_table, "08_power", caption="SIMULATED: Spearman correlation between independent simulations of the same "
-                                      "agents (G off-diagonal), the Mantel power at 5 %, and Table 3 among them",
-     float_format="{:.3f}".format)
+show(power_table.T, "08_power", full=power_table, float_format="{:.3f}".format,
+     caption="SIMULATED: Spearman correlation between independent simulations of the same agents (G off-diagonal), "
+             "the Mantel power at 5 %, and Table 3 among them")
 show(power["published"].set_index("simulation"), "08_power_published",
      caption="Each redraw: its Spearman with Table 3, and its mean Spearman with the other redraws",
      float_format="{:.3f}".format)

@@ -48,9 +48,9 @@ PAGE_CHECK = r"""
   if (window.MathJax && MathJax.Hub) { await new Promise(r => MathJax.Hub.Queue(r)); }
   const article = document.querySelector('article') || document.body;
   const prose = article.cloneNode(true);  // the page as read, code cells aside
-  prose.querySelectorAll('.cell_input, div.highlight, script, style').forEach(e => e.remove());
+  prose.querySelectorAll('.cell_input, div.highlight, code, script, style').forEach(e => e.remove());
   const page = document.body.cloneNode(true);  // with the navigation, whose titles hold math too
-  page.querySelectorAll('.cell_input, div.highlight, script, style').forEach(e => e.remove());
+  page.querySelectorAll('.cell_input, div.highlight, code, script, style').forEach(e => e.remove());
   const imgs = Array.from(document.images);
   const decoded = await Promise.all(imgs.map(i => i.decode().then(() => i.naturalWidth > 0, () => false)));
   return {
@@ -284,6 +284,16 @@ def test_project_book_in_browser(browser, quick_run):
         assert not missing, (f"{r.html.name} saved these tables but does not show them as HTML tables: {missing}; "
                              "use moralkit.figures.show(table, stem), or show(view, stem, full=table) to show a "
                              "view (some columns, a pivot) of the table saved")
+
+
+def test_the_manual_pages_in_browser(browser, quick_run):
+    """The manual (docs/*.md) is part of the book: each page opens offline, typesets, and shows no raw LaTeX
+    or machine path; the dependency table is on its page."""
+    from moralkit.book.publish import manual_pages
+
+    pages = [f"docs/{p.stem}.html" for p in manual_pages()]
+    seen = _check_build(browser, quick_run.out_dir, pages)
+    assert any("why" in t and "numba" in t and "highspy" in t for t in seen["docs/package.html"]["tables"])
 
 
 def test_table1_is_an_html_table_with_the_models_and_alpha(browser, quick_run):

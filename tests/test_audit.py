@@ -286,7 +286,7 @@ def test_nlls_forms_cross_study():
 
 
 def test_headline_convention_fit_pinned():
-    """README and notebook 06: of the 8 conventions, 1 - e* in origin coordinates reproduces the published
+    """docs/audit.md and notebook 06: of the 8 conventions, 1 - e* in origin coordinates reproduces the published
     (CCEI, alpha) pairs best, Spearman 0.97 (full run: 1,000 simulated random respondents, 0.974). Pinned at a
     seeded CI size (150 respondents), and checked against the full-run value."""
     from moralkit.studies import audit
@@ -300,7 +300,7 @@ def test_headline_convention_fit_pinned():
 
 
 def test_headline_power_and_size_pinned():
-    """README and notebook 06: simulated quadratic agents with logit noise 0 / 0.3 / 1 pass at 5 % in
+    """docs/audit.md and notebook 06: simulated quadratic agents with logit noise 0 / 0.3 / 1 pass at 5 % in
     100 / 98 / 81 % of cases and uniformly random agents in 3 % (full run: 100 agents per level, 200 random,
     1,000 random datasets). Pinned at a seeded CI size (40 agents, 100 random, 200 random datasets)."""
     from moralkit.studies import audit

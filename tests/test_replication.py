@@ -8,7 +8,7 @@ from moralkit.psm import reference, rp
 from moralkit.psm.rationality import random_choice_test
 from moralkit.studies import replication as rep
 
-# Notebook 08 at its defaults (seed 0); the README states these numbers (test_readme_states_...)
+# Notebook 08 at its defaults (seed 0); the manual (docs/replication.md) states these numbers (test_readme_states_...)
 ERR_CCEI = [0.0167, 0.0167, 0.0317, 0.0837, 0.0277, 0.0830, 0.0317]
 ERR_ALPHA = [0.013, 0.054, -0.021, -0.005, -0.004, -0.006, -0.009]
 RULE_MEAN_G, NEAREST_MEAN_G, NEAREST_SPEARMAN, NEAREST_MANTEL_P = 0.9697, 0.4639, 0.2940, 0.2113
@@ -111,7 +111,7 @@ def test_replication_headline_pinned():
     sparse = threshold_graph(res.G["matched"], min(rep.matched_alphas(res.G["matched"])))
     assert sparse.number_of_edges() == 14 and dict(sparse.degree())["llama3.2"] == 5
     assert res.calibration.table.set_index("model")["noise"].idxmax() == "llama3.2-1b"
-    # README: "in this design about half of the random datasets reach 1/3"
+    # docs/replication.md: "in this design about half of the random datasets reach 1/3"
     shares = [float((n >= 1 / 3 - 1e-9).mean()) for n in res.calibration.nulls.values()]
     assert f"about half of the random datasets ({100 * min(shares):.0f}–{100 * max(shares):.0f} % per agent) reach 1/3" \
         in _replication_section()
@@ -132,7 +132,7 @@ def test_independent_simulations_disagree_and_their_average_is_unrelated():
 
 @pytest.mark.slow
 def test_power_of_the_comparison_pinned():
-    """Notebook 08 and the README: 24 redraws of the seed-0 calibrated agents at the nearest level agree with
+    """Notebook 08 and docs/replication.md: 24 redraws of the seed-0 calibrated agents at the nearest level agree with
     each other at a mean Spearman of 0.26; the Mantel test rejects in 12 % of pairs; Table 3 sits at the 75th
     percentile of the redraws' leave-one-out means."""
     cal = rep.calibrate(seed=0)
@@ -143,12 +143,14 @@ def test_power_of_the_comparison_pinned():
 
 
 def _replication_section() -> str:
-    text = (paths.project_root() / "README.md").read_text()
-    return " ".join(text[text.index("## A paper-calibrated replication"):text.index("## Running on several")].split())
+    """The manual's replication page (docs/replication.md, a page of the book; the README links to it)."""
+    text = (paths.project_root() / "docs" / "replication.md").read_text()
+    assert text.startswith("# A paper-calibrated replication of §3.3 (simulation)")
+    return " ".join(text.split())
 
 
 def test_readme_states_the_pinned_replication_numbers():
-    """Every number the README's replication section states is one the slow tests above recompute."""
+    """Every number the manual's replication page states is one the slow tests above recompute."""
     s = _replication_section().replace("−", "-")
     names = list(reference.published_table1().set_index("model").loc[list(rep.paper_agents())].index)
     for m, c, a in zip(names, ERR_CCEI, ERR_ALPHA):
@@ -168,7 +170,7 @@ def test_readme_states_the_pinned_replication_numbers():
 
 
 def test_readme_published_cceis_the_design_cannot_produce():
-    """README: "0.400, 0.389 and 0.385 are not multiples of 1/12" (the standard CCEI is)."""
+    """docs/replication.md: "0.400, 0.389 and 0.385 are not multiples of 1/12" (the standard CCEI is)."""
     c = reference.published_table1()["ccei"].round(3)
     for v in (0.400, 0.389, 0.385):
         assert v in set(c) and abs(v * 12 - round(v * 12)) > 0.1

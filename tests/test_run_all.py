@@ -25,6 +25,7 @@ from moralkit.book import (
     select_parameters,
 )
 from moralkit.book.publish import page_title, run_info_markdown
+from moralkit.errors import MoralkitError
 
 # ----------------------------------------------------------------------------- discovery, parameters
 
@@ -36,12 +37,12 @@ def test_discover_orders_by_number_and_filters(tmp_path):
     assert [p.name for p in discover_notebooks(tmp_path)] == sorted(TINY_NOTEBOOKS)
     assert [p.name[:2] for p in discover_notebooks(tmp_path, "04,2")] == ["02", "04"]
     assert [p.name for p in discover_notebooks(tmp_path, ["03_bad"])] == ["03_bad.py"]
-    with pytest.raises(ValueError, match=r"--only '09' matches no notebook.*01_plot"):
+    with pytest.raises(MoralkitError, match=r"--only '09' matches no notebook.*01_plot"):
         discover_notebooks(tmp_path, "09")
     (tmp_path / "02_again.py").write_text("x = 1\n")
-    with pytest.raises(ValueError, match="share the number 02"):
+    with pytest.raises(MoralkitError, match="share the number 02"):
         discover_notebooks(tmp_path)
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(MoralkitError, match="does not exist"):
         discover_notebooks(tmp_path / "missing")
 
 
@@ -62,7 +63,7 @@ def test_declared_parameters_and_selection(tmp_path):
 
 def test_undeclared_parameter_is_a_usage_error(tmp_path):
     write_tiny_notebooks(tmp_path, ["01"])
-    with pytest.raises(ValueError, match="declared by none of the selected notebooks"):
+    with pytest.raises(MoralkitError, match="declared by none of the selected notebooks"):
         run_all(tmp_path, tmp_path / "b", parameters={"nope": 1}, log=None)
     proc = subprocess.run([sys.executable, str(ROOT / "run_all.py"), "--notebooks", str(tmp_path),
                            "--out", str(tmp_path / "b"), "-p", "nope=1"], capture_output=True, text=True,
@@ -101,7 +102,7 @@ def test_clear_outputs_removes_only_that_notebooks_files(tmp_path):
     removed = clear_outputs("02", figs, tabs)
     assert sorted(p.name for p in removed) == ["02_a.png", "02_a.svg", "02_t.csv"]
     assert sorted(p.name for p in figs.iterdir() if p.is_file()) == ["020.png", "03_b.png"]
-    with pytest.raises(ValueError, match="two-digit"):
+    with pytest.raises(MoralkitError, match="two-digit"):
         clear_outputs("2", figs)
 
 
@@ -159,9 +160,10 @@ def test_jobs_runs_in_parallel_and_passes_n_jobs(tiny_run, tmp_path):
     alone = run_all(tiny_run.notebooks, tmp_path / "build", only="02", jobs=2, figures_dir=tmp_path / "figs",
                     book=False, log=None)
     assert alone.runs[0].parameters == {"n_jobs": 2}
-    forced = run_all(tiny_run.notebooks, tmp_path / "build", only="01,02", jobs=2, parameters={"n_jobs": 3},
+    # (a notebook that does not declare n_jobs never receives it: test_only_declared_parameters_are_passed)
+    forced = run_all(tiny_run.notebooks, tmp_path / "build", only="02", jobs=2, parameters={"n_jobs": 3},
                      figures_dir=tmp_path / "figs", book=False, log=None)
-    assert {r.number: r.parameters.get("n_jobs") for r in forced.runs} == {"01": None, "02": 3}
+    assert forced.runs[0].parameters == {"n_jobs": 3}
     assert (tmp_path / "figs" / "01_walk.png").exists()
     assert [p.name for p in by["01"].figures] == ["01_walk.png", "01_walk.svg"]
     assert [p.name for p in by["01"].tables] == ["01_table.csv"]
@@ -307,3 +309,56 @@ def test_the_kernel_manager_does_not_interrupt_a_kernel_that_is_shutting_down(mo
     km.shutting_down = False
     asyncio.run(km._async_interrupt_kernel())
     assert calls == [False]  # an interrupt asked for by the user still goes through
+
+
+# ----------------------------------------------------------------------------- the manual (docs/) in the book
+
+
+def test_the_manual_builds_with_the_appendix_and_drafts_do_not(tmp_path):
+    """docs/*.md become the toc's part "The manual", after the notebooks' pages; docs/_incoming/ (drafts other
+    work hands in) is never copied, and a page removed from docs/ leaves the book's sources."""
+    import yaml
+
+    from moralkit.book.publish import MANUAL_FOLDER, write_book_sources
+
+    docs, book_dir = tmp_path / "docs", tmp_path / "_book"
+    (docs / "_incoming").mkdir(parents=True)
+    (docs / "psm.md").write_text("# The PSM\n")
+    (docs / "run_all.md").write_text("# Running\n")
+    (docs / "zz_extra.md").write_text("# Extra\n")
+    (docs / "_incoming" / "branch.md").write_text("## for: somewhere\n")
+    book_dir.mkdir()
+    (book_dir / "01_plot.ipynb").write_text("{}")
+    rec = {"name": "01_plot", "number": "01", "title": "Plot", "ok": True, "seconds": 1.0}
+    write_book_sources(book_dir, [rec], {}, docs_dir=docs)
+    toc = yaml.safe_load((book_dir / "_toc.yml").read_text())
+    assert [p["caption"] for p in toc["parts"]] == ["The appendix", "The manual"]
+    assert toc["parts"][0]["chapters"] == [{"file": "01_plot"}]
+    # the reading order of MANUAL_ORDER, then the others by name
+    assert toc["parts"][1]["chapters"] == [{"file": f"{MANUAL_FOLDER}/{s}"} for s in ("run_all", "psm", "zz_extra")]
+    copied = sorted(p.relative_to(book_dir).as_posix() for p in (book_dir / MANUAL_FOLDER).rglob("*") if p.is_file())
+    assert copied == ["docs/psm.md", "docs/run_all.md", "docs/zz_extra.md"]
+    (docs / "zz_extra.md").unlink()
+    write_book_sources(book_dir, [rec], {}, docs_dir=docs)
+    assert not (book_dir / MANUAL_FOLDER / "zz_extra.md").exists()
+    assert "zz_extra" not in (book_dir / "_toc.yml").read_text()
+
+
+def test_readme_links_every_page_of_the_manual_and_the_dependency_table():
+    """The README is the short entry point (issue 29): each manual page is linked from its tour, in the book's
+    reading order, and every page has an order; the dependency table, each addition justified, is one link away."""
+    from moralkit.book.publish import MANUAL_ORDER, manual_pages
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = manual_pages()
+    assert [p.stem for p in pages] == list(MANUAL_ORDER)  # no page outside the reading order
+    links = re.findall(r"\]\((docs/[^)#]+\.md)\)", readme)
+    assert list(dict.fromkeys(links)) == [f"docs/{s}.md" for s in MANUAL_ORDER]
+    for p in pages:
+        assert p.read_text(encoding="utf-8").startswith("# "), f"{p.name} must open with its page title"
+    deps = (ROOT / "docs" / "package.md").read_text(encoding="utf-8")
+    assert deps.startswith("# Dependencies and why each is here") and "| package | why |" in deps
+    assert "[Dependencies and why each is here](docs/package.md)" in readme
+    # the two commands stay in the README, and .ci/run calls exactly the test command
+    assert "bash scripts/setup.sh && .venv/bin/python -m pytest" in readme
+    assert "bash scripts/setup.sh && .venv/bin/python run_all.py" in readme

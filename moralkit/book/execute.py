@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import MoralkitError
 from .notebooks import DEFAULT_KERNEL, notebook_title, read_notebook, select_parameters
 
 __all__ = ["CellFailure", "NotebookRun", "clear_outputs", "environ", "execute_notebook"]
@@ -79,7 +80,7 @@ def clear_outputs(number: str, *folders: str | os.PathLike) -> list[Path]:
         The files removed.
     """
     if not re.fullmatch(r"\d{2}", str(number)):
-        raise ValueError(f"number must be a two-digit notebook number like '02', got {number!r}")
+        raise MoralkitError(f"number must be a two-digit notebook number like '02', got {number!r}")
     removed = []
     for folder in folders:
         d = Path(folder)

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import MoralkitError
+
 __all__ = [
     "DEFAULT_KERNEL",
     "NOTEBOOK_PATTERN",
@@ -50,7 +52,7 @@ def discover_notebooks(notebooks_dir: str | os.PathLike | None = None,
 
     Raises
     ------
-    ValueError
+    MoralkitError
         If the folder does not exist, two notebooks share a number, or an
         ``only`` entry matches no notebook (the message lists the available ones).
     """
@@ -60,13 +62,13 @@ def discover_notebooks(notebooks_dir: str | os.PathLike | None = None,
         notebooks_dir = project_root() / "notebooks"
     folder = Path(notebooks_dir)
     if not folder.is_dir():
-        raise ValueError(f"notebooks folder {folder} does not exist; pass the folder holding the NN_name.py notebooks")
+        raise MoralkitError(f"notebooks folder {folder} does not exist; pass the folder holding the NN_name.py notebooks")
     found = sorted(p for p in folder.iterdir() if p.is_file() and NOTEBOOK_PATTERN.match(p.name))
     numbers: dict[str, Path] = {}
     for p in found:
         n = p.name[:2]
         if n in numbers:
-            raise ValueError(f"notebooks {numbers[n].name} and {p.name} share the number {n}; renumber one of them")
+            raise MoralkitError(f"notebooks {numbers[n].name} and {p.name} share the number {n}; renumber one of them")
         numbers[n] = p
     if only is None:
         return found
@@ -78,7 +80,7 @@ def discover_notebooks(notebooks_dir: str | os.PathLike | None = None,
         match = [p for p in found if (key is not None and p.name[:2] == key) or p.stem == w or p.name == w]
         if not match:
             avail = ", ".join(p.stem for p in found) or "none"
-            raise ValueError(f"--only {w!r} matches no notebook in {folder} (available: {avail})")
+            raise MoralkitError(f"--only {w!r} matches no notebook in {folder} (available: {avail})")
         for p in match:
             if p not in chosen:
                 chosen.append(p)
@@ -139,7 +141,7 @@ def declared_parameters(nb) -> dict[str, str]:
     try:
         tree = ast.parse(cell.source)
     except SyntaxError as exc:
-        raise ValueError(f"the parameters cell does not parse as Python ({exc}); fix its syntax") from exc
+        raise MoralkitError(f"the parameters cell does not parse as Python ({exc}); fix its syntax") from exc
     out: dict[str, str] = {}
     for node in tree.body:
         targets: list[ast.expr] = []

@@ -38,8 +38,10 @@ from typing import Any
 __all__ = [
     "BOOK_SOURCES",
     "BookError",
+    "MANUAL_ORDER",
     "build_book",
     "find_remote_assets",
+    "manual_pages",
     "page_title",
     "run_info_markdown",
     "write_book_sources",
@@ -48,6 +50,10 @@ __all__ = [
 
 #: the folder, inside the output folder, that holds the book's sources
 BOOK_SOURCES = "_book"
+#: the folder, inside the book's sources, that holds the manual (the project's ``docs/*.md``)
+MANUAL_FOLDER = "docs"
+#: the manual's pages in reading order (stems of ``docs/*.md``); others follow by name
+MANUAL_ORDER = ("run_all", "psm", "moralchoice", "collecting", "cost", "audit", "replication", "dask", "package")
 
 _HEADING = re.compile(r"^(\s{0,3}#\s+)(.+?)\s*#*\s*$", re.MULTILINE)
 _NUMBER_PREFIX = re.compile(r"^\d{2}\s*[—–-]\s*")
@@ -159,7 +165,7 @@ def _config(title: str) -> dict:
         "author": "moralkit",
         "copyright": "",
         "only_build_toc_files": True,
-        "exclude_patterns": ["**.ipynb_checkpoints", "sphinx.log"],
+        "exclude_patterns": ["**.ipynb_checkpoints", "sphinx.log", "docs/_incoming"],
         "execute": {"execute_notebooks": "off"},
         "html": {"use_repository_button": False, "use_issues_button": False, "use_edit_page_button": False,
                  "home_page_in_navbar": True},
@@ -222,7 +228,8 @@ Scherrer et al. (2023), *Evaluating the Moral Beliefs Encoded in LLMs* (MoralCho
 Each page is one notebook of `notebooks/`, executed top to bottom by `run_all.py` (papermill) and
 published here with Jupyter Book. The box at the top of a page gives that notebook's run: status, run
 time and the parameters it received. Figures are also saved as PNG and SVG in `figures/`, tables as
-CSV in `figures/tables/`, named after their notebook.
+CSV in `figures/tables/`, named after their notebook. After the notebooks comes **the manual**
+(the project's `docs/` folder): each method, command and option, section by section.
 
 {built}. The last run took {_fmt_seconds(meta.get('seconds', 0.0))}
 ({meta.get('mode', 'full')} mode{', jobs ' + str(meta['jobs']) if meta.get('jobs') else ''}).
@@ -250,22 +257,55 @@ def _respondents_markdown() -> str:
     return respondents_markdown(what=False)  # the README's table also says what each one is
 
 
+def manual_pages(docs_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The manual's pages: ``docs/*.md`` of the project in :data:`MANUAL_ORDER`, then any others by name.
+
+    Only the folder's own ``.md`` files count: sub-folders (``docs/_incoming/``, drafts that other work
+    hands in for the README or the manual) are not part of the book.
+    """
+    if docs_dir is None:
+        from moralkit.paths import project_root
+
+        docs_dir = project_root() / "docs"
+    found = sorted(p for p in Path(docs_dir).glob("*.md") if p.is_file())
+    rank = {name: i for i, name in enumerate(MANUAL_ORDER)}
+    return sorted(found, key=lambda p: (rank.get(p.stem, len(rank)), p.name))
+
+
+def _copy_manual(book: Path, docs_dir: str | os.PathLike | None) -> list[str]:
+    """Copy the manual's pages into ``book/docs/`` (unchanged files left alone); returns their toc entries."""
+    target = book / MANUAL_FOLDER
+    target.mkdir(parents=True, exist_ok=True)
+    pages = manual_pages(docs_dir)
+    for p in pages:
+        _write_if_changed(target / p.name, p.read_text(encoding="utf-8"))
+    for stale in target.glob("*.md"):  # a page removed from docs/ leaves the book too
+        if stale.name not in {p.name for p in pages}:
+            stale.unlink()
+    return [f"{MANUAL_FOLDER}/{p.stem}" for p in pages]
+
+
 def write_book_sources(book_dir: str | os.PathLike, records: Sequence[Mapping[str, Any]],
-                       meta: Mapping[str, Any], *, title: str = "moralkit — the appendix") -> None:
-    """Write ``index.md``, ``_toc.yml`` and ``_config.yml`` into ``book_dir``.
+                       meta: Mapping[str, Any], *, title: str = "moralkit — the appendix",
+                       docs_dir: str | os.PathLike | None = None) -> None:
+    """Write ``index.md``, ``_toc.yml`` and ``_config.yml`` into ``book_dir``, and copy the manual.
 
     The pages themselves (:func:`write_page`) are written when each notebook has run; the table of
-    contents lists those present, in number order.
+    contents lists those present, in number order, as the part "The appendix", then the manual's pages
+    (:func:`manual_pages`, from ``docs_dir``, default the project's ``docs/``) as the part "The manual".
     """
     import yaml
 
     book = Path(book_dir)
     book.mkdir(parents=True, exist_ok=True)
     pages = [r for r in records if not r.get("not_run") and (book / f"{r['name']}.ipynb").exists()]
+    manual = _copy_manual(book, docs_dir)
     _write_if_changed(book / "_config.yml", yaml.safe_dump(_config(title), sort_keys=False, allow_unicode=True))
-    toc = {"format": "jb-book", "root": "index"}
-    if pages:
-        toc["chapters"] = [{"file": r["name"]} for r in pages]
+    toc: dict[str, Any] = {"format": "jb-book", "root": "index"}
+    parts = [{"caption": caption, "chapters": [{"file": f} for f in files]}
+             for caption, files in (("The appendix", [r["name"] for r in pages]), ("The manual", manual)) if files]
+    if parts:
+        toc["parts"] = parts
     _write_if_changed(book / "_toc.yml", yaml.safe_dump(toc, sort_keys=False))
     _write_if_changed(book / "index.md", _index_markdown(records, meta, title))
 

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import MoralkitError
 from .execute import CellFailure, NotebookRun, clear_outputs, environ, execute_notebook
 from .notebooks import (
     DEFAULT_KERNEL,
@@ -57,7 +58,7 @@ from .publish import (
     write_page,
 )
 
-__all__ = ["BookRun", "format_failure", "format_timing", "main", "run_all"]
+__all__ = ["BookRun", "format_failure", "format_timing", "main", "publish", "run_all"]
 
 
 @dataclass
@@ -120,6 +121,223 @@ def _record(run: NotebookRun, mode: str) -> dict[str, Any]:
             "figures": [str(p) for p in run.figures], "tables": [str(p) for p in run.tables]}
 
 
+@dataclass
+class _Plan:
+    """What a run will do, checked before any notebook starts (phase 1 of :func:`run_all`)."""
+
+    every: list[Path]
+    sources: list[Path]
+    out_dir: Path
+    book_dir: Path
+    executed_dir: Path
+    fig_dir: Path
+    tab_dir: Path
+    env: dict[str, str]
+    requested: dict[str, Any]
+    titles: dict[Path, str]
+    tasks: list[tuple[Path, dict[str, Any]]]
+    previous: dict[str, dict[str, Any]]
+    jobs: int
+    mode: str
+
+
+def _check_request(notebooks_dir, only, jobs, parameters):
+    """The checks of a request that need no data and no output folder: the notebooks selected, ``jobs``, and
+    every ``-p`` name declared by one of them. Returns ``(every, sources, notebooks, declared, jobs)``."""
+    if jobs is not None and int(jobs) < 1:
+        raise MoralkitError(f"jobs must be >= 1, got {jobs}; pass --jobs 1 or more")
+    jobs = int(jobs) if jobs is not None else (os.cpu_count() or 1)
+    every = discover_notebooks(notebooks_dir)
+    sources = discover_notebooks(notebooks_dir, only)
+    if not sources:
+        raise MoralkitError(f"no NN_name.py notebooks found in {notebooks_dir or 'notebooks/'}; "
+                            "pass the folder that holds them (--notebooks)")
+    nbs = {s: read_notebook(s) for s in sources}
+    declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
+    extra = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
+    if extra:
+        raise MoralkitError(f"parameter(s) {', '.join(extra)} are declared by none of the selected notebooks "
+                            f"({', '.join(s.stem for s in sources)}); check the name against their parameters cell")
+    return every, sources, nbs, declared, jobs
+
+
+def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir,
+          kernel_name) -> _Plan:
+    """Phase 1: select the notebooks, check the arguments and the parameters, create the folders."""
+    from moralkit import paths
+
+    every, sources, nbs, declared, jobs = _check_request(notebooks_dir, only, jobs, parameters)
+    out_dir = Path(out_dir).resolve()
+    env: dict[str, str] = {"TQDM_DISABLE": "1"}  # tqdm bars would be stderr blocks on the pages
+    if figures_dir is not None:
+        env["MORALKIT_FIGURES_DIR"] = str(Path(figures_dir).resolve())
+    if tables_dir is not None:
+        env["MORALKIT_TABLES_DIR"] = str(Path(tables_dir).resolve())
+    with environ(env):
+        fig_dir = paths.figures_dir(create=True).resolve()
+        tab_dir = paths.tables_dir(create=True).resolve()
+
+    requested: dict[str, Any] = dict(parameters or {})
+    if quick:
+        requested["quick"] = True
+    if seed is not None:
+        requested["seed"] = int(seed)
+    # several notebooks share the budget side by side; worker processes only for a notebook run alone
+    requested.setdefault("n_jobs", jobs if len(sources) == 1 else 1)
+    book_dir, executed_dir = out_dir / BOOK_SOURCES, out_dir / "executed"
+    for d in (out_dir, book_dir, executed_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    previous = {r["name"]: r for r in read_json(out_dir / "run.json").get("notebooks", [])}
+    tasks = [(s, {"source": str(s), "output": str(executed_dir / f"{s.stem}.ipynb"),
+                  "parameters": {k: v for k, v in requested.items() if k in declared[s]},
+                  "kernel_name": kernel_name, "env": env}) for s in sources]
+    if jobs > 1:  # longest first (by the earlier run's times), so that the last to finish is a short one
+        tasks.sort(key=lambda t: -float(previous.get(t[0].stem, {}).get("seconds") or 1e9))
+    return _Plan(every=every, sources=sources, out_dir=out_dir, book_dir=book_dir, executed_dir=executed_dir,
+                 fig_dir=fig_dir, tab_dir=tab_dir, env=env, requested=requested,
+                 titles={s: notebook_title(nb, s.stem) for s, nb in nbs.items()}, tasks=tasks,
+                 previous=previous, jobs=jobs, mode="quick" if quick else "full")
+
+
+class _Executor:
+    """Phase 2: run the notebooks (one after the other, or side by side) and write each one's page as it ends."""
+
+    def __init__(self, plan: _Plan, keep_going: bool, say: Callable[[str], None]):
+        self.plan, self.keep_going, self.say = plan, keep_going, say
+        self.runs: dict[Path, NotebookRun] = {}
+        self.stop = False
+
+    def start(self, s: Path, kw: dict) -> None:
+        clear_outputs(s.name[:2], self.plan.fig_dir, self.plan.tab_dir)
+        self.say(f"[run] {s.name} {kw['parameters']}")
+
+    def finished(self, run: NotebookRun) -> None:
+        p = self.plan
+        run.figures = sorted(f for f in p.fig_dir.glob(f"{run.number}_*") if f.is_file())
+        run.tables = sorted(f for f in p.tab_dir.glob(f"{run.number}_*") if f.is_file())
+        self.runs[run.source] = run
+        if run.ipynb.exists():
+            write_page(run.ipynb, _record(run, p.mode), p.book_dir)
+        note = f"; stderr output in cell(s) {run.stderr_cells}" if run.stderr_cells else ""
+        self.say(f"[{'ok' if run.ok else 'FAILED'}] {run.source.name} ({_fmt_seconds(run.seconds)}){note}")
+        if not run.ok and not self.keep_going:
+            self.stop = True
+
+    def died(self, s: Path, kw: dict, e: BaseException) -> None:
+        """The worker process itself died: reported as a failure before any cell."""
+        self.finished(NotebookRun(source=s, number=s.name[:2], title=self.plan.titles[s],
+                                  parameters=kw["parameters"], ipynb=Path(kw["output"]),
+                                  failure=CellFailure(None, "", None, None, "", type(e).__name__, str(e))))
+
+    def run(self) -> dict[Path, NotebookRun]:
+        if self.plan.jobs == 1 or len(self.plan.tasks) == 1:
+            for s, kw in self.plan.tasks:
+                if self.stop:
+                    break
+                self.start(s, kw)
+                self.finished(execute_notebook(**kw))
+        else:
+            self._side_by_side()
+        return self.runs
+
+    def _side_by_side(self) -> None:
+        """Up to ``jobs`` notebooks at a time, each in a spawned process."""
+        ctx = multiprocessing.get_context("spawn")
+        pending: set = set()
+        submitted: dict = {}
+
+        def drain(limit: int) -> None:
+            nonlocal pending
+            while len(pending) > limit:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    try:
+                        self.finished(f.result())
+                    except Exception as e:  # noqa: BLE001  (the worker process itself died: reported)
+                        self.died(*submitted[f], e)
+
+        with ProcessPoolExecutor(max_workers=self.plan.jobs, mp_context=ctx) as pool:
+            for s, kw in self.plan.tasks:
+                if self.stop:
+                    break
+                drain(self.plan.jobs - 1)
+                if self.stop:
+                    break
+                self.start(s, kw)
+                fut = pool.submit(execute_notebook, **kw)
+                submitted[fut] = (s, kw)
+                pending.add(fut)
+            drain(0)
+
+
+def _page_records(plan: _Plan, runs: Mapping[Path, NotebookRun]) -> list[dict[str, Any]]:
+    """Phase 3: every page of the book: this run's, the earlier run's for notebooks not run now, and a
+    "not run" row for the rest. Sources of notebooks renamed or deleted since are removed."""
+    records = []
+    for s in plan.every:
+        run = runs.get(s)
+        if run is not None:
+            records.append(_record(run, plan.mode))
+        elif s.stem in plan.previous and (plan.book_dir / f"{s.stem}.ipynb").exists():
+            records.append(plan.previous[s.stem])
+        else:
+            nb = read_notebook(s)
+            records.append({"name": s.stem, "number": s.name[:2], "title": notebook_title(nb, s.stem),
+                            "heading": notebook_title(nb, s.stem, plain=False), "source": str(s), "not_run": True})
+    for stale in plan.book_dir.glob("[0-9][0-9]_*.ipynb"):
+        if stale.stem not in {s.stem for s in plan.every}:
+            stale.unlink()
+    return records
+
+
+def publish(book_dir: Path, out_dir: Path, records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], *,
+            book: bool = True, say: Callable[[str], None] = lambda s: None) -> tuple[Path | None, str | None]:
+    """Phase 4: write the book's sources (pages, the manual in ``docs/``, index, table of contents) and build it.
+
+    Returns ``(index, error)``: the book's ``index.html`` (None when not built) and why the build failed.
+    """
+    write_book_sources(book_dir, records, meta)
+    if not book:
+        return None, None
+    say("[book] building the Jupyter Book")
+    try:
+        return build_book(book_dir, out_dir), None
+    except (BookError, subprocess.TimeoutExpired) as ex:
+        say(f"[book] FAILED: {ex}")
+        return None, str(ex)
+
+
+def _check_pages(ordered: Sequence[NotebookRun], out_dir: Path, book_dir: Path, seconds: float,
+                 index: Path, say: Callable[[str], None]) -> None:
+    """Phase 5: link each run to its page, warn about pages that load assets from the network, count
+    Sphinx's warnings."""
+    for r in ordered:
+        page = out_dir / f"{r.name}.html"
+        r.html = page if page.exists() else None
+        if r.html is not None:
+            remote = find_remote_assets(r.html.read_text(encoding="utf-8"))
+            if remote:
+                say(f"warning: {r.html.name} loads {len(remote)} asset(s) from the network and will not "
+                    f"render fully offline (an output embedding a CDN script?): {remote[:2]}")
+    warnings = [ln for ln in (book_dir / "sphinx.log").read_text(encoding="utf-8").splitlines()
+                if "WARNING" in ln or "ERROR" in ln]
+    note = f"; {len(warnings)} Sphinx warning(s) in {_shown(book_dir / 'sphinx.log')}" if warnings else ""
+    say(f"[book] {_shown(index)} ({_fmt_seconds(seconds)}){note}")
+
+
+def _write_summary(result: BookRun, plan: _Plan, records: Sequence[Mapping[str, Any]], built: str) -> None:
+    """Phase 6: ``run.json``, the machine-readable record of the run."""
+    by_name = {r.name: _record(r, plan.mode) for r in result.runs}
+    summary = {
+        "ok": result.ok, "seconds": result.seconds, "book_seconds": result.book_seconds,
+        "book_error": result.book_error, "parameters": dict(plan.requested), "jobs": plan.jobs, "mode": plan.mode,
+        "built": built, "figures_dir": str(plan.fig_dir), "tables_dir": str(plan.tab_dir),
+        "notebooks": [by_name.get(r["name"], r) for r in records if not r.get("not_run")],
+        "not_run": [str(p) for p in result.not_run],
+    }
+    (plan.out_dir / "run.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+
+
 def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike = "build", *,
             only: str | Iterable[str] | None = None, quick: bool = False, seed: int | None = None,
             jobs: int | None = None, parameters: Mapping[str, Any] | None = None,
@@ -128,13 +346,17 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
             log: Callable[[str], None] | None = print) -> BookRun:
     """Execute the numbered notebooks and publish them as a Jupyter Book.
 
+    The phases, in order: plan (select and check), execute (papermill, pages written as notebooks end),
+    page records (this run's and the earlier run's pages), publish (sources and Sphinx), check the pages,
+    write ``run.json``.
+
     Parameters
     ----------
     notebooks_dir : path, optional
         Folder of ``NN_name.py`` notebooks (default ``<project root>/notebooks``).
     out_dir : path
-        The book (``index.html``, one ``NN_name.html`` per notebook, search), the executed notebooks
-        (``executed/NN_name.ipynb``), the book's sources (``_book/``) and ``run.json``.
+        The book (``index.html``, one ``NN_name.html`` per notebook, the manual's pages, search), the executed
+        notebooks (``executed/NN_name.ipynb``), the book's sources (``_book/``) and ``run.json``.
     only : str or iterable, optional
         Notebook numbers or names, e.g. ``"02,04"`` (see :func:`discover_notebooks`). The pages of the
         other notebooks are kept from the earlier run.
@@ -171,178 +393,33 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
 
     Raises
     ------
-    ValueError
+    MoralkitError
         For bad arguments (unknown ``--only`` entry, ``jobs < 1``, a parameter no notebook declares).
     """
     from moralkit import paths
 
     say = log or (lambda s: None)
-    if jobs is not None and int(jobs) < 1:
-        raise ValueError(f"jobs must be >= 1, got {jobs}")
-    jobs = int(jobs) if jobs is not None else (os.cpu_count() or 1)
-    every = discover_notebooks(notebooks_dir)
-    sources = discover_notebooks(notebooks_dir, only)
-    if not sources:
-        raise ValueError(f"no NN_name.py notebooks found in {notebooks_dir or 'notebooks/'}")
-    out_dir = Path(out_dir).resolve()
-    book_dir = out_dir / BOOK_SOURCES
-    executed_dir = out_dir / "executed"
-
-    # tqdm bars would be stderr blocks on the pages
-    env: dict[str, str] = {"TQDM_DISABLE": "1"}
-    if figures_dir is not None:
-        env["MORALKIT_FIGURES_DIR"] = str(Path(figures_dir).resolve())
-    if tables_dir is not None:
-        env["MORALKIT_TABLES_DIR"] = str(Path(tables_dir).resolve())
-    with environ(env):
-        fig_dir = paths.figures_dir(create=True).resolve()
-        tab_dir = paths.tables_dir(create=True).resolve()
-
-    requested: dict[str, Any] = dict(parameters or {})
-    if quick:
-        requested["quick"] = True
-    if seed is not None:
-        requested["seed"] = int(seed)
-    # several notebooks share the budget side by side; worker processes only for a notebook run alone
-    requested.setdefault("n_jobs", jobs if len(sources) == 1 else 1)
-
-    nbs = {s: read_notebook(s) for s in sources}
-    declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
-    extra = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
-    if extra:
-        raise ValueError(f"parameter(s) {', '.join(extra)} are declared by none of the selected notebooks "
-                         f"({', '.join(s.stem for s in sources)}); check the name against their parameters cell")
-    mode = "quick" if quick else "full"
-    for d in (out_dir, book_dir, executed_dir):
-        d.mkdir(parents=True, exist_ok=True)
-
-    previous = {r["name"]: r for r in read_json(out_dir / "run.json").get("notebooks", [])}
-    tasks = []
-    for s in sources:
-        params = {k: v for k, v in requested.items() if k in declared[s]}
-        kw = {"source": str(s), "output": str(executed_dir / f"{s.stem}.ipynb"), "parameters": params,
-              "kernel_name": kernel_name, "env": env}
-        tasks.append((s, kw))
-    if jobs > 1:  # longest first (by the earlier run's times), so that the last to finish is a short one
-        tasks.sort(key=lambda t: -float(previous.get(t[0].stem, {}).get("seconds") or 1e9))
-
+    plan = _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir, kernel_name)
     t0 = time.perf_counter()
-    runs: dict[Path, NotebookRun] = {}
-    stop = False
-
-    def finished(run: NotebookRun) -> None:
-        nonlocal stop
-        run.figures = sorted(p for p in fig_dir.glob(f"{run.number}_*") if p.is_file())
-        run.tables = sorted(p for p in tab_dir.glob(f"{run.number}_*") if p.is_file())
-        runs[run.source] = run
-        if run.ipynb.exists():
-            write_page(run.ipynb, _record(run, mode), book_dir)
-        note = f"; stderr output in cell(s) {run.stderr_cells}" if run.stderr_cells else ""
-        say(f"[{'ok' if run.ok else 'FAILED'}] {run.source.name} ({_fmt_seconds(run.seconds)}){note}")
-        if not run.ok and not keep_going:
-            stop = True
-
-    def start(s: Path, kw: dict) -> None:
-        clear_outputs(s.name[:2], fig_dir, tab_dir)
-        say(f"[run] {s.name} {kw['parameters']}")
-
-    say(f"run_all: {len(sources)} notebook(s), {mode} mode, jobs={jobs}, output {_shown(out_dir)}")
-    if jobs == 1 or len(tasks) == 1:
-        for s, kw in tasks:
-            if stop:
-                break
-            start(s, kw)
-            finished(execute_notebook(**kw))
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            pending: set = set()
-            submitted: dict = {}
-
-            def drain(limit: int) -> None:
-                nonlocal pending
-                while len(pending) > limit:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in done:
-                        try:
-                            finished(f.result())
-                        except Exception as e:  # noqa: BLE001  (the worker process itself died: reported)
-                            s, kw = submitted[f]
-                            finished(NotebookRun(source=s, number=s.name[:2], title=notebook_title(nbs[s], s.stem),
-                                                 parameters=kw["parameters"], ipynb=Path(kw["output"]),
-                                                 failure=CellFailure(None, "", None, None, "",
-                                                                     type(e).__name__, str(e))))
-
-            for s, kw in tasks:
-                if stop:
-                    break
-                drain(jobs - 1)
-                if stop:
-                    break
-                start(s, kw)
-                fut = pool.submit(execute_notebook, **kw)
-                submitted[fut] = (s, kw)
-                pending.add(fut)
-            drain(0)
-
-    ordered = [runs[s] for s in sources if s in runs]
-    not_run = [s for s in sources if s not in runs]
+    say(f"run_all: {len(plan.sources)} notebook(s), {plan.mode} mode, jobs={plan.jobs}, output {_shown(plan.out_dir)}")
+    runs = _Executor(plan, keep_going, say).run()
+    ordered = [runs[s] for s in plan.sources if s in runs]
+    not_run = [s for s in plan.sources if s not in runs]
     run_seconds = time.perf_counter() - t0
 
-    # the book: this run's pages, and the earlier run's pages of the notebooks not run now
-    records = []
-    for s in every:
-        run = runs.get(s)
-        if run is not None:
-            records.append(_record(run, mode))
-        elif s.stem in previous and (book_dir / f"{s.stem}.ipynb").exists():
-            records.append(previous[s.stem])
-        else:
-            nb = read_notebook(s)
-            records.append({"name": s.stem, "number": s.name[:2], "title": notebook_title(nb, s.stem),
-                            "heading": notebook_title(nb, s.stem, plain=False), "source": str(s), "not_run": True})
-    for stale in book_dir.glob("[0-9][0-9]_*.ipynb"):  # a notebook that was renamed or deleted
-        if stale.stem not in {s.stem for s in every}:
-            stale.unlink()
+    records = _page_records(plan, runs)
     meta = {"built": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": _git_commit(paths.project_root()), "seconds": run_seconds, "mode": mode,
-            "jobs": jobs}
-    index, book_error, t_book = None, None, time.perf_counter()
-    write_book_sources(book_dir, records, meta)
-    if book:
-        say("[book] building the Jupyter Book")
-        try:
-            index = build_book(book_dir, out_dir)
-        except (BookError, subprocess.TimeoutExpired) as ex:
-            book_error = str(ex)
-            say(f"[book] FAILED: {ex}")
+            "commit": _git_commit(paths.project_root()), "seconds": run_seconds, "mode": plan.mode,
+            "jobs": plan.jobs}
+    t_book = time.perf_counter()
+    index, book_error = publish(plan.book_dir, plan.out_dir, records, meta, book=book, say=say)
     book_seconds = time.perf_counter() - t_book
     if index is not None:
-        for r in ordered:
-            page = out_dir / f"{r.name}.html"
-            r.html = page if page.exists() else None
-            if r.html is not None:
-                remote = find_remote_assets(r.html.read_text(encoding="utf-8"))
-                if remote:
-                    say(f"warning: {r.html.name} loads {len(remote)} asset(s) from the network and will not "
-                        f"render fully offline (an output embedding a CDN script?): {remote[:2]}")
-        warnings = [ln for ln in (book_dir / "sphinx.log").read_text(encoding="utf-8").splitlines()
-                    if "WARNING" in ln or "ERROR" in ln]
-        note = f"; {len(warnings)} Sphinx warning(s) in {_shown(book_dir / 'sphinx.log')}" if warnings else ""
-        say(f"[book] {_shown(index)} ({_fmt_seconds(book_seconds)}){note}")
-    seconds = time.perf_counter() - t0
-    result = BookRun(runs=ordered, not_run=not_run, out_dir=out_dir, index=index, figures_dir=fig_dir,
-                     tables_dir=tab_dir, seconds=seconds, parameters=dict(requested), book_seconds=book_seconds,
-                     book_error=book_error)
-    by_name = {r.name: _record(r, mode) for r in ordered}
-    summary = {
-        "ok": result.ok, "seconds": seconds, "book_seconds": book_seconds, "book_error": book_error,
-        "parameters": dict(requested), "jobs": jobs, "mode": mode, "built": meta["built"],
-        "figures_dir": str(fig_dir), "tables_dir": str(tab_dir),
-        "notebooks": [by_name.get(r["name"], r) for r in records if not r.get("not_run")],
-        "not_run": [str(p) for p in not_run],
-    }
-    (out_dir / "run.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+        _check_pages(ordered, plan.out_dir, plan.book_dir, book_seconds, index, say)
+    result = BookRun(runs=ordered, not_run=not_run, out_dir=plan.out_dir, index=index, figures_dir=plan.fig_dir,
+                     tables_dir=plan.tab_dir, seconds=time.perf_counter() - t0, parameters=dict(plan.requested),
+                     book_seconds=book_seconds, book_error=book_error)
+    _write_summary(result, plan, records, meta["built"])
     return result
 
 
@@ -454,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.list:
         try:
             sources = discover_notebooks(a.notebooks or root / "notebooks", a.only)
-        except ValueError as e:
+        except MoralkitError as e:
             print(f"run_all: error: {e}", file=sys.stderr)
             return 2
         for s in sources:
@@ -462,6 +539,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             decl = ", ".join(f"{k}={v}" for k, v in declared_parameters(nb).items()) or "no parameters cell"
             print(f"{s.name:<28} {notebook_title(nb, s.stem)}\n{'':<28} parameters: {decl}")
         return 0
+    try:  # a usage error is reported before the data are read
+        _check_request(a.notebooks or root / "notebooks", a.only, a.jobs, params)
+    except MoralkitError as e:
+        print(f"run_all: error: {e}", file=sys.stderr)
+        return 2
     try:
         check_data()
     except ValueError as e:
@@ -471,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_all(a.notebooks or root / "notebooks", out, only=a.only, quick=a.quick, seed=a.seed,
                          jobs=a.jobs, parameters=params, figures_dir=a.figures_dir, tables_dir=a.tables_dir,
                          keep_going=a.keep_going, kernel_name=a.kernel, book=not a.no_book)
-    except ValueError as e:
+    except MoralkitError as e:
         print(f"run_all: error: {e}", file=sys.stderr)
         return 2
     print(format_timing(result))

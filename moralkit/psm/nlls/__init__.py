@@ -96,7 +96,7 @@ Modules
 from ...figures import save_figure
 from .fit import ETA_BOUND, MIN_ROUNDS, UtilityFit, fit_answers, fit_models, fit_utility, refit_rounds
 from .model import FORMS, predict_answers
-from .report import compare_forms, plot_parameters, plot_q0_minus_b, published_fits, table2
+from .report import compare_forms, plot_parameters, plot_q0_minus_b, published_fits, table2, table2_view
 
 __all__ = [
     "FORMS",
@@ -109,6 +109,7 @@ __all__ = [
     "fit_models",
     "refit_rounds",
     "table2",
+    "table2_view",
     "compare_forms",
     "plot_parameters",
     "plot_q0_minus_b",

@@ -11,6 +11,7 @@ Seror (2025), Section 3.2, Table 2, Figures 1-2.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -20,10 +21,35 @@ from ...errors import MoralkitError
 from ..design import DIMENSIONS
 from .fit import UtilityFit
 
-__all__ = ["table2", "compare_forms", "plot_parameters", "plot_q0_minus_b", "published_fits"]
+__all__ = ["table2", "table2_view", "compare_forms", "plot_parameters", "plot_q0_minus_b", "published_fits"]
 
 
 # --------------------------------------------------------------------------- tables
+
+
+def table2_view(panel: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """A panel of :func:`table2` as a page shows it: one column per statement, headed by its name, each cell
+    the estimate with its standard error in brackets (``"2.675 (0.140)"``), as regression tables print them.
+
+    Columns without a ``s.e.`` partner keep the estimate alone; the other columns (fit diagnostics) are left to
+    the CSV.
+
+    Examples
+    --------
+    >>> panel = pd.DataFrame({"b_1 (Truth)": [2.6749], "s.e. b_1": [0.1402], "form": ["exact"]}, index=["m"])
+    >>> table2_view(panel)
+               Truth
+    m  2.675 (0.140)
+    """
+    out = {}
+    for col in panel.columns:
+        m = re.fullmatch(r"([ab]_\d) \((.+)\)", str(col))
+        if not m:
+            continue
+        se = panel.get(f"s.e. {m.group(1)}")
+        out[m.group(2)] = [f"{v:.{digits}f}" + ("" if se is None or pd.isna(s) else f" ({s:.{digits}f})")
+                           for v, s in zip(panel[col], se if se is not None else [None] * len(panel))]
+    return pd.DataFrame(out, index=panel.index)
 
 
 def _as_fits(results) -> list[UtilityFit]:
