@@ -252,7 +252,7 @@ def power(n_agents, n_levels, n_datasets):
         return [first] + [{k: retest(first[k], ds) for k, ds in x.items()} for x in data[1:]]
 
     t_new, new = _cpu(shared)
-    same = all((o[k].ccei, o[k].alpha) == (n[k].ccei, n[k].alpha) for o, n in zip(old, new) for k in o)
+    same = all((o[k].index_value, o[k].alpha) == (n[k].index_value, n[k].alpha) for o, n in zip(old, new) for k in o)
     return t_old, t_new, same
 
 

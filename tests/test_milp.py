@@ -14,16 +14,17 @@ import pytest
 from test_partition import X, Y, Z, brute_force_ls, one_round
 
 from moralkit.psm.design import make_design
+from moralkit.psm.level import rationality_level
 from moralkit.psm.milp import (
     FORMULATIONS,
     build_ls_model,
-    exact_level,
-    find_glpsol,
     integer_thresholds,
     solve_ls_milp,
 )
-from moralkit.psm.partition import largest_subsets, partition_types, pool, revealed_relations
+from moralkit.psm.milp_solvers import find_glpsol
+from moralkit.psm.partition import largest_subsets, partition_types
 from moralkit.psm.permutation import default_e, draw_rounds
+from moralkit.psm.pooled import pool, revealed_relations
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import (
     random_quadratic_agent,
@@ -152,11 +153,11 @@ def test_integer_thresholds_are_exact(e):
     """sign(t - 2v) == sign(e * own - v) for every integer v, with e the exact value the solver uses."""
     own = np.array([12, 7, 13, 24])
     t = integer_thresholds(own, e)
-    ef = exact_level(e)
+    ef = rationality_level(e).exact
     for ti, o in zip(t, own):
         for v in range(-5, 80):
             assert np.sign(ti - 2 * v) == np.sign(ef * int(o) - v)
-    assert exact_level(2 / 3) < Fraction(2, 3) < exact_level(2 / 3 + 1e-9)
+    assert rationality_level(2 / 3).exact < Fraction(2, 3) < rationality_level(2 / 3 + 1e-9).exact
 
 
 def test_solver_errors(agents):
@@ -168,7 +169,7 @@ def test_solver_errors(agents):
     with pytest.raises(ValueError, match="formulation"):
         solve_ls_milp(two, 1.0, formulation="lazy")
     from moralkit.errors import SolverUnavailableError
-    from moralkit.psm.milp import get_solver
+    from moralkit.psm.milp_solvers import get_solver
 
     try:
         get_solver("cbc")

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from moralkit.figures import save
 from moralkit.psm.design import make_design
 from moralkit.psm.networks import (
     PAPER_ALPHAS,
@@ -33,7 +34,6 @@ from moralkit.psm.permutation import (
     e_below_ccei,
     passing_models,
     permutation_study,
-    save_figure,
     study_setup,
 )
 from moralkit.psm.rp import ccei
@@ -162,7 +162,8 @@ def test_default_e_is_smallest_ccei_among_models_passing_at_5_percent():
 
 
 def test_default_e_keeps_every_passing_model_consistent(clusters):
-    from moralkit.psm.partition import garp_pooled, pool
+    from moralkit.psm.partition import garp_pooled
+    from moralkit.psm.pooled import pool
 
     t1 = pd.DataFrame({"model": list(clusters), "ccei": [ccei(d) for d in clusters.values()], "alpha": 0.0})
     models, e, notes = study_setup(clusters, t1)
@@ -234,5 +235,5 @@ def test_figures_are_saved(tmp_path):
     f4 = plot_networks(PAPER_TABLE3, PAPER_ALPHAS)
     assert len(f4.axes) == 3 and f4.legends and len(f4.legends[0].get_texts()) == 7
     for fig, stem in ((f3, "04_fig3_similarity"), (f4, "04_fig4_networks")):
-        paths = save_figure(fig, stem, tmp_path)
+        paths = save(fig, stem, tmp_path)
         assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)

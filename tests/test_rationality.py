@@ -53,9 +53,9 @@ def test_null_datasets_are_uniform_draws_from_the_same_option_sets(design):
     for c in draws:
         E = rp.expenditure_matrix(v.corners, v.prices, v.options[np.arange(156), c])
         expected.append(rp.ccei_exact(E.astype(float)))  # general exact path, not the level kernel
-    assert [Fraction(x).limit_denominator(12) for x in res.null_ccei] == expected
+    assert [Fraction(x).limit_denominator(12) for x in res.null_index] == expected
     own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
-    assert res.ccei_exact == own and res.ccei == float(own)
+    assert res.index_exact == own and res.index_value == float(own)
     k = sum(x >= own for x in expected)
     assert res.n_at_least == k and res.alpha == k / n  # eq. (4): weakly greater counts
 
@@ -75,9 +75,9 @@ def test_seeded_and_independent_of_workers_and_companions(few):
     c = random_choice_test(few[name], n_datasets=300, seed=1)
     d = random_choice_test(few[name], n_datasets=300, seed=2)
     for m in few:
-        assert np.array_equal(a[m].null_ccei, b[m].null_ccei) and a[m].alpha == b[m].alpha
-    assert np.array_equal(a[name].null_ccei, c.null_ccei)
-    assert not np.array_equal(c.null_ccei, d.null_ccei)
+        assert np.array_equal(a[m].null_index, b[m].null_index) and a[m].alpha == b[m].alpha
+    assert np.array_equal(a[name].null_index, c.null_index)
+    assert not np.array_equal(c.null_index, d.null_index)
 
 
 def test_process_backend_gives_the_same_results(few):
@@ -89,7 +89,7 @@ def test_process_backend_gives_the_same_results(few):
     with joblib.parallel_backend("loky"):
         b = random_choice_tests(sub, n_datasets=150, seed=3, n_jobs=2)
     for m in sub:
-        assert np.array_equal(a[m].null_ccei, b[m].null_ccei)
+        assert np.array_equal(a[m].null_index, b[m].null_index)
 
 
 def test_stars_are_weak_inequalities():
@@ -97,8 +97,8 @@ def test_stars_are_weak_inequalities():
     assert stars(0.011) == stars(0.05) == "**"
     assert stars(0.051) == stars(0.1) == "*"
     assert stars(0.101) == stars(0.5) == ""
-    r = RandomChoiceResult(model="m", provider="p", ccei=0.5, ccei_exact=Fraction(1, 2), alpha=0.05,
-                           n_at_least=50, null_ccei=np.zeros(1000), n_obs=160, n_datasets=1000, seed=0)
+    r = RandomChoiceResult(model="m", provider="p", index_value=0.5, index_exact=Fraction(1, 2), alpha=0.05,
+                           n_at_least=50, null_index=np.zeros(1000), n_obs=160, n_datasets=1000, seed=0)
     assert r.stars == "**" and r.rejects(0.05) and not r.rejects(0.01) and r.rejects(0.10)
 
 
@@ -111,9 +111,9 @@ def test_table1_layout_and_order(few):
     res = df.attrs["results"]
     for _, row in df.iterrows():
         r = res[row["model"]]
-        assert row["ccei"] == r.ccei and row["alpha"] == r.alpha and row["stars"] == r.stars
-        assert row["label"] == f"{r.ccei:.3f}{r.stars}"
-        assert Fraction(row["ccei_exact"]) == r.ccei_exact
+        assert row["ccei"] == r.index_value and row["alpha"] == r.alpha and row["stars"] == r.stars
+        assert row["label"] == f"{r.index_value:.3f}{r.stars}"
+        assert Fraction(row["ccei_exact"]) == r.index_exact
     # a table can be rebuilt from results without recomputation
     df2 = table1(res)
     pd.testing.assert_frame_equal(df.drop(columns=[]), df2)
@@ -194,9 +194,9 @@ def test_convention_index_uses_the_same_random_datasets(design):
     v = ds.valid()
     draws = _chunk_rng(2, "sim-q", 0).integers(0, 100, size=(n, v.n_obs))
     expected = [1 - cv.critical_efficiency(v.with_choices(c + 1), "origin") for c in draws]
-    assert [Fraction(x).limit_denominator(30) for x in res.null_ccei] == expected
+    assert [Fraction(x).limit_denominator(30) for x in res.null_index] == expected
     own = 1 - cv.critical_efficiency(v, "origin")
-    assert res.index == "origin/1-e" and res.ccei_exact == own and res.ccei == float(own)
+    assert res.index == "origin/1-e" and res.index_exact == own and res.index_value == float(own)
     k = sum(x >= own for x in expected)  # eq. (4) on the reported index
     assert res.n_at_least == k and res.alpha == k / n
 
@@ -205,10 +205,10 @@ def test_corner_one_minus_e_mirrors_the_standard_test(few):
     std = random_choice_tests(few, n_datasets=150, seed=3)
     mir = random_choice_tests(few, n_datasets=150, seed=3, index="corner/1-e")
     for m in few:
-        assert np.allclose(mir[m].null_ccei, 1 - std[m].null_ccei)  # same random datasets
-        assert mir[m].ccei == pytest.approx(1 - std[m].ccei)
+        assert np.allclose(mir[m].null_index, 1 - std[m].null_index)  # same random datasets
+        assert mir[m].index_value == pytest.approx(1 - std[m].index_value)
         # "1 - e* at least the model's" counts the random datasets at most as consistent
-        le = int((std[m].null_ccei <= std[m].ccei + 1e-12).sum())
+        le = int((std[m].null_index <= std[m].index_value + 1e-12).sum())
         assert mir[m].n_at_least == le
 
 
@@ -237,8 +237,8 @@ def test_retest_reuses_the_null_of_the_same_option_sets(design):
     ra = random_choice_test(a, n_datasets=200, seed=9)
     rb = random_choice_test(b, n_datasets=200, seed=9)
     again = retest(ra, b)
-    assert (again.ccei, again.alpha, again.n_at_least) == (rb.ccei, rb.alpha, rb.n_at_least)
-    assert np.array_equal(again.null_ccei, rb.null_ccei)
+    assert (again.index_value, again.alpha, again.n_at_least) == (rb.index_value, rb.alpha, rb.n_at_least)
+    assert np.array_equal(again.null_index, rb.null_index)
     other = simulate_quadratic(ag, make_design(1), noise=0.2, seed=1, model="sim-a")  # other option sets
     with pytest.raises(ValueError, match="option sets"):
         retest(ra, other)

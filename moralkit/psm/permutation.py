@@ -47,11 +47,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
-from ..figures import save_figure  # noqa: F401  (re-exported)
-from .milp import SOLVERS, get_solver
+from .level import rationality_level
+from .milp_solvers import SOLVERS, get_solver
 from .networks import PAPER_ALPHAS, similarity_graph, similarity_summary, table3, threshold_graph
 from .partition import MILPLS, ExactLS, procedure2
-from .pooled import as_datasets, check_e, pool, revealed_relations
+from .pooled import as_datasets, pool, revealed_relations
 
 __all__ = [
     "PAPER_T",
@@ -67,7 +67,6 @@ __all__ = [
     "draw_rounds",
     "permutation_study",
     "PermutationResult",
-    "save_figure",
 ]
 
 #: Paper defaults (Section 3.3); the precision levels of H^alpha are :data:`moralkit.psm.networks.PAPER_ALPHAS`.
@@ -185,7 +184,7 @@ def describe_e(e: float, *, below: float = E_BELOW_CCEI, max_denominator: int = 
     """
     from fractions import Fraction
 
-    e = check_e(e)
+    e = rationality_level(e).value
     for target, fmt in ((e, "e = {f}"), (e + below, "e just below {f}")):
         f = Fraction(target).limit_denominator(max_denominator)
         if f.denominator > 1 and abs(float(f) - target) <= 4 * np.finfo(float).eps:
@@ -250,7 +249,7 @@ def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = 
         why = "no Table 1 was given" if table1 is None else f"only {len(passing)} model(s) pass at {level:.0%}"
         notes.append(f"{why}; the study uses all {len(models)} models in the data")
     if e is not None:
-        e = check_e(e)
+        e = rationality_level(e).value
         notes.append(f"e = {e:g} (given)")
     elif passing:
         e = default_e(table1[table1[_col(table1, ("model", "Model"), "model")].astype(str).isin(passing)], level)
@@ -496,7 +495,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     if len(dd) < 2:
         raise MoralkitError(f"the permutation approach needs at least 2 models, got {len(dd)}; "
                             "collect or add more models")
-    e = check_e(e)
+    lv = rationality_level(e)
     if not isinstance(T, (int, np.integer)) or T < 1:
         raise MoralkitError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -508,7 +507,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     ri = _round_index(dd)
     _check_draw_params(ri, rho)
     full = pool(dd)
-    R0, P0 = revealed_relations(full, e)
+    R0, P0 = revealed_relations(full, lv)
     # observation index of (model, position) in the full pool
     obs_of = []
     start = 0
@@ -526,7 +525,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
 
         chunk = chunk_size or max(1, int(np.ceil(T / (8 * max(1, effective_n_jobs(n_jobs))))))
     chunks = [list(range(i, min(T, i + chunk))) for i in range(0, T, chunk)]
-    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, None if solver == "exact" else full, e, time_limit,
+    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, None if solver == "exact" else full, lv, time_limit,
             formulation)
     # disable=None: a bar on a terminal only, never as stderr text on a notebook page
     bar = tqdm(total=T, desc="synthetic datasets", disable=None if progress else True)
@@ -547,4 +546,4 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     G = pd.DataFrame(same.mean(axis=0), index=list(dd), columns=list(dd))
     n_types = labels.max(axis=1) + 1
     return PermutationResult(G=G, labels=labels, n_types=n_types, models=tuple(dd), T=int(T), rho=int(rho),
-                             e=e, seed=int(seed), solver=solver, wall_s=time.perf_counter() - t0)
+                             e=lv.value, seed=int(seed), solver=solver, wall_s=time.perf_counter() - t0)

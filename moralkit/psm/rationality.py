@@ -48,6 +48,7 @@ import pandas as pd
 
 from ..errors import MoralkitError
 from . import rp
+from ._rp_kernels import psm_levels_choices
 from .dataset import PSMDataset, model_key
 from .design import BUDGET
 from .indices import convention, critical_efficiencies, critical_efficiency, exact_ratio, option_expenditures
@@ -99,17 +100,18 @@ class RandomChoiceResult:
     Attributes
     ----------
     model, provider : str
-    ccei : float
-        The model's index (missing rounds excluded): the CCEI under the
-        standard convention, else the index of convention ``index``.
-    ccei_exact : fractions.Fraction
+    index_value : float
+        The model's value of the index ``index`` (missing rounds excluded): the CCEI under the
+        standard convention, else the index of convention ``index`` (e.g. ``1 - e*`` in origin
+        coordinates under ``"origin/1-e"``, which is not a CCEI).
+    index_exact : fractions.Fraction
         The same, exactly (a multiple of ``1 / budget`` for the standard CCEI).
     alpha : float
         Share of synthetic datasets whose index is >= the model's (eq. (4)).
     n_at_least : int
         Their number.
-    null_ccei : ndarray (n_datasets,)
-        CCEIs of the synthetic datasets (floats; exact multiples of 1/budget).
+    null_index : ndarray (n_datasets,)
+        The index of each synthetic dataset (floats; exact multiples of 1/budget for the CCEI).
     n_obs : int
         Number of answered constrained rounds (Table 1, "Number of Obs.").
     n_datasets : int
@@ -123,11 +125,11 @@ class RandomChoiceResult:
 
     model: str
     provider: str
-    ccei: float
-    ccei_exact: Fraction
+    index_value: float
+    index_exact: Fraction
     alpha: float
     n_at_least: int
-    null_ccei: np.ndarray = field(repr=False)
+    null_index: np.ndarray = field(repr=False)
     n_obs: int
     n_datasets: int
     seed: int
@@ -171,7 +173,7 @@ def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
         if T < 2:
             out.append(np.full(m, budget, dtype=np.int64))
         else:
-            out.append(np.minimum(rp.psm_levels_choices(start, rows, C, budget), budget))
+            out.append(np.minimum(psm_levels_choices(start, rows, C, budget), budget))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
@@ -321,8 +323,8 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
         m = own.numerator * (BUDGET // own.denominator)
         n_ge = int((levels >= m).sum())
         out[v.model] = RandomChoiceResult(
-            model=v.model, provider=v.provider, ccei=float(own), ccei_exact=own,
-            alpha=n_ge / len(levels), n_at_least=n_ge, null_ccei=levels / BUDGET,
+            model=v.model, provider=v.provider, index_value=float(own), index_exact=own,
+            alpha=n_ge / len(levels), n_at_least=n_ge, null_index=levels / BUDGET,
             n_obs=v.n_obs, n_datasets=len(levels), seed=int(seed), budget=BUDGET, extra_key=_option_key(v),
         )
     return out
@@ -337,8 +339,8 @@ def _convention_result(v, null_e, conv, seed) -> RandomChoiceResult:
         n_ge, value = int((null_e <= float(own)).sum()), 1 - own
         null_index = np.array([float(1 - exact_ratio(x)) for x in null_e])
     return RandomChoiceResult(
-        model=v.model, provider=v.provider, ccei=float(value), ccei_exact=value, alpha=n_ge / len(null_e),
-        n_at_least=n_ge, null_ccei=null_index, n_obs=v.n_obs, n_datasets=len(null_e), seed=seed, budget=BUDGET,
+        model=v.model, provider=v.provider, index_value=float(value), index_exact=value, alpha=n_ge / len(null_e),
+        n_at_least=n_ge, null_index=null_index, n_obs=v.n_obs, n_datasets=len(null_e), seed=seed, budget=BUDGET,
         index=conv.name,
     )
 
@@ -373,11 +375,11 @@ def retest(result: RandomChoiceResult, dataset: PSMDataset) -> RandomChoiceResul
                             "dataset (only the answers may differ); run random_choice_test instead")
     own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
     m = own.numerator * (BUDGET // own.denominator)
-    levels = np.rint(result.null_ccei * BUDGET).astype(np.int64)
+    levels = np.rint(result.null_index * BUDGET).astype(np.int64)
     n_ge = int((levels >= m).sum())
     return RandomChoiceResult(
-        model=v.model, provider=v.provider, ccei=float(own), ccei_exact=own, alpha=n_ge / len(levels),
-        n_at_least=n_ge, null_ccei=result.null_ccei, n_obs=v.n_obs, n_datasets=len(levels), seed=result.seed,
+        model=v.model, provider=v.provider, index_value=float(own), index_exact=own, alpha=n_ge / len(levels),
+        n_at_least=n_ge, null_index=result.null_index, n_obs=v.n_obs, n_datasets=len(levels), seed=result.seed,
         budget=BUDGET, extra_key=result.extra_key,
     )
 
@@ -414,7 +416,7 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
     Returns
     -------
     RandomChoiceResult
-        ``.ccei``, ``.alpha``, ``.null_ccei``, ``.n_obs``, ``.stars``, ``.rejects(level)``.
+        ``.index_value``, ``.alpha``, ``.null_index``, ``.n_obs``, ``.stars``, ``.rejects(level)``.
 
     Raises
     ------
@@ -494,8 +496,8 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         items = [ds for ds in items if ds.n_obs >= min_obs]
         results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress,
                                       index=index)
-    rows = [dict(provider=r.provider, model=r.model, ccei=r.ccei, ccei_exact=str(r.ccei_exact), alpha=r.alpha,
-                 stars=r.stars, label=f"{r.ccei:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
+    rows = [dict(provider=r.provider, model=r.model, ccei=r.index_value, ccei_exact=str(r.index_exact), alpha=r.alpha,
+                 stars=r.stars, label=f"{r.index_value:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
     df = pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
     if hm:
         if precomputed:
@@ -682,16 +684,16 @@ def plot_null_distributions(results, ncols: int = 4, max_models: int | None = No
         figsize = (3.0 * ncols, 2.3 * nrows)
     fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
     for ax, r in zip(axes.flat, results):
-        own = float(r.ccei)
+        own = float(r.index_value)
         name = "CCEI" if r.index == STANDARD_INDEX else r.index
         if r.index == STANDARD_INDEX:
-            levels = np.rint(r.null_ccei * r.budget).astype(int)
+            levels = np.rint(r.null_index * r.budget).astype(int)
             counts = np.bincount(levels, minlength=r.budget + 1) / len(levels)
             x = np.arange(r.budget + 1) / r.budget
             width = 0.8 / r.budget
         else:  # other conventions: the values are ratios with denominators up to 30
-            x, cnt = np.unique(np.round(r.null_ccei, 9), return_counts=True)
-            counts = cnt / len(r.null_ccei)
+            x, cnt = np.unique(np.round(r.null_index, 9), return_counts=True)
+            counts = cnt / len(r.null_index)
             width = 0.8 / 30
         colors = np.where(x >= own - 1e-9, "tab:red", "tab:gray")
         ax.bar(x, counts, width=width, color=colors, alpha=0.8)

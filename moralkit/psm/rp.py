@@ -13,7 +13,7 @@ quantities ``Q``, one row per observation) ``E = P Q^T``.
 
 Conventions (Definitions 1-3 of the paper)
 ------------------------------------------
-For an efficiency level ``e`` (a scalar or one value per observation):
+For a rationality level ``e`` (a scalar or one value per observation):
 
 * ``r R0_e k`` (e-directly revealed preferred) iff ``e_r E[r, r] >= E[r, k]``,
   or the two observations chose the same bundle (Definition 1.1);
@@ -34,7 +34,7 @@ strictness), so a chain through a same-bundle link can always be shortened.
 It is therefore optional in :func:`relations` and :func:`garp` and not needed
 by the CCEI.
 
-The CCEI (Definition 3) is the supremum of ``e in (0, 1]`` such that the data
+The CCEI (Definition 3) is the supremum of the rationality levels ``e in (0, 1]`` such that the data
 satisfy ``GARP_e`` (the standard Afriat critical cost efficiency index; the
 paper prints ``inf 1 - e``, an alternative convention, see below).
 The relations change only when ``e`` crosses a ratio ``E[r, k] / E[r, r]``, so
@@ -100,6 +100,7 @@ from ._rp_kernels import (
     subset_levels,
 )
 from .design import BUDGET
+from .level import RationalityLevel
 
 __all__ = [
     "expenditure_matrix",
@@ -115,8 +116,6 @@ __all__ = [
     "ccei_subsets",
     "ccei_choices",
     "choice_level_lists",
-    "CheckedLevel",
-    "psm_levels_choices",
 ]
 
 #: Integer matrices whose diagonal is one constant B <= this use the level path.
@@ -349,26 +348,15 @@ def validate_expenditure_matrix(E) -> np.ndarray:
     return E
 
 
-class CheckedLevel(float):
-    """An efficiency level e already checked to lie in [0, 1] at a public boundary.
-
-    :func:`moralkit.psm.pooled.check_e` returns one; the functions it is handed on to
-    (:func:`moralkit.psm.pooled.revealed_relations`, :func:`relations`) take it as checked, so
-    e is range-checked once on each path. Its value is the plain float.
-
-    Examples
-    --------
-    >>> CheckedLevel(0.5) == 0.5
-    True
-    """
-
-    __slots__ = ()
-
-
 def _validate_e(e, T):
-    """Efficiency level(s) as (num, den) float arrays of length T with e = num / den exactly."""
-    if isinstance(e, CheckedLevel):
-        return np.full(T, float(e)), np.ones(T)
+    """Rationality level(s) as (num, den) float arrays of length T with e = num / den exactly.
+
+    A :class:`~moralkit.psm.level.RationalityLevel` was checked at a public boundary and is not
+    checked again; its exact Fraction decides (its float when that holds it exactly)."""
+    if isinstance(e, RationalityLevel):
+        if e.float_is_exact:
+            return np.full(T, e.value), np.ones(T)
+        e = e.exact
     if isinstance(e, Rational) and not isinstance(e, (bool, np.bool_)):
         if not 0 <= e <= 1:
             raise MoralkitError("e must lie in [0, 1] (Definition 1)")
@@ -449,7 +437,7 @@ def relations(E, e=1.0, *, same_bundle=None):
     E : array_like (T, T)
         Expenditure matrix (:func:`expenditure_matrix`, :func:`consumer_expenditure_matrix`).
     e : float, fractions.Fraction or array_like (T,), default 1.0
-        Efficiency level(s) in [0, 1]; a scalar applies to every observation.
+        Rationality level(s) in [0, 1]; a scalar applies to every observation.
         Comparisons ``e_r E[r, r] >= E[r, k]`` are exact (a float ``e`` is the
         binary number it holds; use a Fraction such as ``Fraction(5, 12)`` for
         an exact rational level).
@@ -471,6 +459,7 @@ def relations(E, e=1.0, *, same_bundle=None):
     T = len(E)
     ev = _validate_e(e, T)
     if ev is None:  # a rational e with a huge denominator: exact Fraction arithmetic
+        e = e.exact if isinstance(e, RationalityLevel) else e
         F = [[_frac(x) for x in row] for row in E]
         S = np.array([[(lambda d: (d > 0) - (d < 0))(e * F[r][r] - F[r][k]) for k in range(T)] for r in range(T)],
                      dtype=np.int8).reshape(T, T)
@@ -499,7 +488,7 @@ def garp(E, e=1.0, *, same_bundle=None, method: str = "scc") -> bool:
     E : array_like (T, T)
         Expenditure matrix.
     e : float, fractions.Fraction or array_like (T,), default 1.0
-        Efficiency level(s) in [0, 1] (see :func:`relations`).
+        Rationality level(s) in [0, 1] (see :func:`relations`).
     same_bundle : optional
         See :func:`relations`; never changes the result (module docstring),
         accepted so the relation is exactly Definition 1.

@@ -31,7 +31,6 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
-from ..figures import save_figure  # noqa: F401  (re-exported)
 from ..psm import rp
 from ..psm.design import Design, as_design, make_design
 from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
@@ -51,7 +50,6 @@ __all__ = [
     "plot_partition_recovery",
     "nlls_recovery",
     "nlls_cross_forms",
-    "save_figure",
 ]
 
 LEVELS = (0.01, 0.05, 0.10)
@@ -132,12 +130,12 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
             res = first = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs) if data else {}
         else:
             res = {k: retest(first[k], ds) for k, ds in data.items()}
-        rows += [("quadratic", noise, k, r.ccei, r.alpha) for k, r in res.items()]
+        rows += [("quadratic", noise, k, r.index_value, r.alpha) for k, r in res.items()]
     rr = [np.random.default_rng(c) for c in s_random.spawn(int(n_random))]
     data = {f"sim-random-{i}": simulate_random(dz[i], seed=rr[i], model=f"sim-random-{i}") for i in range(int(n_random))}
     if data:
         res = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs)
-        rows += [("random", np.inf, k, r.ccei, r.alpha) for k, r in res.items()]
+        rows += [("random", np.inf, k, r.index_value, r.alpha) for k, r in res.items()]
     return pd.DataFrame(rows, columns=["kind", "noise", "agent", "ccei", "alpha"])
 
 

@@ -214,7 +214,7 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
         base = simulate_quadratic(ag, d, model=label)
         miss = missing_rounds(base.n_rounds, n_obs, s_miss)
         base = _with_missing(base, miss)
-        null = random_choice_test(base, n_datasets=n_datasets, seed=int(seed)).null_ccei
+        null = random_choice_test(base, n_datasets=n_datasets, seed=int(seed)).null_index
         nulls[label] = null
         v = base.valid()
         u = ag.utility(v.options)
