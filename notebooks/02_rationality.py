@@ -47,7 +47,8 @@ from moralkit.figures import relative_path, save, show
 from moralkit.psm import reference, rp
 from moralkit.psm.dataset import load_psm
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, budget_set, make_design
-from moralkit.psm.rationality import plot_null_distributions, random_choice_tests, table1
+from moralkit.psm.random_choice import plot_null_distributions
+from moralkit.psm.rationality import random_choice_tests, table1
 from moralkit.respondents import legend, short_label
 
 pd.set_option("display.width", 160)

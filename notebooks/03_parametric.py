@@ -200,8 +200,8 @@ plt.show()
 
 # %%
 if ready:
-    fig2 = nlls.plot_q0_minus_b(fits)
-    save(fig2, "03_fig2_q0_minus_b")
+    ax2 = nlls.plot_q0_minus_b(fits)
+    save(ax2.figure, "03_fig2_q0_minus_b")
     plt.show()
     d = pd.DataFrame({m: f.q0 - f.b for m, f in fits.items() if f.q0 is not None},
                      index=[c.split(" ")[1].strip("()") for c in t2a.columns[:5]]).T

@@ -51,7 +51,7 @@ def test_table1_on_dask_is_identical(datasets, client):
         remote = table1(datasets, n_datasets=300, seed=3, n_jobs=-1)
     pd.testing.assert_frame_equal(local, remote)
     for m in datasets:
-        assert np.array_equal(local.attrs["results"][m].null_index, remote.attrs["results"][m].null_index)
+        assert np.array_equal(local.results[m].null_index, remote.results[m].null_index)
 
 
 def test_permutation_study_on_dask_is_identical(datasets, client):

@@ -36,6 +36,7 @@ from moralkit.psm.permutation import (
     permutation_study,
     study_setup,
 )
+from moralkit.psm.random_choice import Table1
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
 
@@ -180,8 +181,7 @@ def test_default_e_keeps_every_passing_model_consistent(clusters):
     with pytest.raises(ValueError, match="CCEI"):
         default_e(PAPER_TABLE1_TOP.drop(columns="CCEI"))
     # e is on the standard-CCEI scale: a Table 1 of another index is refused
-    other = t1.copy()
-    other.attrs["index"] = "origin/1-e"
+    other = Table1(t1.to_frame(), t1.results, "origin/1-e")
     with pytest.raises(ValueError, match="standard-CCEI scale"):
         study_setup(clusters, other)
 

@@ -11,14 +11,12 @@ import pytest
 
 from moralkit.psm import rp
 from moralkit.psm.design import make_design
+from moralkit.psm.random_choice import RandomChoiceResult, Table1, plot_null_distributions, stars
 from moralkit.psm.rationality import (
     CHUNK_SIZE,
-    RandomChoiceResult,
     _chunk_rng,
-    plot_null_distributions,
     random_choice_test,
     random_choice_tests,
-    stars,
     table1,
 )
 from moralkit.psm.simulate import simulate_agents, simulate_quadratic, simulate_random
@@ -103,20 +101,40 @@ def test_stars_are_weak_inequalities():
 
 
 def test_table1_layout_and_order(few):
-    df = table1(few, n_datasets=200, seed=0)
+    t = table1(few, n_datasets=200, seed=0)
+    assert isinstance(t, Table1) and t.index == "ccei" and t.hm_results is None
+    df = t.to_frame()
     assert list(df.columns) == ["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"]
     assert len(df) == 6 and set(df["model"]) == set(few)
     assert df["alpha"].is_monotonic_increasing
     assert (df["n_obs"] == 160).all() and (df["provider"] == "simulated").all()
-    res = df.attrs["results"]
+    res = t.results
+    assert list(res) == list(few) and not df.attrs  # no state rides in DataFrame.attrs
     for _, row in df.iterrows():
         r = res[row["model"]]
         assert row["ccei"] == r.index_value and row["alpha"] == r.alpha and row["stars"] == r.stars
         assert row["label"] == f"{r.index_value:.3f}{r.stars}"
         assert Fraction(row["ccei_exact"]) == r.index_exact
     # a table can be rebuilt from results without recomputation
-    df2 = table1(res)
-    pd.testing.assert_frame_equal(df.drop(columns=[]), df2)
+    df2 = table1(res).to_frame()
+    pd.testing.assert_frame_equal(df, df2)
+    assert t.passing(0.05) == [m for m in df["model"] if res[m].alpha <= 0.05]
+
+
+def test_table1_is_a_result_object(few):
+    """to_frame() gives a copy; the page shows the table; repr is one line; plot() draws every model."""
+    t = table1({m: few[m] for m in list(few)[:3]}, n_datasets=60, seed=0)
+    df = t.to_frame()
+    df.loc[0, "alpha"] = -1.0
+    assert t.to_frame().loc[0, "alpha"] != -1.0
+    assert t._repr_html_() == t.to_frame()._repr_html_()
+    r = repr(t)
+    assert r.startswith("<Table1: 3 models, index 'ccei', 60 random datasets each") and "\n" not in r
+    assert len(t) == 3 and list(t["model"]) == list(t.to_frame()["model"])  # column access reads the table
+    fig = t.plot(ncols=3)
+    assert [a.get_title().split("\n")[0] for a in fig.axes if a.get_visible()] == list(t.to_frame()["model"])
+    with pytest.raises(ValueError, match="Table1"):
+        plot_null_distributions(t.to_frame())
 
 
 def test_table1_leaves_out_models_without_answers(design):
@@ -216,11 +234,11 @@ def test_default_index_is_the_standard_ccei(few):
     a = table1(few, n_datasets=120, seed=1)
     b = table1(few, n_datasets=120, seed=1, index="ccei")
     c = table1(few, n_datasets=120, seed=1, index="corner/e")
-    pd.testing.assert_frame_equal(a, b)
-    pd.testing.assert_frame_equal(a, c)
-    assert a.attrs["index"] == "ccei"
+    pd.testing.assert_frame_equal(a.to_frame(), b.to_frame())
+    pd.testing.assert_frame_equal(a.to_frame(), c.to_frame())
+    assert a.index == "ccei"
     o = table1(few, n_datasets=60, seed=1, index="origin/1-e")
-    assert o.attrs["index"] == "origin/1-e" and set(o["model"]) == set(a["model"])
+    assert o.index == "origin/1-e" and set(o.to_frame()["model"]) == set(a.to_frame()["model"])
     with pytest.raises(ValueError, match="origin/1-e"):
         table1(few, n_datasets=10, index="polar/e")
     fig = plot_null_distributions(o)
