@@ -56,6 +56,8 @@ from moralkit.respondents import legend, short_label
 pd.set_option("display.width", 160)
 TABLE1_HEADERS = {"provider": "Provider", "model": "Model", "label": "CCEI", "alpha": "α",
                   "n_obs": "Number of Obs."}  # the published Table 1's headers
+
+# %%
 if quick:
     n_boot, n_null, n_starts = min(n_boot, 20), min(n_null, 100), min(n_starts, 3)
 other_form = {"exact": "paper", "paper": "exact"}[form]

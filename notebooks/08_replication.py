@@ -271,12 +271,8 @@ plt.show()
 Gs = rep.redraws(res.calibration, res.e_matched, n_redraws, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
 power = rpower.g_power(Gs)
 power_recal = rpower.g_power(reps.G) if len(reps) >= 2 else None
-rows = {f"{n_redraws} redraws of the seed-{seed} agents": power["summary"]}
-if power_recal is not None:
-    rows[f"{len(reps)} simulations, each calibrated anew"] = power_recal["summary"]
-power_table = pd.DataFrame(rows).T[["n_simulations", "n_pairs", "mean", "sd", "min", "q05", "q25", "median", "q75",
-                                    "q95", "max", "power", "published_mean", "published_percentile",
-                                    "published_rank_p"]]
+power_table = rpower.power_table({f"{n_redraws} redraws of the seed-{seed} agents": power,
+                                  f"{len(reps)} simulations, each calibrated anew": power_recal})
 show(power_table, "08_power", caption="SIMULATED: Spearman correlation between independent simulations of the same "
                                       "agents (G off-diagonal), the Mantel power at 5 %, and Table 3 among them",
      float_format="{:.3f}".format)

@@ -53,7 +53,7 @@ def test_table1_matches_paper_text():
     assert len(rows) == len(t1)
     for r, rec in zip(rows, t1.itertuples()):
         assert r[0] == rec.provider and r[1] == rec.model
-        assert r[2] == f"{rec.index_value:.3f}{rec.stars}"
+        assert r[2] == f"{rec.ccei:.3f}{rec.stars}"
         assert float(r[3]) == rec.alpha and int(r[4]) == rec.n_obs
 
 

@@ -96,8 +96,13 @@ def test_G_properties_and_reproducibility(mixed):
 
 
 def test_same_G_for_any_number_of_workers(mixed):
+    """Each draw has its own seed, so chunks and workers do not change G. Threads keep the test cheap (no
+    worker processes to start and compile); the draws go through the same joblib chunks as processes."""
+    from joblib import parallel_backend
+
     a = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=1)
-    b = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=2, chunk_size=5)
+    with parallel_backend("threading"):
+        b = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=2, chunk_size=5)
     assert np.array_equal(a.labels, b.labels)
     assert a.G.equals(b.G)
 

@@ -244,6 +244,6 @@ def predicted_alpha(null: pd.DataFrame, published: pd.DataFrame, *, decimals: in
         for j, rec in enumerate(published.itertuples(index=False)):
             n = int(sims[np.argmin(np.abs(sims - rec.n_obs))])
             vals = by_n[n]
-            a_hat = float((vals >= round(float(rec.index_value), decimals) - 1e-12).mean())
-            rows.append((rec.model, conv, float(rec.index_value), int(rec.n_obs), float(rec.alpha), a_hat, bool(sup[j])))
+            a_hat = float((vals >= round(float(rec.ccei), decimals) - 1e-12).mean())
+            rows.append((rec.model, conv, float(rec.ccei), int(rec.n_obs), float(rec.alpha), a_hat, bool(sup[j])))
     return pd.DataFrame(rows, columns=["model", "convention", "ccei", "n_obs", "alpha", "alpha_hat", "in_support"])

@@ -19,7 +19,11 @@ import pandas as pd
 from ..errors import MoralkitError
 from ..psm import reference
 
-__all__ = ["g_power", "plot_power"]
+__all__ = ["g_power", "power_table", "plot_power", "POWER_COLUMNS"]
+
+#: The columns of :func:`power_table`, in order.
+POWER_COLUMNS = ("n_simulations", "n_pairs", "mean", "sd", "min", "q05", "q25", "median", "q75", "q95", "max",
+                 "power", "published_mean", "published_percentile", "published_rank_p")
 
 
 def g_power(Gs: dict, G_pub: pd.DataFrame | None = None, *, level: float = 0.05) -> dict:
@@ -135,6 +139,24 @@ def _power_summary(pairs: pd.DataFrame, pub_r: pd.Series, loo: pd.Series, level:
             "published_mean": pm,
             "published_percentile": float(100 * ((lv < pm).sum() + 0.5 * (lv == pm).sum()) / len(lv)),
             "published_rank_p": float(((lv <= pm).sum() + 1) / (len(lv) + 1))}
+
+
+def power_table(powers: dict) -> pd.DataFrame:
+    """One row per :func:`g_power` output (``{row label: output}``; ``None`` values are left out).
+
+    Columns :data:`POWER_COLUMNS`: the spread of the simulation-simulation Spearman, the Mantel power
+    and where Table 3 falls among the simulations.
+
+    Examples
+    --------
+    >>> from moralkit.psm.reference import published_table3
+    >>> pub = published_table3()
+    >>> t = power_table({"copies": g_power({0: pub, 1: pub}), "none": None})
+    >>> list(t.index), t.loc["copies", "mean"]
+    (['copies'], 1.0)
+    """
+    rows = {k: v["summary"] for k, v in powers.items() if v is not None}
+    return pd.DataFrame(rows).T[list(POWER_COLUMNS)]
 
 
 def plot_power(power: dict, other: dict | None = None, labels=("redrawn answers", "recalibrated"), ax=None):
