@@ -152,7 +152,7 @@ def power_table(powers: dict) -> pd.DataFrame:
     >>> from moralkit.psm.reference import published_table3
     >>> pub = published_table3()
     >>> t = power_table({"copies": g_power({0: pub, 1: pub}), "none": None})
-    >>> list(t.index), t.loc["copies", "mean"]
+    >>> list(t.index), float(t.loc["copies", "mean"])
     (['copies'], 1.0)
     """
     rows = {k: v["summary"] for k, v in powers.items() if v is not None}
