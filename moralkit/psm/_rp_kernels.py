@@ -166,28 +166,11 @@ def psm_levels_batch(Es, n_levels):
 
 
 @njit(cache=True, nogil=True)
-def level_lists_direct(A, b, options, n_levels, budget):
-    """Sparse, level-sorted transposed option expenditures, from the affine form of the expenditures.
-
-    For round ``k`` and option ``j``, ``rows[start[k, j, L]:start[k, j, L + 1]]`` lists the
-    rounds ``r != k`` at which option ``j`` of round ``k`` costs ``L`` (levels ``< n_levels``;
-    negative values count as level 0), in increasing order. Only about a quarter of all entries
-    are below the PSM budget, and far fewer below typical CCEI levels. The package's one
-    level-list kernel.
-
-    ``p^r . |q - o^r| = A[r] . q + b[r]`` with ``A[r] = p^r * (+1 where o^r = 0, -1
-    where o^r = 5)`` and ``b[r] = 5 * sum of p^r over the statements where o^r = 5``.
-    The costs depend on the raw answer ``q`` only, so options with the same raw answer (about
-    60 % of a design's) share one list; a round never lists itself because its own options cost
-    the budget and ``n_levels <= budget`` (an option off the budget is reported, and its lists are
-    then meaningless). Returns ``(start, rows, bad)`` where ``bad = (k, j, cost)`` locates the
-    first alternative off the budget (``k = -1`` if none).
-    """
+def distinct_answers(options):
+    """``(uid, reps, n_u)``: one id per distinct raw answer among the options (T, n, 5): ``uid[k, j]``
+    is option j of round k's, ``reps[u]`` the answer of id u (answers 0..5: a base-6 code; anything
+    else gets its own id), in order of first appearance."""
     T, n = options.shape[0], options.shape[1]
-    At = np.ascontiguousarray(A.T)  # one contiguous row per statement: the cost loop over r vectorises
-    a0, a1, a2, a3, a4 = At[0], At[1], At[2], At[3], At[4]
-    bad = np.full(3, -1, dtype=np.int64)
-    # one id per distinct raw answer (answers 0..5: a base-6 code; anything else gets its own id)
     first = np.full(6 ** 5, -1, dtype=np.int64)
     uid = np.empty((T, n), dtype=np.int64)
     reps = np.empty((T * n, 5), dtype=np.int64)
@@ -210,6 +193,32 @@ def level_lists_direct(A, b, options, n_levels, budget):
                 reps[n_u, s] = options[k, j, s]
             uid[k, j] = n_u
             n_u += 1
+    return uid, reps, n_u
+
+
+@njit(cache=True, nogil=True)
+def level_lists_direct(A, b, options, n_levels, budget):
+    """Sparse, level-sorted transposed option expenditures, from the affine form of the expenditures.
+
+    For round ``k`` and option ``j``, ``rows[start[k, j, L]:start[k, j, L + 1]]`` lists the
+    rounds ``r != k`` at which option ``j`` of round ``k`` costs ``L`` (levels ``< n_levels``;
+    negative values count as level 0), in increasing order. Only about a quarter of all entries
+    are below the PSM budget, and far fewer below typical CCEI levels. The package's one
+    level-list kernel.
+
+    ``p^r . |q - o^r| = A[r] . q + b[r]`` with ``A[r] = p^r * (+1 where o^r = 0, -1
+    where o^r = 5)`` and ``b[r] = 5 * sum of p^r over the statements where o^r = 5``.
+    The costs depend on the raw answer ``q`` only, so options with the same raw answer (about
+    60 % of a design's) share one list; a round never lists itself because its own options cost
+    the budget and ``n_levels <= budget`` (an option off the budget is reported, and its lists are
+    then meaningless). Returns ``(start, rows, bad)`` where ``bad = (k, j, cost)`` locates the
+    first alternative off the budget (``k = -1`` if none).
+    """
+    T, n = options.shape[0], options.shape[1]
+    At = np.ascontiguousarray(A.T)  # one contiguous row per statement: the cost loop over r vectorises
+    a0, a1, a2, a3, a4 = At[0], At[1], At[2], At[3], At[4]
+    bad = np.full(3, -1, dtype=np.int64)
+    uid, reps, n_u = distinct_answers(options)
     # level lists of every distinct answer
     ustart = np.empty((n_u, n_levels + 1), dtype=np.int64)
     rows = np.empty(n_u * T, dtype=np.int32)

@@ -341,18 +341,21 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
     found, status, n_solves = _solve_loop(prob, opt, solver, deadline, tee, all_optima)
     if formulation == "cuts":
         prob.n_cons = len(prob.mdl.cuts) + len(prob.mdl.nogood)
-    wall = time.perf_counter() - t0
+    return _milp_result(prob, found, status, all_optima, solver, time.perf_counter() - t0, build_s, n_solves)
 
+
+def _milp_result(prob, found, status, all_optima, solver, wall, build_s, n_solves) -> MILPResult:
+    """Phase 4: the subsets found (bit masks) as model names; no values when the solver found none."""
     def models_of(mask):
-        return tuple(m for i, m in enumerate(pooled.models) if (mask >> i) & 1)
+        return tuple(m for i, m in enumerate(prob.pooled.models) if (mask >> i) & 1)
 
     if not found:
-        return MILPResult(None, status, False, None, wall, prob.n_vars, prob.n_cons, solver, build_s, formulation,
-                          n_solves, None, tuple(prob.found_cuts))
+        return MILPResult(None, status, False, None, wall, prob.n_vars, prob.n_cons, solver, build_s,
+                          prob.formulation, n_solves, None, tuple(prob.found_cuts))
     models = models_of(found[0])
     all_models = [models_of(m) for m in sorted(found)] if all_optima else None
     return MILPResult(models, status, status == "optimal", float(len(models)), wall, prob.n_vars, prob.n_cons,
-                      solver, build_s, formulation, n_solves, all_models, tuple(prob.found_cuts))
+                      solver, build_s, prob.formulation, n_solves, all_models, tuple(prob.found_cuts))
 
 
 @dataclass

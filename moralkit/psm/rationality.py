@@ -410,23 +410,8 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     >>> t.passing(0.05)  # the random respondent does not pass
     ['sim-a']
     """
-    precomputed = isinstance(datasets, dict) and datasets and all(
-        isinstance(v, RandomChoiceResult) for v in datasets.values())
-    if precomputed:
-        results = datasets
-    else:
-        if isinstance(datasets, PSMDataset):
-            datasets = [datasets]
-        items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
-        few = [ds.model for ds in items if ds.n_obs < min_obs]
-        if few:
-            warnings.warn(f"left out of Table 1 (fewer than {min_obs} answered rounds): {few}", stacklevel=2)
-        items = [ds for ds in items if ds.n_obs >= min_obs]
-        results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress,
-                                      index=index)
-    rows = [dict(provider=r.provider, model=r.model, ccei=r.index_value, ccei_exact=str(r.index_exact), alpha=r.alpha,
-                 stars=r.stars, label=f"{r.index_value:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
-    df = pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
+    precomputed, results, items = _table1_results(datasets, n_datasets, seed, n_jobs, progress, min_obs, index)
+    df = _table1_frame(results)
     if hm:
         if precomputed:
             raise MoralkitError("hm=True needs the datasets themselves, not precomputed results; pass the datasets")
@@ -444,6 +429,29 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     df = df.reset_index(drop=True)
     index = next(iter(results.values())).index if results else STANDARD_INDEX
     return Table1(df, results, index, hres if hm else None)
+
+
+def _table1_results(datasets, n_datasets, seed, n_jobs, progress, min_obs, index):
+    """``(precomputed, results, items)``: the given results, or the tests of the datasets with at least
+    ``min_obs`` answered rounds (the others left out with a warning naming them)."""
+    if isinstance(datasets, dict) and datasets and all(isinstance(v, RandomChoiceResult) for v in datasets.values()):
+        return True, datasets, None
+    if isinstance(datasets, PSMDataset):
+        datasets = [datasets]
+    items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
+    few = [ds.model for ds in items if ds.n_obs < min_obs]
+    if few:
+        warnings.warn(f"left out of Table 1 (fewer than {min_obs} answered rounds): {few}", stacklevel=3)
+    items = [ds for ds in items if ds.n_obs >= min_obs]
+    results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress,
+                                  index=index)
+    return False, results, items
+
+
+def _table1_frame(results) -> pd.DataFrame:
+    rows = [dict(provider=r.provider, model=r.model, ccei=r.index_value, ccei_exact=str(r.index_exact), alpha=r.alpha,
+                 stars=r.stars, label=f"{r.index_value:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
+    return pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
 
 
 # --------------------------------------------------------------------------- the Houtman–Maks index

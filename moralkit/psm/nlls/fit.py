@@ -245,20 +245,11 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
     ----------
     Seror (2025), Section 3.2, eqs. (7)-(11).
     """
-    form = check_form(form)
-    _check_fit_args(n_starts, n_boot, level, cov_type)
-    corners, prices, answers = _checked_answers(corners, prices, answers)
-    T = len(corners)
-    round_index = np.arange(1, T + 1) if round_index is None else np.asarray(round_index)
+    form = _check_fit_args(form, n_starts, n_boot, level, cov_type)
     label = f"{model}: " if model else ""
-    if T < MIN_ROUNDS:
-        raise IdentificationError(f"{label}{T} answered round(s) cannot identify the 9 parameters of eq. (7) "
-                                  f"(4 weights up to scale, 5 ideal answers): at least {MIN_ROUNDS} rounds are "
-                                  "needed, and in practice many more (the paper uses up to 160); collect more answers "
-                                  "or drop the model")
-    y = to_corner_linear(answers, corners)
-    if check_budget:
-        _check_budget(y, prices, budget, 1e-6, round_index)
+    corners, prices, y = _checked_answers(corners, prices, answers, label, budget if check_budget else None,
+                                          round_index)
+    T = len(corners)
     prob = _Problem(corners, prices, y, form, budget)
     _check_identified(prob, T, form, label)
     best, n_agree = _multistart(prob, int(n_starts), np.random.default_rng(
@@ -266,19 +257,20 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
     a, b = _theta_to_ab(best.x)
     cov, regular = _covariance_at(prob, best.x, cov_type, T, label)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    out = UtilityFit(model=str(model), form=form, a=a, b=b, se_a=se[:5], se_b=se[5:], cov=cov,
-                     ssr=float(2 * best.cost), n_obs=T, n_excluded=int(n_excluded), n_starts=int(n_starts),
-                     n_agree=n_agree, status=int(best.status), message=str(best.message),
-                     optimality=float(best.optimality), converged=bool(best.status > 0), regular=regular,
-                     cov_type=cov_type,
-                     seed=int(seed), q0=None if q0 is None else np.asarray(q0, dtype=float), level=float(level))
+    out = UtilityFit(model=str(model), form=form, a=a, b=b, se_a=se[:5], se_b=se[5:], cov=cov, ssr=float(2 * best.cost),
+                     n_obs=T, n_excluded=int(n_excluded), n_starts=int(n_starts), n_agree=n_agree,
+                     status=int(best.status), message=str(best.message), optimality=float(best.optimality),
+                     converged=bool(best.status > 0), regular=regular, cov_type=cov_type, seed=int(seed),
+                     q0=None if q0 is None else np.asarray(q0, dtype=float), level=float(level))
     if n_boot:
         _add_bootstrap(out, (corners.astype(float), prices, y, form, budget), best.x, int(n_boot), seed, model,
                        n_jobs, level, label)
     return out
 
 
-def _check_fit_args(n_starts, n_boot, level, cov_type) -> None:
+def _check_fit_args(form, n_starts, n_boot, level, cov_type) -> str:
+    """The checked ``form`` (see :func:`~moralkit.psm.nlls.model.check_form`), after checking the others."""
+    form = check_form(form)
     if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise MoralkitError(f"n_starts must be a positive integer, got {n_starts!r}")
     if not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
@@ -287,10 +279,12 @@ def _check_fit_args(n_starts, n_boot, level, cov_type) -> None:
         raise MoralkitError(f"level must be in (0, 1), got {level!r}")
     if cov_type not in ("cluster", "nonrobust", "HC0", "HC1", "HC2", "HC3"):
         raise MoralkitError(f"cov_type must be 'cluster', 'nonrobust' or 'HC0'..'HC3', got {cov_type!r}")
+    return form
 
 
-def _checked_answers(corners, prices, answers):
-    """Phase 1: the rounds and the answers (T, 5), finite, one row per round."""
+def _checked_answers(corners, prices, answers, label: str, budget, round_index):
+    """Phase 1: the rounds and the answers in corner coordinates (T, 5): finite, one row per round, at
+    least MIN_ROUNDS, and on the budget line unless ``budget`` is None."""
     corners, prices = check_rounds(corners, prices)
     answers = np.asarray(answers, dtype=float)
     if answers.ndim == 1:
@@ -301,7 +295,15 @@ def _checked_answers(corners, prices, answers):
     if not np.isfinite(answers).all():
         raise MoralkitError("answers contain NaN or infinite values; leave unanswered rounds out "
                             "(PSMDataset.valid() does it)")
-    return corners, prices, answers
+    if T < MIN_ROUNDS:
+        raise IdentificationError(f"{label}{T} answered round(s) cannot identify the 9 parameters of eq. (7) "
+                                  f"(4 weights up to scale, 5 ideal answers): at least {MIN_ROUNDS} rounds are "
+                                  "needed, and in practice many more (the paper uses up to 160); collect more answers "
+                                  "or drop the model")
+    y = to_corner_linear(answers, corners)
+    if budget is not None:
+        _check_budget(y, prices, budget, 1e-6, np.arange(1, T + 1) if round_index is None else np.asarray(round_index))
+    return corners, prices, y
 
 
 def _check_identified(prob, T: int, form: str, label: str) -> None:
