@@ -35,7 +35,7 @@ def test_table1_shape_and_order():
     t1 = reference.published_table1()
     assert list(t1.columns) == ["provider", "model", "ccei", "stars", "alpha", "n_obs"]
     assert len(t1) == 37 and t1["model"].is_unique
-    assert "Table 1" in t1.attrs["source"]
+    assert "Table 1" in reference.SOURCES["published_table1"] and not t1.attrs  # no state in DataFrame.attrs
     # printed sorted by alpha; stars follow alpha <= 1 %, 5 %, 10 %
     assert t1["alpha"].is_monotonic_increasing
     expect = np.select([t1.alpha <= 0.01, t1.alpha <= 0.05, t1.alpha <= 0.10], ["***", "**", "*"], "")
