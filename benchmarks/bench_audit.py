@@ -9,14 +9,14 @@ Earlier changes, each timed against the way it was done before:
    (``rationality.retest``) instead of once per noise level (``random_choice_tests`` per level).
 2. Convention audit: e* outside corner coordinates was computed with ``rp.ccei_exact`` (a Fraction
    refinement); it is the float of ``rp.ccei`` turned back into the exact fraction
-   (``conventions.exact_ratio``).
+   (``indices.exact_ratio``).
 
 The changes timed cell by cell here (the old implementations live only in this file, patched in for the
 "before" runs):
 
 3. ``Design.arrays``: every round's corners and raw options for a round-0 answer in one vectorised step
    (the simulators built them round by round with ``Round.corner`` / ``Round.options``).
-4. ``rp.ccei_subsets``: the convention audit's null takes nested subsets of every simulated respondent;
+4. ``ccei_many.ccei_subsets``: the convention audit's null takes nested subsets of every simulated respondent;
    their CCEIs come from one compiled pass over the respondent's expenditure matrix (each subset was
    copied out with ``np.ix_`` and given to ``rp.ccei``, which ranked all its ratios again).
 5. ``level_lists_direct`` (the random-choice test's level lists): one list per distinct raw answer
@@ -47,16 +47,16 @@ import time
 import numpy as np
 from numba import njit
 
+from moralkit.psm import ccei_many, rp
 from moralkit.psm import dataset as dataset_module
 from moralkit.psm import design as design_module
 from moralkit.psm import rationality as rationality_module
-from moralkit.psm import rp
 from moralkit.psm.design import Design, make_design
+from moralkit.psm.indices import exact_ratio, expenditure_matrix
 from moralkit.psm.rationality import random_choice_tests, retest
 from moralkit.psm.reference import published_table1
 from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
 from moralkit.studies import audit
-from moralkit.studies.conventions import exact_ratio, expenditure_matrix
 
 # --------------------------------------------------------------------------- the old implementations
 
@@ -73,7 +73,7 @@ def _old_arrays(self, q0=None):
 
 
 def _old_ccei_subsets(E, subsets):
-    """rp.ccei_subsets as computed before: each restricted matrix copied out and given to rp.ccei."""
+    """ccei_many.ccei_subsets as computed before: each restricted matrix copied out and given to rp.ccei."""
     return np.array([rp.ccei(E[np.ix_(s, s)]) for s in subsets])
 
 
@@ -165,7 +165,7 @@ def _old_option_key(v):
 
 _PATCHES = [  # (object, attribute, old implementation or a function of the current one)
     (Design, "arrays", _old_arrays),
-    (rp, "ccei_subsets", _old_ccei_subsets),
+    (ccei_many, "ccei_subsets", _old_ccei_subsets),
     (rp, "level_lists_direct", _old_level_lists_direct),
     (design_module, "_cached_design", lambda cur: cur.__wrapped__),  # make_design rebuilt designs every call
     (dataset_module, "validate_dataset", _old_validate_dataset),
@@ -252,7 +252,7 @@ def power(n_agents, n_levels, n_datasets):
         return [first] + [{k: retest(first[k], ds) for k, ds in x.items()} for x in data[1:]]
 
     t_new, new = _cpu(shared)
-    same = all((o[k].ccei, o[k].alpha) == (n[k].ccei, n[k].alpha) for o, n in zip(old, new) for k in o)
+    same = all((o[k].index_value, o[k].alpha) == (n[k].index_value, n[k].alpha) for o, n in zip(old, new) for k in o)
     return t_old, t_new, same
 
 

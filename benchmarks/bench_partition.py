@@ -29,9 +29,11 @@ import time
 import numpy as np
 
 from moralkit.psm.design import make_design
-from moralkit.psm.milp import find_glpsol, solve_ls_milp
-from moralkit.psm.partition import largest_subsets, partition_types, pool
+from moralkit.psm.milp import solve_ls_milp
+from moralkit.psm.milp_solvers import find_glpsol
+from moralkit.psm.partition import largest_subsets, partition_types
 from moralkit.psm.permutation import E_BELOW_CCEI, draw_rounds, permutation_study
+from moralkit.psm.pooled import pool
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
 

@@ -57,7 +57,7 @@ def main(argv=None):
 
     from joblib import effective_n_jobs
 
-    from moralkit.psm import rp
+    from moralkit.psm import ccei_many, rp
     from moralkit.psm.design import make_design
     from moralkit.psm.rationality import table1
     from moralkit.psm.simulate import simulate_agents
@@ -82,8 +82,8 @@ def main(argv=None):
     t_mk_ccei /= n_data
     rounds = (data[0].corners, data[0].prices, data[0].options)
     C = np.random.default_rng(0).integers(0, 100, size=(1000, T))
-    rp.ccei_choices(*rounds, C[:2])
-    t_batch, _ = best_of(lambda: rp.ccei_choices(*rounds, C, numerators=True))
+    ccei_many.ccei_choices(*rounds, C[:2])
+    t_batch, _ = best_of(lambda: ccei_many.ccei_choices(*rounds, C, numerators=True))
     t_batch /= len(C)
     print(f"moralkit   : {t_mk * 1e6:9.1f} us/dataset (expenditure matrix + ccei, public API); "
           f"ccei(E) alone {t_mk_ccei * 1e6:.1f} us; batched ccei_choices {t_batch * 1e6:.1f} us")

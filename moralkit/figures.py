@@ -139,6 +139,13 @@ def _is_table(obj) -> bool:
     return isinstance(obj, (pd.DataFrame, pd.Series))
 
 
+def _as_table(obj):
+    """A result object's table (its ``to_frame()``, statsmodels-style), else ``obj`` itself."""
+    if not _is_table(obj) and callable(getattr(type(obj), "to_frame", None)):
+        return obj.to_frame()
+    return obj
+
+
 def _check_stem(stem: str) -> str:
     if not isinstance(stem, str) or not stem or os.sep in stem or "/" in stem or stem.startswith("."):
         raise ValueError(f"stem must be a file name without folder or extension, like '04_fig3_similarity'; "
@@ -277,11 +284,11 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
 
     Parameters
     ----------
-    df : pandas.DataFrame or pandas.Series
-        The table shown.
+    df : pandas.DataFrame or pandas.Series, or a result object with ``to_frame()``
+        The table shown (a result object shows its ``to_frame()``).
     stem : str, optional
         Save the table as ``<tables>/<stem>.csv`` first (see :func:`save`); ``None``: only display.
-    full : pandas.DataFrame, optional
+    full : pandas.DataFrame or a result object with ``to_frame()``, optional
         Save this table under ``stem`` instead of ``df``: the page shows a view of it (a few
         columns, a pivot), the CSV holds all of it. The view is marked as ``stem`` on the page.
     caption : str, optional
@@ -303,6 +310,8 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
     """
     from IPython.display import HTML, display
 
+    df = _as_table(df)
+    full = None if full is None else _as_table(full)
     if not _is_table(df) or (full is not None and not _is_table(full)):
         raise TypeError(f"show() takes pandas DataFrames or Series, got {type(df).__name__}"
                         + ("" if full is None else f" and full={type(full).__name__}"))

@@ -45,25 +45,24 @@ import pandas as pd
 
 from moralkit.figures import relative_path, save, show
 from moralkit.psm import reference, rp
-from moralkit.psm.dataset import load_psm
+from moralkit.psm.dataset import data_summary, load_psm
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, budget_set, make_design
-from moralkit.psm.rationality import plot_null_distributions, random_choice_tests, table1
+from moralkit.psm.random_choice import plot_null_distributions
+from moralkit.psm.rationality import random_choice_tests, table1
 from moralkit.respondents import legend, short_label
 
 pd.set_option("display.width", 160)
 # Table 1's headers as the paper prints them (CCEI with its stars, α, number of observations)
 table1_headers = {"provider": "Provider", "model": "Model", "label": "CCEI", "ccei_exact": "CCEI (exact)",
                   "alpha": "α", "n_obs": "Number of Obs."}
+
+# %%
 if quick:
     n_datasets = min(n_datasets, 100)
     n_datasets_paper_index = min(n_datasets_paper_index, 50)
 path, datasets = load_psm(data_path)
 print(f"data: {relative_path(path)}")
-summary = pd.DataFrame(
-    [{"provider": ds.provider, "backend": ds.backend, "model": m, "answered": ds.n_obs,
-      "missing": ds.n_rounds - ds.n_obs, "round0": ("valid" if ds.q0 is not None else "missing")}
-     for m, ds in datasets.items()],
-    columns=["provider", "backend", "model", "answered", "missing", "round0"])
+summary = data_summary(datasets)
 datasets = {m: ds for m, ds in datasets.items() if ds.n_obs > 0}
 ready = len(datasets) > 0
 if not ready:

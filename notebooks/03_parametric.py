@@ -56,6 +56,8 @@ from moralkit.respondents import legend, short_label
 pd.set_option("display.width", 160)
 TABLE1_HEADERS = {"provider": "Provider", "model": "Model", "label": "CCEI", "alpha": "α",
                   "n_obs": "Number of Obs."}  # the published Table 1's headers
+
+# %%
 if quick:
     n_boot, n_null, n_starts = min(n_boot, 20), min(n_null, 100), min(n_starts, 3)
 other_form = {"exact": "paper", "paper": "exact"}[form]
@@ -200,8 +202,8 @@ plt.show()
 
 # %%
 if ready:
-    fig2 = nlls.plot_q0_minus_b(fits)
-    save(fig2, "03_fig2_q0_minus_b")
+    ax2 = nlls.plot_q0_minus_b(fits)
+    save(ax2.figure, "03_fig2_q0_minus_b")
     plt.show()
     d = pd.DataFrame({m: f.q0 - f.b for m, f in fits.items() if f.q0 is not None},
                      index=[c.split(" ")[1].strip("()") for c in t2a.columns[:5]]).T

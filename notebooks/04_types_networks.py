@@ -49,12 +49,15 @@ from moralkit.psm import partition as mp
 from moralkit.psm import permutation as perm
 from moralkit.psm import reference
 from moralkit.psm.dataset import load_psm
+from moralkit.psm.pooled import pool
 from moralkit.psm.rationality import table1 as make_table1
 from moralkit.respondents import legend, short_label, shorten_labels
 
 pd.set_option("display.width", 160)
 TABLE1_HEADERS = {"provider": "Provider", "model": "Model", "label": "CCEI", "alpha": "α",
                   "n_obs": "Number of Obs."}  # the published Table 1's headers
+
+# %%
 if quick:
     T = min(T, 40)
 path, datasets = load_psm(data_path)
@@ -110,7 +113,7 @@ if ready:
 
 # %%
 if ready:
-    pooled = mp.pool({m: datasets[m] for m in models})
+    pooled = pool({m: datasets[m] for m in models})
     print(f"{pooled.n_obs} pooled rounds of {pooled.n_models} models; pooled GARP_e at {perm.describe_e(e)}: "
           f"{mp.garp_pooled(pooled, e)}")
     alone = {m: mp.garp_pooled(pooled, e, [m]) for m in models}
@@ -137,7 +140,7 @@ if ready:
 
     demo_models = models[:3]
     draw = perm.draw_rounds({m: datasets[m] for m in demo_models}, 4, seed)
-    small = mp.pool({m: datasets[m] for m in demo_models}, draw)
+    small = pool({m: datasets[m] for m in demo_models}, draw)
     exact_best = mp.largest_subsets(small, e)
     try:
         res = solve_ls_milp(small, e, solver="highs", formulation="prop1", time_limit=60, all_optima=True)
@@ -145,8 +148,14 @@ if ready:
               f"{[list(b) for b in res.all_models]} [{res.status}, {res.wall_s:.2f} s]")
         print(f"exact solver: every maximum subset = {[list(b) for b in exact_best]}")
         print("same maximum subsets:", res.all_models == exact_best)
+    except ValueError as ex:
+        print("MILP demonstration skipped:", ex)
+
+# %%
+if ready:
+    try:
         chosen = {m: datasets[m] for m in models}
-        big = mp.pool(chosen, perm.draw_rounds(chosen, min(20, perm.max_rho(chosen)), seed))
+        big = pool(chosen, perm.draw_rounds(chosen, min(20, perm.max_rho(chosen)), seed))
         cut = solve_ls_milp(big, e, solver="highs", formulation="cuts", all_optima=True)
         print(f"cut formulation on {big.n_obs} pooled rounds: {cut.n_solves} master solves, {cut.wall_s:.2f} s; "
               f"same maximum subsets as the exact solver: {cut.all_models == mp.largest_subsets(big, e)}")

@@ -41,6 +41,7 @@ import pandas as pd
 
 from moralkit.figures import save, show
 from moralkit.psm import reference
+from moralkit.psm.indices import CONVENTIONS
 from moralkit.studies import audit
 from moralkit.studies import conventions as cv
 
@@ -94,7 +95,7 @@ vals = sorted(set(t1["ccei"]))
 support = pd.DataFrame({
     "printed": vals,
     "fractions_m<=30": [", ".join(f"{f.numerator}/{f.denominator}" for f in cv.matching_fractions(v)) for v in vals],
-    **{c.name: cv.in_support(vals, c) for c in cv.CONVENTIONS},
+    **{c.name: cv.in_support(vals, c) for c in CONVENTIONS},
 })
 show(support, "06_printed_values_support")
 

@@ -55,13 +55,15 @@ from moralkit.figures import save, show
 from moralkit.psm import networks as nw
 from moralkit.psm import permutation as perm
 from moralkit.psm import reference
+from moralkit.studies import calibration as calib
 from moralkit.studies import replication as rep
+from moralkit.studies import replication_power as rpower
 
-noise_grid = rep.NOISE_GRID
+noise_grid = calib.NOISE_GRID
 T_scan = 100
 if quick:
     T, T_scan, n_datasets, n_reps, n_simulations, n_redraws = 20, 10, 100, 3, 2, 3
-    noise_grid = rep.NOISE_GRID[::4]
+    noise_grid = calib.NOISE_GRID[::4]
 pd.set_option("display.width", 160)
 
 # %% [markdown]
@@ -109,7 +111,7 @@ show(inputs.iloc[:, 8:], caption="Published (Seror 2025, Table 2): the weights a
 #   claude-3: 5/12 gives $\alpha$ ≈ 0.06 and 1/2 gives 0).
 
 # %%
-cal = rep.calibrate(noise_grid, n_reps=n_reps, n_datasets=n_datasets, seed=seed)
+cal = calib.calibrate(noise_grid, n_reps=n_reps, n_datasets=n_datasets, seed=seed)
 cols = ["model", "ccei", "alpha", "n_obs", "noise", "ccei_sim", "alpha_sim", "stars_sim", "err_ccei", "err_alpha",
         "mean_abs_err_ccei", "mean_abs_err_alpha", "index_origin_1e"]
 show(cal.table[cols].set_index("model").rename(columns=lambda c: c.replace("_", " ")), "08_calibration",
@@ -124,7 +126,7 @@ show(shares, "08_null_shares", caption="Share of the random datasets reaching ea
      float_format="{:.3f}".format)
 
 # %%
-fig = rep.plot_calibration(cal)
+fig = cal.plot()
 save(fig, "08_calibration")
 plt.show()
 
@@ -231,11 +233,11 @@ print("links of each model in the sparsest network: simulated", dict(sparse_sim.
 # %%
 reps = rep.replications(range(n_simulations), res.e_matched, T=T, rho=rho, noise_grid=noise_grid, n_reps=n_reps,
                         n_datasets=n_datasets, n_jobs=n_jobs)
-show(reps.set_index("seed")[["pearson", "spearman", "mantel_p", "mean_abs_diff", "mean_sim", "sd_sim",
+show(reps.to_frame().set_index("seed")[["pearson", "spearman", "mantel_p", "mean_abs_diff", "mean_sim", "sd_sim",
                              "cal_abs_err_ccei", "cal_abs_err_alpha"]],
      "08_simulations", caption=f"SIMULATED: {n_simulations} independent simulations, {perm.describe_e(res.e_matched)}",
      float_format="{:.3f}".format)
-mean_stats, _ = rep.compare_g(reps.attrs["mean_G"])
+mean_stats, _ = rep.compare_g(reps.mean_G)
 print(f"Spearman with Table 3 over the simulations: min {reps['spearman'].min():.2f}, "
       f"median {reps['spearman'].median():.2f}, max {reps['spearman'].max():.2f}; "
       f"Mantel p <= 0.05 in {int((reps['mantel_p'] <= 0.05).sum())} of {len(reps)}")
@@ -256,7 +258,7 @@ plt.show()
 # would be one more draw of the same process as a simulation. Two simulations of the **same
 # calibrated agents** (the noise levels above, new answers, new permutation draws:
 # `replication.redraws`) show how well two such draws agree with each other. That bounds what a
-# comparison with Table 3 can show (`replication.g_power`):
+# comparison with Table 3 can show (`replication_power.g_power`):
 # - the distribution of the Spearman correlation between pairs of simulations;
 # - **power**: the share of those pairs whose exact Mantel test rejects at 5 %, i.e. how often the
 #   test would find the agreement if the agents were the truth;
@@ -268,14 +270,10 @@ plt.show()
 
 # %%
 Gs = rep.redraws(res.calibration, res.e_matched, n_redraws, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
-power = rep.g_power(Gs)
-power_recal = rep.g_power(reps.attrs["G"]) if len(reps) >= 2 else None
-rows = {f"{n_redraws} redraws of the seed-{seed} agents": power["summary"]}
-if power_recal is not None:
-    rows[f"{len(reps)} simulations, each calibrated anew"] = power_recal["summary"]
-power_table = pd.DataFrame(rows).T[["n_simulations", "n_pairs", "mean", "sd", "min", "q05", "q25", "median", "q75",
-                                    "q95", "max", "power", "published_mean", "published_percentile",
-                                    "published_rank_p"]]
+power = rpower.g_power(Gs)
+power_recal = rpower.g_power(reps.G) if len(reps) >= 2 else None
+power_table = rpower.power_table({f"{n_redraws} redraws of the seed-{seed} agents": power,
+                                  f"{len(reps)} simulations, each calibrated anew": power_recal})
 show(power_table.T, "08_power", full=power_table, float_format="{:.3f}".format,
      caption="SIMULATED: Spearman correlation between independent simulations of the same agents (G off-diagonal), "
              "the Mantel power at 5 %, and Table 3 among them")
@@ -288,8 +286,8 @@ print(f"simulation vs simulation: mean Spearman {s['mean']:.2f} (5-95 %: {s['q05
       f"simulations, percentile {s['published_percentile']:.0f} of the redraws")
 
 # %%
-fig = rep.plot_power(power, power_recal)
-save(fig, "08_power")
+ax = rpower.plot_power(power, power_recal)
+save(ax.figure, "08_power")
 plt.show()
 
 # %% [markdown]

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from moralkit.psm import indices as ix
 from moralkit.psm import reference
-from moralkit.psm.design import make_design
+from moralkit.psm.design import CORNERS, make_design
 from moralkit.psm.simulate import simulate_agents
 from moralkit.studies import conventions as cv
 
@@ -34,7 +35,7 @@ def test_table1_shape_and_order():
     t1 = reference.published_table1()
     assert list(t1.columns) == ["provider", "model", "ccei", "stars", "alpha", "n_obs"]
     assert len(t1) == 37 and t1["model"].is_unique
-    assert "Table 1" in t1.attrs["source"]
+    assert "Table 1" in reference.SOURCES["published_table1"] and not t1.attrs  # no state in DataFrame.attrs
     # printed sorted by alpha; stars follow alpha <= 1 %, 5 %, 10 %
     assert t1["alpha"].is_monotonic_increasing
     expect = np.select([t1.alpha <= 0.01, t1.alpha <= 0.05, t1.alpha <= 0.10], ["***", "**", "*"], "")
@@ -112,23 +113,23 @@ def _brute_force_e_star(E) -> Fraction:
 def test_convention_indices_match_the_definition(sims, coordinates):
     for ds in sims:
         sub = ds.subset(np.arange(0, 160, 5))  # 32 rounds: the brute force stays fast
-        want = _brute_force_e_star(cv.expenditure_matrix(sub, coordinates))
-        assert cv.critical_efficiency(sub, coordinates) == want
-        assert cv.reported_index(sub, f"{coordinates}/e") == float(want)
-        assert cv.reported_index(sub, f"{coordinates}/1-e") == float(1 - want)
-        V = cv.option_expenditures(sub, coordinates)
-        assert cv.critical_efficiencies(V, sub.chosen[None] - 1, coordinates)[0] == float(want)
-    assert (cv.critical_efficiency(sims[0]) * 12).denominator == 1
+        want = _brute_force_e_star(ix.expenditure_matrix(sub, coordinates))
+        assert ix.critical_efficiency(sub, coordinates) == want
+        assert ix.reported_index(sub, f"{coordinates}/e") == float(want)
+        assert ix.reported_index(sub, f"{coordinates}/1-e") == float(1 - want)
+        V = ix.option_expenditures(sub, coordinates)
+        assert ix.critical_efficiencies(V, sub.chosen[None] - 1, coordinates)[0] == float(want)
+    assert (ix.critical_efficiency(sims[0]) * 12).denominator == 1
 
 
 def test_origin_and_nominal_matrices(sims):
     for ds in sims:
         q = ds.choices
-        assert np.array_equal(cv.expenditure_matrix(ds, "origin"), ds.prices @ q.T)
-        En = cv.expenditure_matrix(ds, "nominal")
-        flipped = (ds.corners != cv.CORNERS[ds.corner_index]).any(1)
+        assert np.array_equal(ix.expenditure_matrix(ds, "origin"), ds.prices @ q.T)
+        En = ix.expenditure_matrix(ds, "nominal")
+        flipped = (ds.corners != CORNERS[ds.corner_index]).any(1)
         assert np.array_equal(np.diag(En), np.where(flipped, 18, 12))
-        e = cv.critical_efficiency(ds, "origin")
+        e = ix.critical_efficiency(ds, "origin")
         assert e.denominator <= 30
 
 
@@ -141,16 +142,16 @@ def test_hand_built_two_round_example():
     q = np.array([[[1, 0, 5, 5, 0]], [[0, 1, 5, 5, 0]]])  # p1.q1 = 12, p2.q2 = 12
     ds = PSMDataset(model="sim-hand", corners=np.zeros((2, 5), int), prices=p, options=q,
                     chosen=np.array([1, 1]), corner_index=np.zeros(2, int))
-    E = cv.expenditure_matrix(ds, "origin")
+    E = ix.expenditure_matrix(ds, "origin")
     assert E.tolist() == [[12, 11], [11, 12]]  # each answer strictly cheaper at the other's prices
-    assert cv.critical_efficiency(ds, "origin") == Fraction(11, 12)
-    assert cv.reported_index(ds, "origin/1-e") == pytest.approx(1 / 12)
+    assert ix.critical_efficiency(ds, "origin") == Fraction(11, 12)
+    assert ix.reported_index(ds, "origin/1-e") == pytest.approx(1 / 12)
     # moved to the all-5 corner with the opposite answers the corner matrix is the same
     ds5 = PSMDataset(model="sim-hand", corners=np.full((2, 5), 5), prices=p, options=5 - q,
                      chosen=np.array([1, 1]), corner_index=np.full(2, 31))
-    assert cv.expenditure_matrix(ds5, "corner").tolist() == [[12, 11], [11, 12]]
-    assert cv.expenditure_matrix(ds5, "origin").tolist() == [[18, 19], [19, 18]]
-    assert cv.reported_index(ds5, "origin/e") == 1.0
+    assert ix.expenditure_matrix(ds5, "corner").tolist() == [[12, 11], [11, 12]]
+    assert ix.expenditure_matrix(ds5, "origin").tolist() == [[18, 19], [19, 18]]
+    assert ix.reported_index(ds5, "origin/e") == 1.0
 
 
 def test_attainable_values_and_support():
@@ -169,7 +170,7 @@ def test_attainable_values_and_support():
     assert cv.matching_fractions(0.187) == [Fraction(3, 16)]  # 0.1875, a rounding tie
     assert Fraction(5, 12) in cv.matching_fractions(0.417)
     with pytest.raises(ValueError, match="coordinates"):
-        cv.convention("polar/e")
+        ix.convention("polar/e")
 
 
 @settings(max_examples=25, deadline=None)
@@ -258,12 +259,12 @@ def test_partition_recovery_separates_distinct_utilities():
 
 def test_origin_budget_convention(sims):
     for ds in sims[:3]:
-        E = cv.expenditure_matrix(ds, "origin_budget")
-        Eo = cv.expenditure_matrix(ds, "origin")
+        E = ix.expenditure_matrix(ds, "origin_budget")
+        Eo = ix.expenditure_matrix(ds, "origin")
         assert (np.diag(E) == 12).all()
         off = ~np.eye(len(E), dtype=bool)
         assert np.array_equal(E[off], Eo[off])
-        assert (cv.critical_efficiency(ds, "origin_budget") * 12).denominator == 1
+        assert (ix.critical_efficiency(ds, "origin_budget") * 12).denominator == 1
     assert np.allclose(cv.attainable_values("origin_budget/e"), np.arange(13) / 12)
 
 

@@ -109,3 +109,19 @@ def test_a_value_outside_its_interval_never_prints_as_the_interval_edge():
     assert figures.format_interval(0.5302, 0.5256, 0.6972) == "0.53 [0.53, 0.70]"  # inside: the usual digits
     assert figures.format_interval(0.51, 0.46, 0.66) == "0.51 [0.46, 0.66]"
     assert figures.format_interval(0.51, float("nan"), float("nan")) == "0.51"  # no interval
+
+
+def test_show_takes_a_result_object_by_its_to_frame(tmp_path, monkeypatch):
+    """A result object (statsmodels-style ``to_frame()``) is shown and saved as its table."""
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+
+    class Result:
+        def to_frame(self):
+            return pd.DataFrame({"model": ["a"], "alpha": [0.5]})
+
+    figures.show(Result(), "02_r", directory=tmp_path)
+    figures.show(Result().to_frame()[["model"]], "02_v", full=Result(), directory=tmp_path)
+    assert (tmp_path / "02_r.csv").read_text() == "model,alpha\na,0.5\n"
+    assert (tmp_path / "02_v.csv").read_text() == "model,alpha\na,0.5\n"
+    assert "<table" in shown[0].data and 'data-mk-table="02_v"' in shown[1].data

@@ -142,7 +142,7 @@ def test_table1_hm_column_is_additive():
             simulate_quadratic(random_quadratic_agent(1), d, noise=0.0, seed=1, model="sim-b")]
     base = table1(data, n_datasets=30, seed=0)
     tab = table1(data, n_datasets=30, seed=0, hm=True)
-    pd.testing.assert_frame_equal(tab[list(base.columns)], base)
+    pd.testing.assert_frame_equal(tab[list(base.columns)], base.to_frame())
     for m, ds in zip(["sim-a", "sim-b"], data):
         row = tab.set_index("model").loc[m]
         r = houtman_maks(ds)

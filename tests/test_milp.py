@@ -14,16 +14,17 @@ import pytest
 from test_partition import X, Y, Z, brute_force_ls, one_round
 
 from moralkit.psm.design import make_design
+from moralkit.psm.level import rationality_level
 from moralkit.psm.milp import (
     FORMULATIONS,
     build_ls_model,
-    exact_level,
-    find_glpsol,
     integer_thresholds,
     solve_ls_milp,
 )
-from moralkit.psm.partition import largest_subsets, partition_types, pool, revealed_relations
+from moralkit.psm.milp_solvers import find_glpsol
+from moralkit.psm.partition import largest_subsets, partition_types
 from moralkit.psm.permutation import default_e, draw_rounds
+from moralkit.psm.pooled import pool, revealed_relations
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import (
     random_quadratic_agent,
@@ -31,7 +32,10 @@ from moralkit.psm.simulate import (
     simulate_random,
 )
 
-N_INSTANCES = 100
+# CI budget: the first 40 of the 100 seeded instances (and 60 of the 100 boundary instances) in the default
+# run; MORALKIT_FULL_BOUNDARY=1 runs all of them (and every boundary level with every solver, below).
+_FULL = os.environ.get("MORALKIT_FULL_BOUNDARY") == "1"
+N_INSTANCES = 100 if _FULL else 40
 
 
 def _gurobi_ok():
@@ -56,7 +60,7 @@ def agents():
 
 @pytest.fixture(scope="module")
 def instances(agents):
-    """100 small pooled instances: 3-4 models x 2-3 rounds (<= 12 pooled rounds: within gurobipy's
+    """N_INSTANCES small pooled instances (100 with MORALKIT_FULL_BOUNDARY=1): 3-4 models x 2-3 rounds (<= 12 pooled rounds: within gurobipy's
     pip licence and a fraction of a second per MILP), rounds drawn without replacement across
     models, e in {0.6, 0.8, 0.9, 1}."""
     rng = np.random.default_rng(2024)
@@ -113,7 +117,7 @@ def test_hand_built_known_answers(solver, formulation):
     assert solve_ls_milp(two, 1.0, **kw).objective == 1  # opposite answers: two types
     assert solve_ls_milp(two, 1.0, all_optima=True, **kw).all_models == [("A",), ("B",)]
     assert solve_ls_milp(two, 0.5, **kw).models == ("A", "B")  # e < 8/12: one type
-    assert solve_ls_milp(two, Fraction(2, 3), **kw).models == ("A", "B")  # e = 2/3 (float): no relation
+    assert solve_ls_milp(two, Fraction(2, 3), **kw).models == ("A", "B")  # e = 2/3 exactly: weak relations only
     # 8 / 12 as a float is below 2/3; the exact solver and the MILP both take it as the binary number it is
     assert solve_ls_milp(two, 8 / 12 + 1e-12, **kw).objective == 1  # just above 2/3: strict both ways
     three = pool({"A": one_round("A", 0, X), "B": one_round("B", 1, Y), "C": one_round("C", 2, Z, 31)})
@@ -152,11 +156,11 @@ def test_integer_thresholds_are_exact(e):
     """sign(t - 2v) == sign(e * own - v) for every integer v, with e the exact value the solver uses."""
     own = np.array([12, 7, 13, 24])
     t = integer_thresholds(own, e)
-    ef = exact_level(e)
+    ef = rationality_level(e).exact
     for ti, o in zip(t, own):
         for v in range(-5, 80):
             assert np.sign(ti - 2 * v) == np.sign(ef * int(o) - v)
-    assert exact_level(2 / 3) < Fraction(2, 3) < exact_level(2 / 3 + 1e-9)
+    assert rationality_level(2 / 3).exact < Fraction(2, 3) < rationality_level(2 / 3 + 1e-9).exact
 
 
 def test_solver_errors(agents):
@@ -168,7 +172,7 @@ def test_solver_errors(agents):
     with pytest.raises(ValueError, match="formulation"):
         solve_ls_milp(two, 1.0, formulation="lazy")
     from moralkit.errors import SolverUnavailableError
-    from moralkit.psm.milp import get_solver
+    from moralkit.psm.milp_solvers import get_solver
 
     try:
         get_solver("cbc")
@@ -201,7 +205,7 @@ def test_gurobi_size_limit_is_explained(agents):
 #
 # Strict comparisons e E[i, i] > E[i, j] flip exactly at e = E[i, j] / 12 (PSM: E[i, i] = 12). The levels
 # below sit on, just below and just above such ratios, as floats (the exact binary number they hold is
-# what both solvers use), plus the package's default_e. Each level: 100 instances x each solver, against
+# what both solvers use), plus the package's default_e. Each level: N_BOUNDARY instances x each solver, against
 # the exact solver and an independent brute force (every subset checked with moralkit.psm.rp.garp).
 
 BOUNDARY_LEVELS = {
@@ -210,12 +214,12 @@ BOUNDARY_LEVELS = {
     "11/12": 11 / 12, "11/12-1e-9": 11 / 12 - 1e-9, "11/12+1e-9": 11 / 12 + 1e-9,
     "default_e": None,
 }
-N_BOUNDARY = 100
+N_BOUNDARY = 100 if _FULL else 60
 
 
 @pytest.fixture(scope="module")
 def boundary_instances():
-    """100 pooled instances of 3-4 SIMULATED models x 2-3 rounds (half the models random choosers, so
+    """N_BOUNDARY pooled instances (100 with MORALKIT_FULL_BOUNDARY=1) of 3-4 SIMULATED models x 2-3 rounds (half the models random choosers, so
     the levels bind), each with its exact answer (all maximum subsets) and brute-force answer per level."""
     d = make_design(3)
     pool_of = {}
@@ -268,7 +272,6 @@ def _boundary_disagreements(instances, level, solver, formulation):
 # CI budget: the cuts formulation (the MILP path Procedure 2 uses) at every level with HiGHS and Gurobi,
 # GLPK (a process per master solve) at the levels the issue found wrong, the literal Proposition 1 with
 # HiGHS at two of them. MORALKIT_FULL_BOUNDARY=1 runs every level with every solver and formulation.
-_FULL = os.environ.get("MORALKIT_FULL_BOUNDARY") == "1"
 _ISSUE_LEVELS = ("8/12=float(2/3)", "8/12+1e-9", "11/12", "default_e")
 _CUTS_CASES = [(lv, s) for lv in BOUNDARY_LEVELS for s in SOLVERS_HERE if _FULL or s != "glpk" or lv in _ISSUE_LEVELS]
 _PROP1_CASES = ([(lv, s) for lv in BOUNDARY_LEVELS for s in SOLVERS_HERE] if _FULL else

@@ -489,11 +489,15 @@ def test_figures(fits, tmp_path):
     # panel (b) plots the b estimates of the first model at x = 0..4 (+ offset)
     ys = [ln.get_ydata() for ln in fig1.axes[1].get_lines() if len(ln.get_ydata()) == 5]
     assert any(np.allclose(y, fits[list(fits)[0]].b) for y in ys)
-    fig2 = nlls.plot_q0_minus_b(fits, interval="se")
-    bars = fig2.axes[0].patches
+    ax2 = nlls.plot_q0_minus_b(fits, interval="se")
+    fig2 = ax2.figure
+    bars = ax2.patches
     assert len(bars) == 5 * len(fits)
     f0 = fits[list(fits)[0]]
     np.testing.assert_allclose(sorted(b.get_height() for b in bars[:5]), sorted(f0.q0 - f0.b))
+    _, ax_given = plt.subplots()
+    assert nlls.plot_q0_minus_b(fits, interval="se", ax=ax_given) is ax_given  # a single panel draws on ax
+    assert len(ax_given.patches) == 5 * len(fits)
     paths = nlls.save_figure(fig2, "03_test", directory=tmp_path)
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in paths)
     plt.close("all")

@@ -14,16 +14,14 @@ from moralkit.psm.dataset import PSMDataset
 from moralkit.psm.design import CORNERS, PRICES, make_design
 from moralkit.psm.partition import (
     MAX_EXACT_MODELS,
-    PooledData,
     garp_pooled,
     largest_subset,
     largest_subsets,
     partition_types,
-    pool,
-    revealed_relations,
     violating_cycle,
 )
 from moralkit.psm.permutation import draw_rounds
+from moralkit.psm.pooled import PooledData, pool, revealed_relations
 from moralkit.psm.rp import ccei, garp
 from moralkit.psm.simulate import random_quadratic_agent, simulate_quadratic, simulate_random
 
@@ -214,19 +212,6 @@ def test_bad_input():
     big = {f"M{i}": one_round(f"M{i}", 0, X) for i in range(MAX_EXACT_MODELS + 1)}
     with pytest.raises(ValueError, match="solver='highs'"):
         partition_types(pool(big), 1.0)
-
-
-def test_e_is_checked_once_and_handed_on_as_checked():
-    """check_e returns a CheckedLevel: the functions it is passed on to do not check it again."""
-    from moralkit.psm.pooled import check_e
-    from moralkit.psm.rp import CheckedLevel, relations
-
-    e = check_e(0.75)
-    assert isinstance(e, CheckedLevel) and e == 0.75 and check_e(e) is e
-    E = np.array([[12, 9], [10, 12]])
-    assert all(np.array_equal(a, b) for a, b in zip(relations(E, e), relations(E, 0.75)))
-    with pytest.raises(ValueError, match="rationality level"):
-        check_e(1.5)
 
 
 class _ScriptedLS:

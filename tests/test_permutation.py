@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from moralkit.figures import save
 from moralkit.psm.design import make_design
 from moralkit.psm.networks import (
     PAPER_ALPHAS,
@@ -33,9 +34,9 @@ from moralkit.psm.permutation import (
     e_below_ccei,
     passing_models,
     permutation_study,
-    save_figure,
     study_setup,
 )
+from moralkit.psm.random_choice import Table1
 from moralkit.psm.rp import ccei
 from moralkit.psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
 
@@ -95,8 +96,13 @@ def test_G_properties_and_reproducibility(mixed):
 
 
 def test_same_G_for_any_number_of_workers(mixed):
+    """Each draw has its own seed, so chunks and workers do not change G. Threads keep the test cheap (no
+    worker processes to start and compile); the draws go through the same joblib chunks as processes."""
+    from joblib import parallel_backend
+
     a = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=1)
-    b = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=2, chunk_size=5)
+    with parallel_backend("threading"):
+        b = permutation_study(mixed, 0.8, T=24, rho=10, seed=11, progress=False, n_jobs=2, chunk_size=5)
     assert np.array_equal(a.labels, b.labels)
     assert a.G.equals(b.G)
 
@@ -162,7 +168,8 @@ def test_default_e_is_smallest_ccei_among_models_passing_at_5_percent():
 
 
 def test_default_e_keeps_every_passing_model_consistent(clusters):
-    from moralkit.psm.partition import garp_pooled, pool
+    from moralkit.psm.partition import garp_pooled
+    from moralkit.psm.pooled import pool
 
     t1 = pd.DataFrame({"model": list(clusters), "ccei": [ccei(d) for d in clusters.values()], "alpha": 0.0})
     models, e, notes = study_setup(clusters, t1)
@@ -179,8 +186,7 @@ def test_default_e_keeps_every_passing_model_consistent(clusters):
     with pytest.raises(ValueError, match="CCEI"):
         default_e(PAPER_TABLE1_TOP.drop(columns="CCEI"))
     # e is on the standard-CCEI scale: a Table 1 of another index is refused
-    other = t1.copy()
-    other.attrs["index"] = "origin/1-e"
+    other = Table1(t1.to_frame(), t1.results, "origin/1-e")
     with pytest.raises(ValueError, match="standard-CCEI scale"):
         study_setup(clusters, other)
 
@@ -234,5 +240,5 @@ def test_figures_are_saved(tmp_path):
     f4 = plot_networks(PAPER_TABLE3, PAPER_ALPHAS)
     assert len(f4.axes) == 3 and f4.legends and len(f4.legends[0].get_texts()) == 7
     for fig, stem in ((f3, "04_fig3_similarity"), (f4, "04_fig4_networks")):
-        paths = save_figure(fig, stem, tmp_path)
+        paths = save(fig, stem, tmp_path)
         assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)

@@ -11,14 +11,12 @@ import pytest
 
 from moralkit.psm import rp
 from moralkit.psm.design import make_design
+from moralkit.psm.random_choice import RandomChoiceResult, Table1, plot_null_distributions, stars
 from moralkit.psm.rationality import (
     CHUNK_SIZE,
-    RandomChoiceResult,
     _chunk_rng,
-    plot_null_distributions,
     random_choice_test,
     random_choice_tests,
-    stars,
     table1,
 )
 from moralkit.psm.simulate import simulate_agents, simulate_quadratic, simulate_random
@@ -53,9 +51,9 @@ def test_null_datasets_are_uniform_draws_from_the_same_option_sets(design):
     for c in draws:
         E = rp.expenditure_matrix(v.corners, v.prices, v.options[np.arange(156), c])
         expected.append(rp.ccei_exact(E.astype(float)))  # general exact path, not the level kernel
-    assert [Fraction(x).limit_denominator(12) for x in res.null_ccei] == expected
+    assert [Fraction(x).limit_denominator(12) for x in res.null_index] == expected
     own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
-    assert res.ccei_exact == own and res.ccei == float(own)
+    assert res.index_exact == own and res.index_value == float(own)
     k = sum(x >= own for x in expected)
     assert res.n_at_least == k and res.alpha == k / n  # eq. (4): weakly greater counts
 
@@ -75,9 +73,9 @@ def test_seeded_and_independent_of_workers_and_companions(few):
     c = random_choice_test(few[name], n_datasets=300, seed=1)
     d = random_choice_test(few[name], n_datasets=300, seed=2)
     for m in few:
-        assert np.array_equal(a[m].null_ccei, b[m].null_ccei) and a[m].alpha == b[m].alpha
-    assert np.array_equal(a[name].null_ccei, c.null_ccei)
-    assert not np.array_equal(c.null_ccei, d.null_ccei)
+        assert np.array_equal(a[m].null_index, b[m].null_index) and a[m].alpha == b[m].alpha
+    assert np.array_equal(a[name].null_index, c.null_index)
+    assert not np.array_equal(c.null_index, d.null_index)
 
 
 def test_process_backend_gives_the_same_results(few):
@@ -89,7 +87,7 @@ def test_process_backend_gives_the_same_results(few):
     with joblib.parallel_backend("loky"):
         b = random_choice_tests(sub, n_datasets=150, seed=3, n_jobs=2)
     for m in sub:
-        assert np.array_equal(a[m].null_ccei, b[m].null_ccei)
+        assert np.array_equal(a[m].null_index, b[m].null_index)
 
 
 def test_stars_are_weak_inequalities():
@@ -97,26 +95,46 @@ def test_stars_are_weak_inequalities():
     assert stars(0.011) == stars(0.05) == "**"
     assert stars(0.051) == stars(0.1) == "*"
     assert stars(0.101) == stars(0.5) == ""
-    r = RandomChoiceResult(model="m", provider="p", ccei=0.5, ccei_exact=Fraction(1, 2), alpha=0.05,
-                           n_at_least=50, null_ccei=np.zeros(1000), n_obs=160, n_datasets=1000, seed=0)
+    r = RandomChoiceResult(model="m", provider="p", index_value=0.5, index_exact=Fraction(1, 2), alpha=0.05,
+                           n_at_least=50, null_index=np.zeros(1000), n_obs=160, n_datasets=1000, seed=0)
     assert r.stars == "**" and r.rejects(0.05) and not r.rejects(0.01) and r.rejects(0.10)
 
 
 def test_table1_layout_and_order(few):
-    df = table1(few, n_datasets=200, seed=0)
+    t = table1(few, n_datasets=200, seed=0)
+    assert isinstance(t, Table1) and t.index == "ccei" and t.hm_results is None
+    df = t.to_frame()
     assert list(df.columns) == ["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"]
     assert len(df) == 6 and set(df["model"]) == set(few)
     assert df["alpha"].is_monotonic_increasing
     assert (df["n_obs"] == 160).all() and (df["provider"] == "simulated").all()
-    res = df.attrs["results"]
+    res = t.results
+    assert list(res) == list(few) and not df.attrs  # no state rides in DataFrame.attrs
     for _, row in df.iterrows():
         r = res[row["model"]]
-        assert row["ccei"] == r.ccei and row["alpha"] == r.alpha and row["stars"] == r.stars
-        assert row["label"] == f"{r.ccei:.3f}{r.stars}"
-        assert Fraction(row["ccei_exact"]) == r.ccei_exact
+        assert row["ccei"] == r.index_value and row["alpha"] == r.alpha and row["stars"] == r.stars
+        assert row["label"] == f"{r.index_value:.3f}{r.stars}"
+        assert Fraction(row["ccei_exact"]) == r.index_exact
     # a table can be rebuilt from results without recomputation
-    df2 = table1(res)
-    pd.testing.assert_frame_equal(df.drop(columns=[]), df2)
+    df2 = table1(res).to_frame()
+    pd.testing.assert_frame_equal(df, df2)
+    assert t.passing(0.05) == [m for m in df["model"] if res[m].alpha <= 0.05]
+
+
+def test_table1_is_a_result_object(few):
+    """to_frame() gives a copy; the page shows the table; repr is one line; plot() draws every model."""
+    t = table1({m: few[m] for m in list(few)[:3]}, n_datasets=60, seed=0)
+    df = t.to_frame()
+    df.loc[0, "alpha"] = -1.0
+    assert t.to_frame().loc[0, "alpha"] != -1.0
+    assert t._repr_html_() == t.to_frame()._repr_html_()
+    r = repr(t)
+    assert r.startswith("<Table1: 3 models, index 'ccei', 60 random datasets each") and "\n" not in r
+    assert len(t) == 3 and list(t["model"]) == list(t.to_frame()["model"])  # column access reads the table
+    fig = t.plot(ncols=3)
+    assert [a.get_title().split("\n")[0] for a in fig.axes if a.get_visible()] == list(t.to_frame()["model"])
+    with pytest.raises(ValueError, match="Table1"):
+        plot_null_distributions(t.to_frame())
 
 
 def test_table1_leaves_out_models_without_answers(design):
@@ -194,9 +212,9 @@ def test_convention_index_uses_the_same_random_datasets(design):
     v = ds.valid()
     draws = _chunk_rng(2, "sim-q", 0).integers(0, 100, size=(n, v.n_obs))
     expected = [1 - cv.critical_efficiency(v.with_choices(c + 1), "origin") for c in draws]
-    assert [Fraction(x).limit_denominator(30) for x in res.null_ccei] == expected
+    assert [Fraction(x).limit_denominator(30) for x in res.null_index] == expected
     own = 1 - cv.critical_efficiency(v, "origin")
-    assert res.index == "origin/1-e" and res.ccei_exact == own and res.ccei == float(own)
+    assert res.index == "origin/1-e" and res.index_exact == own and res.index_value == float(own)
     k = sum(x >= own for x in expected)  # eq. (4) on the reported index
     assert res.n_at_least == k and res.alpha == k / n
 
@@ -205,10 +223,10 @@ def test_corner_one_minus_e_mirrors_the_standard_test(few):
     std = random_choice_tests(few, n_datasets=150, seed=3)
     mir = random_choice_tests(few, n_datasets=150, seed=3, index="corner/1-e")
     for m in few:
-        assert np.allclose(mir[m].null_ccei, 1 - std[m].null_ccei)  # same random datasets
-        assert mir[m].ccei == pytest.approx(1 - std[m].ccei)
+        assert np.allclose(mir[m].null_index, 1 - std[m].null_index)  # same random datasets
+        assert mir[m].index_value == pytest.approx(1 - std[m].index_value)
         # "1 - e* at least the model's" counts the random datasets at most as consistent
-        le = int((std[m].null_ccei <= std[m].ccei + 1e-12).sum())
+        le = int((std[m].null_index <= std[m].index_value + 1e-12).sum())
         assert mir[m].n_at_least == le
 
 
@@ -216,11 +234,11 @@ def test_default_index_is_the_standard_ccei(few):
     a = table1(few, n_datasets=120, seed=1)
     b = table1(few, n_datasets=120, seed=1, index="ccei")
     c = table1(few, n_datasets=120, seed=1, index="corner/e")
-    pd.testing.assert_frame_equal(a, b)
-    pd.testing.assert_frame_equal(a, c)
-    assert a.attrs["index"] == "ccei"
+    pd.testing.assert_frame_equal(a.to_frame(), b.to_frame())
+    pd.testing.assert_frame_equal(a.to_frame(), c.to_frame())
+    assert a.index == "ccei"
     o = table1(few, n_datasets=60, seed=1, index="origin/1-e")
-    assert o.attrs["index"] == "origin/1-e" and set(o["model"]) == set(a["model"])
+    assert o.index == "origin/1-e" and set(o.to_frame()["model"]) == set(a.to_frame()["model"])
     with pytest.raises(ValueError, match="origin/1-e"):
         table1(few, n_datasets=10, index="polar/e")
     fig = plot_null_distributions(o)
@@ -237,8 +255,8 @@ def test_retest_reuses_the_null_of_the_same_option_sets(design):
     ra = random_choice_test(a, n_datasets=200, seed=9)
     rb = random_choice_test(b, n_datasets=200, seed=9)
     again = retest(ra, b)
-    assert (again.ccei, again.alpha, again.n_at_least) == (rb.ccei, rb.alpha, rb.n_at_least)
-    assert np.array_equal(again.null_ccei, rb.null_ccei)
+    assert (again.index_value, again.alpha, again.n_at_least) == (rb.index_value, rb.alpha, rb.n_at_least)
+    assert np.array_equal(again.null_index, rb.null_index)
     other = simulate_quadratic(ag, make_design(1), noise=0.2, seed=1, model="sim-a")  # other option sets
     with pytest.raises(ValueError, match="option sets"):
         retest(ra, other)

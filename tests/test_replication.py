@@ -6,7 +6,9 @@ import pytest
 from moralkit import paths
 from moralkit.psm import reference, rp
 from moralkit.psm.rationality import random_choice_test
+from moralkit.studies import calibration as calib
 from moralkit.studies import replication as rep
+from moralkit.studies import replication_power as rpower
 
 # Notebook 08 at its defaults (seed 0); the manual (docs/replication.md) states these numbers (test_readme_states_...)
 ERR_CCEI = [0.0167, 0.0167, 0.0317, 0.0837, 0.0277, 0.0830, 0.0317]
@@ -19,7 +21,7 @@ POWER = dict(mean=0.25674, sd=0.30812, q05=-0.27151, q25=0.01578, median=0.27863
 
 
 def test_paper_agents_are_the_published_utilities():
-    agents = rep.paper_agents()
+    agents = calib.paper_agents()
     t2 = reference.published_table2()
     assert list(agents) == list(t2["b"].index) == list(reference.published_table3(full_names=True).index)
     for m, ag in agents.items():
@@ -29,15 +31,15 @@ def test_paper_agents_are_the_published_utilities():
 
 
 def test_missing_rounds_match_the_published_number_of_observations():
-    miss = rep.missing_rounds(160, 133, seed=1)
-    assert miss.sum() == 27 and np.array_equal(miss, rep.missing_rounds(160, 133, seed=1))
+    miss = calib.missing_rounds(160, 133, seed=1)
+    assert miss.sum() == 27 and np.array_equal(miss, calib.missing_rounds(160, 133, seed=1))
     with pytest.raises(ValueError, match="n_obs"):
-        rep.missing_rounds(160, 0, seed=1)
+        calib.missing_rounds(160, 0, seed=1)
 
 
 @pytest.fixture(scope="module")
 def small_cal():
-    return rep.calibrate((0.3, 0.6, 1.2), n_reps=3, n_datasets=150, seed=2)
+    return calib.calibrate((0.3, 0.6, 1.2), n_reps=3, n_datasets=150, seed=2)
 
 
 def test_calibrated_datasets_are_simulated_and_their_alpha_is_the_real_test(small_cal):
@@ -50,9 +52,9 @@ def test_calibrated_datasets_are_simulated_and_their_alpha_is_the_real_test(smal
         assert row.noise in (0.3, 0.6, 1.2)
         # the shared null gives exactly what the rationality test gives on the kept dataset
         r = random_choice_test(ds, n_datasets=150, seed=2)
-        assert row.ccei_sim == r.ccei == rp.ccei(ds) and row.alpha_sim == r.alpha
+        assert row.ccei_sim == r.index_value == rp.ccei(ds) and row.alpha_sim == r.alpha
         # eq. (4): alpha is the share of the random datasets with a CCEI at least the kept dataset's
-        assert row.alpha_sim == pytest.approx(np.mean(r.null_ccei >= rp.ccei(ds) - 1e-9), abs=1e-12)
+        assert row.alpha_sim == pytest.approx(np.mean(r.null_index >= rp.ccei(ds) - 1e-9), abs=1e-12)
         assert row.err_ccei == pytest.approx(row.ccei_sim - t1.loc[m, "ccei"])
         assert row.err_alpha == pytest.approx(row.alpha_sim - t1.loc[m, "alpha"])
     # the chosen noise minimises the mean error over the grid
@@ -125,7 +127,7 @@ def test_independent_simulations_disagree_and_their_average_is_unrelated():
     reps = rep.replications(range(8), rep.e_levels(7, 7)[0])
     assert list(reps["spearman"].round(2)) == RECALIBRATED_SPEARMAN
     assert int((reps["mantel_p"] <= 0.05).sum()) == 1
-    stats, _ = rep.compare_g(reps.attrs["mean_G"])
+    stats, _ = rep.compare_g(reps.mean_G)
     assert stats["spearman"] == pytest.approx(0.11, abs=0.005) and stats["mantel_p"] == pytest.approx(0.381, abs=0.001)
     assert stats["mantel_p"] > 0.05
 
@@ -135,8 +137,8 @@ def test_power_of_the_comparison_pinned():
     """Notebook 08 and docs/replication.md: 24 redraws of the seed-0 calibrated agents at the nearest level agree with
     each other at a mean Spearman of 0.26; the Mantel test rejects in 12 % of pairs; Table 3 sits at the 75th
     percentile of the redraws' leave-one-out means."""
-    cal = rep.calibrate(seed=0)
-    s = rep.g_power(rep.redraws(cal, rep.e_levels(7, 7)[0], 24))["summary"]
+    cal = calib.calibrate(seed=0)
+    s = rpower.g_power(rep.redraws(cal, rep.e_levels(7, 7)[0], 24))["summary"]
     assert s["n_pairs"] == 276 and s["n_simulations"] == 24
     for k, v in POWER.items():
         assert s[k] == pytest.approx(v, abs=1e-4), k
@@ -152,7 +154,7 @@ def _replication_section() -> str:
 def test_readme_states_the_pinned_replication_numbers():
     """Every number the manual's replication page states is one the slow tests above recompute."""
     s = _replication_section().replace("−", "-")
-    names = list(reference.published_table1().set_index("model").loc[list(rep.paper_agents())].index)
+    names = list(reference.published_table1().set_index("model").loc[list(calib.paper_agents())].index)
     for m, c, a in zip(names, ERR_CCEI, ERR_ALPHA):
         assert f"| {m} | {c:+.3f} | {a:+.3f} |" in s, m
     assert f"mean G {RULE_MEAN_G:.3f} against the published 0.353" in s
@@ -181,7 +183,7 @@ def test_g_power_on_known_matrices():
     pub = reference.published_table3()
     names = list(pub.index)
     rev = pub.rename(index=dict(zip(names, names[::-1])), columns=dict(zip(names, names[::-1]))).loc[names, names]
-    out = rep.g_power({0: pub, 1: pub.copy(), 2: rev})
+    out = rpower.g_power({0: pub, 1: pub.copy(), 2: rev})
     pairs = out["pairs"].set_index(["sim_a", "sim_b"])
     assert pairs.loc[(0, 1), "spearman"] == pytest.approx(1.0)
     from moralkit.studies.crossmethod import mantel_test
@@ -198,7 +200,7 @@ def test_g_power_on_known_matrices():
     expect = 100 * ((loo < out["summary"]["published_mean"]).sum() + 0.5 * (loo == out["summary"]["published_mean"]).sum()) / 3
     assert out["summary"]["published_percentile"] == pytest.approx(expect)
     with pytest.raises(ValueError, match="at least 2"):
-        rep.g_power({0: pub})
+        rpower.g_power({0: pub})
 
 
 def test_redraws_keep_the_calibrated_agents(small_cal):
@@ -210,3 +212,32 @@ def test_redraws_keep_the_calibrated_agents(small_cal):
     assert not a[0].equals(a[1])  # new answers and draws
     with pytest.raises(ValueError, match="at least 2"):
         rep.redraws(small_cal, e, 1)
+
+
+def test_replications_is_a_result_object():
+    """Replications holds each seed's G and their mean as attributes (not in DataFrame.attrs)."""
+    import pandas as pd
+
+    pub = reference.published_table3()
+    frame = pd.DataFrame({"seed": [0, 1], "e": [0.5, 0.5], "spearman": [0.2, -0.1], "mantel_p": [0.3, 0.6]})
+    reps = rep.Replications(frame, {0: pub, 1: pub * 0.5}, 0.5)
+    assert len(reps) == 2 and list(reps["spearman"]) == [0.2, -0.1]
+    pd.testing.assert_frame_equal(reps.mean_G, pub * 0.75)
+    out = reps.to_frame()
+    out.loc[0, "spearman"] = 9.0
+    assert reps.to_frame().loc[0, "spearman"] == 0.2 and not reps.to_frame().attrs
+    assert reps._repr_html_() == frame._repr_html_() and repr(reps).startswith("<Replications (SIMULATED agents): 2")
+    fig = reps.plot(title="t")
+    assert len(fig.axes) == 2  # simulated vs published G, and every simulation's rank correlation
+
+
+def test_replication_result_shows_its_summary(small_cal):
+    pub = reference.published_table3()
+    stats = {k: rep.compare_g(pub)[0] for k in ("rule", "matched")}
+    res = rep.ReplicationResult(calibration=small_cal, table1=None, e_rule=5 / 12 - 1e-9, e_matched=7 / 12 - 1e-9,
+                                scan=None, studies={}, G={"rule": pub, "matched": pub}, stats=stats, components={})
+    assert res.to_frame().equals(res.summary()) and list(res.to_frame().index) == ["rule", "matched"]
+    assert res._repr_html_() == res.summary()._repr_html_()
+    assert "SIMULATED" in repr(res) and "\n" not in repr(res)
+    assert small_cal.to_frame().equals(small_cal.table) and small_cal.note.startswith("SIMULATED")
+    assert len(res.plot().axes) == 1

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moralkit.psm import rp
+from moralkit.psm import ccei_many, rp
 from moralkit.psm._rp_kernels import cmp_prod
 from moralkit.psm.design import BUDGET, make_design, to_corner
 from moralkit.psm.simulate import simulate_random
@@ -180,15 +180,15 @@ def test_option_expenditures_and_batched_paths():
     for c, E in zip(C, Es):
         assert np.array_equal(V[:, np.arange(160), c], E)
     rounds = (ds.corners, ds.prices, ds.options)
-    m = rp.ccei_choices(*rounds, C, numerators=True)
+    m = ccei_many.ccei_choices(*rounds, C, numerators=True)
     assert m.dtype.kind == "i"
-    assert np.array_equal(rp.ccei_choices(*rounds, C), m / 12)
-    assert np.array_equal(rp.ccei_batch(Es), m / 12)
+    assert np.array_equal(ccei_many.ccei_choices(*rounds, C), m / 12)
+    assert np.array_equal(ccei_many.ccei_batch(Es), m / 12)
     assert [rp.ccei_exact(E) for E in Es] == [Fraction(int(x), 12) for x in m]
-    assert rp.ccei_choices(*rounds, C[0]) == m[0] / 12
+    assert ccei_many.ccei_choices(*rounds, C[0]) == m[0] / 12
     assert rp.ccei(ds) == rp.ccei(rp.psm_expenditure_matrix(ds))
     # a float stack goes through the general exact path
-    assert np.array_equal(rp.ccei_batch(Es[:3].astype(float)), m[:3] / 12)
+    assert np.array_equal(ccei_many.ccei_batch(Es[:3].astype(float)), m[:3] / 12)
 
 
 def test_choice_level_lists_match_the_option_expenditures():
@@ -269,11 +269,11 @@ def test_bad_psm_inputs():
     with pytest.raises(ValueError, match="off the budget"):
         rp.option_expenditures(5 - corners, prices, opts)
     with pytest.raises(ValueError, match="option indices"):
-        rp.ccei_choices(corners, prices, opts, np.array([[0, 1, 100]]))
+        ccei_many.ccei_choices(corners, prices, opts, np.array([[0, 1, 100]]))
     with pytest.raises(ValueError, match="shape"):
-        rp.ccei_choices(corners, prices, opts, np.array([[0, 1]]))
+        ccei_many.ccei_choices(corners, prices, opts, np.array([[0, 1]]))
     with pytest.raises(ValueError, match="off the budget"):
-        rp.ccei_choices(5 - corners, prices, opts, np.array([[0, 1, 2]]))
+        ccei_many.ccei_choices(5 - corners, prices, opts, np.array([[0, 1, 2]]))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         rp.garp(np.eye(2) + 1, e=1.5)
     with pytest.raises(ValueError, match="positive"):
@@ -496,7 +496,7 @@ def test_ccei_subsets_equals_ccei_of_each_restricted_matrix_on_psm_data():
         subsets += [perm[100:], perm[:30], rng.choice(160, 17, replace=False), perm[:60]]  # not nested, unsorted
         for co in COORDINATES:
             E = expenditure_matrix(ds, co)
-            got = rp.ccei_subsets(E, subsets)
+            got = ccei_many.ccei_subsets(E, subsets)
             assert got.dtype == np.float64
             assert got.tolist() == _subsets_reference(E, subsets)
 
@@ -512,7 +512,7 @@ def test_ccei_subsets_equals_ccei_on_consumer_data(data, more):
                for _ in range(more.draw(st.integers(1, 5)))]
     Ei = np.rint(E).astype(np.int64)
     for M in (E, Ei) if np.array_equal(Ei, E) else (E,):
-        assert rp.ccei_subsets(M, subsets).tolist() == _subsets_reference(M, subsets)
+        assert ccei_many.ccei_subsets(M, subsets).tolist() == _subsets_reference(M, subsets)
 
 
 def test_ccei_subsets_integer_paths_agree():
@@ -524,26 +524,26 @@ def test_ccei_subsets_integer_paths_agree():
         np.fill_diagonal(E, rng.integers(1, 12, size=T))
         subsets = [np.sort(rng.choice(T, int(rng.integers(0, T + 1)), replace=False)) for _ in range(4)]
         ref = _subsets_reference(E, subsets)
-        assert rp.ccei_subsets(E, subsets).tolist() == ref
-        assert rp.ccei_subsets(E * 2000, subsets).tolist() == ref  # above the table: sorted ratios
-        assert rp.ccei_subsets(E.astype(float), subsets).tolist() == ref
+        assert ccei_many.ccei_subsets(E, subsets).tolist() == ref
+        assert ccei_many.ccei_subsets(E * 2000, subsets).tolist() == ref  # above the table: sorted ratios
+        assert ccei_many.ccei_subsets(E.astype(float), subsets).tolist() == ref
         E2 = E.copy()
         E2[0, -1] = -3  # a negative cost: sorted ratios, clamped at 0 as in ccei
-        assert rp.ccei_subsets(E2, subsets).tolist() == _subsets_reference(E2, subsets)
+        assert ccei_many.ccei_subsets(E2, subsets).tolist() == _subsets_reference(E2, subsets)
 
 
 def test_ccei_subsets_rejects_bad_subsets():
     E = rp.psm_expenditure_matrix(simulate_random(0, seed=1))
     with pytest.raises(ValueError, match="repeats an observation"):
-        rp.ccei_subsets(E, [[0, 1, 1]])
+        ccei_many.ccei_subsets(E, [[0, 1, 1]])
     with pytest.raises(ValueError, match="outside 0..159"):
-        rp.ccei_subsets(E, [[0, 160]])
+        ccei_many.ccei_subsets(E, [[0, 160]])
     with pytest.raises(ValueError, match="integer observation indices"):
-        rp.ccei_subsets(E, [[0.0, 1.0]])
+        ccei_many.ccei_subsets(E, [[0.0, 1.0]])
     with pytest.raises(ValueError, match="square"):
-        rp.ccei_subsets(E[:3], [[0, 1]])
-    assert rp.ccei_subsets(E, []).shape == (0,)
-    assert rp.ccei_subsets(np.zeros((0, 0), dtype=np.int64), [[], []]).tolist() == [1.0, 1.0]
+        ccei_many.ccei_subsets(E[:3], [[0, 1]])
+    assert ccei_many.ccei_subsets(E, []).shape == (0,)
+    assert ccei_many.ccei_subsets(np.zeros((0, 0), dtype=np.int64), [[], []]).tolist() == [1.0, 1.0]
 
 
 def test_two_product_comparisons_are_exact():

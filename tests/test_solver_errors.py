@@ -6,7 +6,7 @@ import stat
 import pytest
 
 from moralkit.errors import SolverUnavailableError
-from moralkit.psm import milp
+from moralkit.psm import milp_solvers as milp
 
 
 def test_broken_glpsol_is_named_broken(tmp_path, monkeypatch):

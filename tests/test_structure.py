@@ -192,3 +192,27 @@ def test_procedure2_and_the_networks_keep_to_their_rooms():
         assert not edges[m] & {"moralkit.psm.permutation", "moralkit.psm.networks"}, m
     assert "moralkit.psm.partition" in edges["moralkit.psm.permutation"]
     assert "moralkit.psm.networks" in edges["moralkit.psm.permutation"]
+
+
+def test_the_psm_rooms_of_issue_29_keep_to_themselves():
+    """level (the rationality level) and milp_solvers (which solvers exist) stand alone; the result
+    objects of the random-choice test know nothing of its computation; the exact helpers of rp sit
+    below it; the many-dataset CCEI sits above it; calibration and the G power analysis never import
+    the replication that uses them."""
+    edges, _ = import_graph()
+
+    def psm_deps(m):
+        return {t for t in edges[m] if t.startswith("moralkit.")} - {"moralkit.errors"}
+
+    assert psm_deps("moralkit.psm.level") == set()
+    assert psm_deps("moralkit.psm.milp_solvers") == set()
+    assert psm_deps("moralkit.psm.random_choice") <= {"moralkit.psm.design"}
+    assert psm_deps("moralkit.psm._rp_exact") <= {"moralkit.psm._rp_kernels", "moralkit.psm.level"}
+    assert "moralkit.psm.rp" not in psm_deps("moralkit.psm._rp_exact")
+    assert "moralkit.psm.ccei_many" not in psm_deps("moralkit.psm.rp")
+    for m in ("moralkit.psm.rp", "moralkit.psm.pooled", "moralkit.psm.milp", "moralkit.psm.partition",
+              "moralkit.psm.permutation"):
+        assert "moralkit.psm.level" in edges[m], m  # e is converted by level.rationality_level
+    for m in ("moralkit.studies.calibration", "moralkit.studies.replication_power"):
+        assert "moralkit.studies.replication" not in edges[m], m
+    assert psm_deps("moralkit.studies.replication_power") <= {"moralkit.psm.reference"}

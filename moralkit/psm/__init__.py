@@ -32,6 +32,7 @@ from . import (
     dataset,
     design,
     indices,
+    level,
     milp,
     networks,
     nlls,
@@ -47,14 +48,15 @@ from .design import Design, constrained_prompt, make_design, parse_option, uncon
 from .milp import solve_ls_milp
 from .networks import table3
 from .nlls import fit_models, table2
-from .partition import largest_subset, partition_types, pool
+from .partition import largest_subset, partition_types
 from .permutation import permutation_study, study_setup
+from .pooled import pool
 from .rationality import random_choice_tests, table1
 from .simulate import simulate_agents, simulate_quadratic, simulate_random
 
 __all__ = [
     # modules
-    "design", "dataset", "rp", "indices", "rationality", "nlls", "partition", "milp", "permutation", "networks",
+    "design", "dataset", "rp", "level", "indices", "rationality", "nlls", "partition", "milp", "permutation", "networks",
     "simulate",
     "reference",
     # §2.1-2.2

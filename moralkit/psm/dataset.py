@@ -43,7 +43,7 @@ from ..atomicfile import atomic_path
 from ..errors import DataError
 from .design import BUDGET, CORNERS, PRICES
 
-__all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset", "model_key"]
+__all__ = ["PSMDataset", "read_psm", "load_psm", "write_psm", "validate_dataset", "model_key", "data_summary"]
 
 
 @dataclass
@@ -470,3 +470,29 @@ def load_psm(data_path=None) -> tuple[Path, dict[str, PSMDataset]]:
         warnings.warn(f"No PSM data yet: {ex}. Collect some with `python -m moralkit collect psm ...` "
                       "(see notebooks/01_collect.py).", stacklevel=2)
         return path, {}
+
+
+def data_summary(datasets) -> pd.DataFrame:
+    """One row per respondent: what a notebook analyses, before it analyses it.
+
+    Parameters
+    ----------
+    datasets : dict {model: PSMDataset}
+
+    Returns
+    -------
+    DataFrame
+        ``provider``, ``backend``, ``model``, ``answered`` (answered constrained rounds), ``missing``
+        (the others) and ``round0`` (``"valid"`` or ``"missing"``: the unconstrained round 0, Figure 2).
+
+    Examples
+    --------
+    >>> from moralkit.psm.simulate import simulate_random
+    >>> data_summary({"sim-r": simulate_random(0, seed=1, model="sim-r")})[["model", "answered", "missing"]]
+       model  answered  missing
+    0  sim-r       160        0
+    """
+    rows = [{"provider": ds.provider, "backend": ds.backend, "model": m, "answered": ds.n_obs,
+             "missing": ds.n_rounds - ds.n_obs, "round0": ("valid" if ds.q0 is not None else "missing")}
+            for m, ds in datasets.items()]
+    return pd.DataFrame(rows, columns=["provider", "backend", "model", "answered", "missing", "round0"])

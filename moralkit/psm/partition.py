@@ -3,9 +3,8 @@
 A *type* is a set of models whose pooled answers jointly satisfy GARP_e
 (Seror 2025, Section 2.4). This module holds
 
-* :func:`pool` -- the pooled observations of several models, defined in
-  :mod:`moralkit.psm.pooled` and re-exported here (every round keeps its own
-  effective corner and prices, eq. (1) and Definition 1);
+* the pooled observations of several models are :func:`moralkit.psm.pooled.pool`'s
+  (every round keeps its own effective corner and prices, eq. (1) and Definition 1);
 * :func:`garp_pooled` / :func:`violating_cycle` -- GARP_e (Definition 2) on the
   pooled observations of a subset of models;
 * :func:`largest_subsets` / :func:`largest_subset` -- LS(e), optimisation (5),
@@ -67,13 +66,11 @@ import numpy as np
 
 from ..errors import MoralkitError
 from ._partition_kernels import violating_cycle_obs, violation_models
+from .level import RationalityLevel, rationality_level
 from .milp import solve_ls_milp
-from .pooled import PooledData, check_e, check_pooled, pool, revealed_relations
+from .pooled import PooledData, check_pooled, revealed_relations
 
 __all__ = [
-    "PooledData",
-    "pool",
-    "revealed_relations",
     "LSSolver",
     "ExactLS",
     "MILPLS",
@@ -115,7 +112,7 @@ def violating_cycle(pooled: PooledData, e: float = 1.0, models=None) -> np.ndarr
     Parameters
     ----------
     pooled : PooledData
-    e : float in [0, 1]
+    e : float, Fraction or RationalityLevel in [0, 1]
         Rationality level.
     models : iterable of str, optional
         Check only the observations of these models (default all).
@@ -223,7 +220,7 @@ class MILPLS:
     Parameters
     ----------
     pooled : PooledData
-    e : float in [0, 1]
+    e : float, Fraction or RationalityLevel in [0, 1]
     solver : {"highs", "glpk", "gurobi", "cbc"}, default "highs"
     time_limit : float, optional
         Seconds per MILP; a MILP stopped before proving optimality raises ``RuntimeError``.
@@ -234,9 +231,9 @@ class MILPLS:
     Seror (2025), Section 2.4 (Procedure 2); Appendix A.1, Proposition 1.
     """
 
-    def __init__(self, pooled: PooledData, e: float, *, solver: str = "highs", time_limit: float | None = None,
-                 formulation: str = "cuts"):
-        self.pooled, self.e = pooled, e
+    def __init__(self, pooled: PooledData, e: float | RationalityLevel, *, solver: str = "highs",
+                 time_limit: float | None = None, formulation: str = "cuts"):
+        self.pooled, self.e = pooled, rationality_level(e)
         self.solver, self.time_limit, self.formulation = solver, time_limit, formulation
         self.cuts = ()
 
@@ -270,8 +267,8 @@ def largest_subsets(pooled: PooledData, e: float = 1.0, within=None) -> list[tup
     Parameters
     ----------
     pooled : PooledData
-        From :func:`pool`.
-    e : float in [0, 1]
+        From :func:`moralkit.psm.pooled.pool`.
+    e : float, Fraction or RationalityLevel in [0, 1]
         Rationality level of the partition.
     within : iterable of str, optional
         The set W of models to choose from (default all pooled models).
@@ -299,7 +296,7 @@ def largest_subset(pooled: PooledData, e: float = 1.0, within=None, *, solver: s
     Parameters
     ----------
     pooled : PooledData
-    e : float in [0, 1]
+    e : float, Fraction or RationalityLevel in [0, 1]
     within : iterable of str, optional
         The set W (default all pooled models).
     solver : {"exact", "highs", "glpk", "gurobi", "cbc"}
@@ -387,7 +384,7 @@ def ls_solver(pooled: PooledData, e: float, solver: str = "exact", *, time_limit
     Parameters
     ----------
     pooled : PooledData
-    e : float in [0, 1]
+    e : float, Fraction or RationalityLevel in [0, 1]
     solver : {"exact", "highs", "glpk", "gurobi", "cbc"}, default "exact"
         ``"exact"``: :class:`ExactLS`; the others: :class:`MILPLS`.
     time_limit : float, optional
@@ -457,8 +454,8 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
     Parameters
     ----------
     pooled : PooledData
-        Pooled observations (:func:`pool`).
-    e : float in [0, 1]
+        Pooled observations (:func:`moralkit.psm.pooled.pool`).
+    e : float, Fraction or RationalityLevel in [0, 1]
         Rationality level of the partition.
     solver : {"exact", "highs", "glpk", "gurobi", "cbc"}, default "exact"
     seed : int, numpy Generator or None
@@ -483,6 +480,7 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
 
     Examples
     --------
+    >>> from moralkit.psm.pooled import pool
     >>> from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic, simulate_random
     >>> agent = QuadraticAgent(a=[0.2] * 5, b=[2.5] * 5)
     >>> pooled = pool({"sim-a": simulate_quadratic(agent, 0, model="sim-a"),
@@ -491,16 +489,16 @@ def partition_types(pooled: PooledData, e: float = 1.0, *, solver: str = "exact"
     [('sim-a',), ('sim-r',)]
     """
     check_pooled(pooled)
-    e = check_e(e)
+    lv = rationality_level(e)
     if pooled.n_models < 1:
         raise MoralkitError("no models to partition")
     rng = _rng(seed)
     W = _resolve_within(pooled, within)
-    ls = ls_solver(pooled, e, solver, time_limit=time_limit, formulation=formulation)
+    ls = ls_solver(pooled, lv, solver, time_limit=time_limit, formulation=formulation)
     picks, n_ties, W = procedure2(ls, W, rng, max_types)
     types = [_mask_to_models(pooled.models, c) for c in picks]
     rest = _mask_to_models(pooled.models, W) if max_types is None else ()
     for m in rest:
         types.append((m,))
         n_ties.append(1)
-    return Partition(types=types, self_inconsistent=rest, n_ties=n_ties, e=e, solver=solver)
+    return Partition(types=types, self_inconsistent=rest, n_ties=n_ties, e=lv.value, solver=solver)

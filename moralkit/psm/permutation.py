@@ -47,11 +47,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
-from ..figures import save_figure  # noqa: F401  (re-exported)
-from .milp import SOLVERS, get_solver
-from .networks import PAPER_ALPHAS, similarity_graph, similarity_summary, table3, threshold_graph
+from .level import rationality_level
+from .milp_solvers import SOLVERS, get_solver
+from .networks import PAPER_ALPHAS, plot_similarity, similarity_graph, similarity_summary, table3, threshold_graph
 from .partition import MILPLS, ExactLS, procedure2
-from .pooled import as_datasets, check_e, pool, revealed_relations
+from .pooled import as_datasets, pool, revealed_relations
+from .random_choice import STANDARD_INDEX, Table1
 
 __all__ = [
     "PAPER_T",
@@ -67,7 +68,6 @@ __all__ = [
     "draw_rounds",
     "permutation_study",
     "PermutationResult",
-    "save_figure",
 ]
 
 #: Paper defaults (Section 3.3); the precision levels of H^alpha are :data:`moralkit.psm.networks.PAPER_ALPHAS`.
@@ -86,14 +86,23 @@ def _col(df: pd.DataFrame, names, what):
     raise MoralkitError(f"Table 1 needs a {what} column (one of {list(names)}); got columns {list(df.columns)}")
 
 
-def passing_models(table1: pd.DataFrame, level: float = 0.05) -> list:
+def _table1_frame(table1) -> pd.DataFrame:
+    """The table of a :class:`~moralkit.psm.random_choice.Table1`, or a DataFrame as it is."""
+    if isinstance(table1, Table1):
+        return table1.to_frame()
+    if not isinstance(table1, pd.DataFrame):
+        raise MoralkitError(f"table1 must be Table 1 (a Table1 or a pandas DataFrame), got {type(table1).__name__}")
+    return table1
+
+
+def passing_models(table1, level: float = 0.05) -> list:
     """Models passing the rationality test at ``level`` (``alpha <= level``, Procedure 1).
 
-    ``table1`` has a model column (``model``/``Model``), and the fraction of random
-    datasets with a CCEI at least as high (``alpha``/``α``/``p_value``), as in Table 1.
+    ``table1`` is a :class:`~moralkit.psm.random_choice.Table1`, or a DataFrame with a model column
+    (``model``/``Model``) and the fraction of random datasets with a CCEI at least as high
+    (``alpha``/``α``/``p_value``), as in Table 1 (e.g. the published one).
     """
-    if not isinstance(table1, pd.DataFrame):
-        raise MoralkitError(f"table1 must be a pandas DataFrame (Table 1), got {type(table1).__name__}")
+    table1 = _table1_frame(table1)
     mcol = _col(table1, ("model", "Model"), "model")
     acol = _col(table1, ("alpha", "α", "$\\alpha$", "p_value", "pvalue"), "alpha (p-value)")
     return [str(m) for m in table1.loc[table1[acol].astype(float) <= level, mcol]]
@@ -103,7 +112,7 @@ def passing_models(table1: pd.DataFrame, level: float = 0.05) -> list:
 E_BELOW_CCEI = 1e-9
 
 
-def default_e(table1: pd.DataFrame, level: float = 0.05, *, below: float = E_BELOW_CCEI) -> float:
+def default_e(table1, level: float = 0.05, *, below: float = E_BELOW_CCEI) -> float:
     """The paper's rationality level: the smallest CCEI among models passing at ``level``.
 
     Section 3.3 sets e = 0.333, "the minimum CCEI value among the models that
@@ -124,6 +133,7 @@ def default_e(table1: pd.DataFrame, level: float = 0.05, *, below: float = E_BEL
     ValueError
         When no model passes (then choose ``e`` yourself, e.g. :data:`PAPER_E`).
     """
+    table1 = _table1_frame(table1)
     passing = passing_models(table1, level)
     if not passing:
         raise MoralkitError(f"no model passes the rationality test at {level:.0%}; pass e explicitly "
@@ -185,7 +195,7 @@ def describe_e(e: float, *, below: float = E_BELOW_CCEI, max_denominator: int = 
     """
     from fractions import Fraction
 
-    e = check_e(e)
+    e = rationality_level(e).value
     for target, fmt in ((e, "e = {f}"), (e + below, "e just below {f}")):
         f = Fraction(target).limit_denominator(max_denominator)
         if f.denominator > 1 and abs(float(f) - target) <= 4 * np.finfo(float).eps:
@@ -211,7 +221,7 @@ def max_rho(datasets) -> int:
     return min(min(len(p) for p in ri.positions), _distinct_rounds(ri) // len(ri.models))
 
 
-def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = None, level: float = 0.05,
+def study_setup(datasets, table1: Table1 | pd.DataFrame | None = None, e: float | None = None, level: float = 0.05,
                 min_models: int = 2):
     """Models and rationality level of the permutation study, following Section 3.3.
 
@@ -236,8 +246,8 @@ def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = 
     """
     dd = as_datasets(datasets)
     notes = []
-    if table1 is not None and table1.attrs.get("index", "ccei") != "ccei":
-        raise ValueError(f"Table 1 was computed with index={table1.attrs['index']!r}; Procedure 2 takes e on the "
+    if isinstance(table1, Table1) and table1.index != STANDARD_INDEX:
+        raise MoralkitError(f"Table 1 was computed with index={table1.index!r}; Procedure 2 takes e on the "
                          "standard-CCEI scale (its relations are those of Definitions 1-2 in corner coordinates), "
                          "so pass a Table 1 computed with the standard index (table1(..., index='ccei'))")
     passing = passing_models(table1, level) if table1 is not None else []
@@ -250,10 +260,11 @@ def study_setup(datasets, table1: pd.DataFrame | None = None, e: float | None = 
         why = "no Table 1 was given" if table1 is None else f"only {len(passing)} model(s) pass at {level:.0%}"
         notes.append(f"{why}; the study uses all {len(models)} models in the data")
     if e is not None:
-        e = check_e(e)
+        e = rationality_level(e).value
         notes.append(f"e = {e:g} (given)")
     elif passing:
-        e = default_e(table1[table1[_col(table1, ("model", "Model"), "model")].astype(str).isin(passing)], level)
+        t = _table1_frame(table1)
+        e = default_e(t[t[_col(t, ("model", "Model"), "model")].astype(str).isin(passing)], level)
         notes.append(f"e = {e:.10g}: just below the smallest CCEI among the models passing at {level:.0%} "
                      "(Section 3.3; the CCEI is a supremum, see default_e)")
     else:
@@ -389,6 +400,21 @@ class PermutationResult:
     def table3(self, short_names: Mapping[str, str] | None = None) -> pd.DataFrame:
         return table3(self.G, short_names)
 
+    def to_frame(self) -> pd.DataFrame:
+        """G (a copy): ``G[m, w]``, the share of synthetic datasets where m and w are of one type (eq. (6))."""
+        return self.G.copy()
+
+    def plot(self, title: str | None = None):
+        """Figure 3: G as a heat map and as a weighted graph (:func:`moralkit.psm.networks.plot_similarity`)."""
+        return plot_similarity(self.G, title=title)
+
+    def _repr_html_(self) -> str:
+        return self.G._repr_html_()
+
+    def __repr__(self) -> str:
+        return (f"<PermutationResult: G of {len(self.models)} models, T = {self.T}, rho = {self.rho}, "
+                f"{describe_e(self.e)}, solver {self.solver!r}>")
+
 
 def _types_to_labels(type_masks, left, M):
     lab = np.full(M, -1, dtype=np.int64)
@@ -483,10 +509,26 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     """
     import time
 
-    from joblib import Parallel, delayed
-    from tqdm import tqdm
-
     t0 = time.perf_counter()
+    dd = _study_models(datasets, models)
+    lv = rationality_level(e)
+    _check_study_args(T, seed, solver)
+    ri = _round_index(dd)
+    _check_draw_params(ri, rho)
+    full = pool(dd)
+    R0, P0 = revealed_relations(full, lv)
+    args = (ri, R0, P0, _observation_lookup(ri), full.obs_model, rho, solver, None if solver == "exact" else full, lv,
+            time_limit, formulation)
+    labels = _run_all_draws(args, int(T), int(seed), n_jobs, chunk_size, progress, len(dd))
+    same = labels[:, :, None] == labels[:, None, :]
+    G = pd.DataFrame(same.mean(axis=0), index=list(dd), columns=list(dd))
+    n_types = labels.max(axis=1) + 1
+    return PermutationResult(G=G, labels=labels, n_types=n_types, models=tuple(dd), T=int(T), rho=int(rho),
+                             e=lv.value, seed=int(seed), solver=solver, wall_s=time.perf_counter() - t0)
+
+
+def _study_models(datasets, models) -> dict:
+    """The models W of the study: ``datasets`` (or the ``models`` of it), at least two."""
     dd = as_datasets(datasets)
     if models is not None:
         missing = [m for m in models if m not in dd]
@@ -496,7 +538,10 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     if len(dd) < 2:
         raise MoralkitError(f"the permutation approach needs at least 2 models, got {len(dd)}; "
                             "collect or add more models")
-    e = check_e(e)
+    return dd
+
+
+def _check_study_args(T, seed, solver) -> None:
     if not isinstance(T, (int, np.integer)) or T < 1:
         raise MoralkitError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -505,20 +550,28 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
         if solver not in SOLVERS:
             raise MoralkitError(f"unknown solver {solver!r}; choose 'exact' or one of {SOLVERS}")
         get_solver(solver)  # fail early when missing
-    ri = _round_index(dd)
-    _check_draw_params(ri, rho)
-    full = pool(dd)
-    R0, P0 = revealed_relations(full, e)
-    # observation index of (model, position) in the full pool
-    obs_of = []
-    start = 0
+
+
+def _observation_lookup(ri) -> list:
+    """For each model, the observation index in the full pool of each of its dataset positions (-1: none)."""
+    obs_of, start = [], 0
     for p in ri.positions:
         lut = np.full(max(int(p.max()) + 1 if len(p) else 0, 1), -1, dtype=np.int64)
         lut[p] = np.arange(start, start + len(p))
         obs_of.append(lut)
         start += len(p)
-    seeds = np.random.SeedSequence(int(seed)).spawn(int(T))
-    M = len(dd)
+    return obs_of
+
+
+def _run_all_draws(args, T: int, seed: int, n_jobs, chunk_size, progress: bool, M: int) -> np.ndarray:
+    """Labels (T, M) of every draw, in chunks of draws (joblib workers when ``n_jobs != 1``).
+
+    Each draw t has its own SeedSequence (``SeedSequence(seed).spawn(T)[t]``), so the labels do not
+    depend on the chunks or the workers."""
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    seeds = np.random.SeedSequence(seed).spawn(T)
     if n_jobs == 1:
         chunk = chunk_size or 1
     else:
@@ -526,8 +579,6 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
 
         chunk = chunk_size or max(1, int(np.ceil(T / (8 * max(1, effective_n_jobs(n_jobs))))))
     chunks = [list(range(i, min(T, i + chunk))) for i in range(0, T, chunk)]
-    args = (ri, R0, P0, obs_of, full.obs_model, rho, solver, None if solver == "exact" else full, e, time_limit,
-            formulation)
     # disable=None: a bar on a terminal only, never as stderr text on a notebook page
     bar = tqdm(total=T, desc="synthetic datasets", disable=None if progress else True)
     parts = []
@@ -542,9 +593,4 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
             parts.append(lab)
             bar.update(len(ts))
     bar.close()
-    labels = np.concatenate(parts) if parts else np.zeros((0, M), np.int64)
-    same = labels[:, :, None] == labels[:, None, :]
-    G = pd.DataFrame(same.mean(axis=0), index=list(dd), columns=list(dd))
-    n_types = labels.max(axis=1) + 1
-    return PermutationResult(G=G, labels=labels, n_types=n_types, models=tuple(dd), T=int(T), rho=int(rho),
-                             e=e, seed=int(seed), solver=solver, wall_s=time.perf_counter() - t0)
+    return np.concatenate(parts) if parts else np.zeros((0, M), np.int64)

@@ -5,8 +5,8 @@ priced in each round's own coordinates (eq. (1) and Definition 1).
 :func:`pool` builds the :class:`PooledData` that the exact solver
 (:mod:`moralkit.psm.partition`) and the MILP of Proposition 1
 (:mod:`moralkit.psm.milp`) both take; :func:`revealed_relations` gives its
-relations R0_e and P0_e. :func:`as_datasets`, :func:`check_e` and
-:func:`check_pooled` are the input checks those modules share.
+relations R0_e and P0_e. :func:`as_datasets` and :func:`check_pooled` are the input checks those modules share; the
+rationality level ``e`` is checked once by :func:`moralkit.psm.level.rationality_level`.
 
 References
 ----------
@@ -23,9 +23,10 @@ import numpy as np
 
 from ..errors import MoralkitError
 from .dataset import PSMDataset
-from .rp import CheckedLevel, expenditure_matrix, relations
+from .level import RationalityLevel, rationality_level
+from .rp import expenditure_matrix, relations
 
-__all__ = ["PooledData", "pool", "revealed_relations", "as_datasets", "check_e", "check_pooled"]
+__all__ = ["PooledData", "pool", "revealed_relations", "as_datasets", "check_pooled"]
 
 
 @dataclass
@@ -166,26 +167,12 @@ def pool(datasets, rounds: Mapping[str, Sequence[int]] | None = None) -> PooledD
     return PooledData(tuple(dd), cat[0], cat[1], cat[2], cat[3], cat[4], cat[5], np.asarray(E))
 
 
-def check_e(e) -> float:
-    """The rationality level ``e`` as a float in [0, 1], or a ValueError that names the paper's value.
-
-    Returns a :class:`~moralkit.psm.rp.CheckedLevel` (a float), which the functions it is passed on
-    to do not check again.
-    """
-    if isinstance(e, CheckedLevel):
-        return e
-    try:
-        e = float(e)
-    except (TypeError, ValueError):
-        raise MoralkitError(f"e must be a number in [0, 1], got {e!r}") from None
-    if not 0.0 <= e <= 1.0 or np.isnan(e):
-        raise MoralkitError(f"e (rationality level) must be in [0, 1], got {e}; "
-                            "the paper uses e = 0.333, the smallest CCEI among models passing at 5 %")
-    return CheckedLevel(e)
-
-
-def revealed_relations(pooled: PooledData, e: float = 1.0):
+def revealed_relations(pooled: PooledData, e: float | RationalityLevel = 1.0):
     """Direct revealed preference relations R0_e and P0_e on pooled observations.
+
+    ``e`` is the rationality level (a float, a Fraction or a
+    :class:`~moralkit.psm.level.RationalityLevel`, checked once by
+    :func:`~moralkit.psm.level.rationality_level`).
 
     Computed exactly by :func:`moralkit.psm.rp.relations` (no floating-point rounding in
     ``e E[r, r]`` versus ``E[r, k]``), with the same-bundle clause of Definition 1.
@@ -196,7 +183,7 @@ def revealed_relations(pooled: PooledData, e: float = 1.0):
         ``R0[r, k]``: ``e E[r, r] >= E[r, k]`` or same bundle; ``P0[r, k]``:
         ``e E[r, r] > E[r, k]`` (Definition 1 with e^r = e for every round).
     """
-    e = check_e(e)
+    e = rationality_level(e)
     R0, P0 = relations(pooled.E, e, same_bundle=pooled.same_bundle())
     return np.ascontiguousarray(R0), np.ascontiguousarray(P0)
 

@@ -48,102 +48,25 @@ import pandas as pd
 
 from ..errors import MoralkitError
 from . import rp
+from ._rp_kernels import psm_levels_choices
 from .dataset import PSMDataset, model_key
 from .design import BUDGET
 from .indices import convention, critical_efficiencies, critical_efficiency, exact_ratio, option_expenditures
+from .random_choice import STANDARD_INDEX, RandomChoiceResult, Table1, stars
 
 __all__ = [
-    "STANDARD_INDEX",
     "index_convention",
     "CHUNK_SIZE",
-    "SIGNIFICANCE_LEVELS",
-    "RandomChoiceResult",
     "random_choice_test",
     "retest",
     "random_choice_tests",
     "table1",
     "HMTestResult",
     "hm_random_choice_test",
-    "stars",
-    "plot_null_distributions",
 ]
 
 #: Synthetic datasets per seeded chunk (fixed: changing it changes the draws).
 CHUNK_SIZE: int = 100
-
-#: Name of the standard index: the CCEI in corner coordinates (Definition 3 as the supremum of e).
-STANDARD_INDEX: str = "ccei"
-
-#: Significance levels of Table 1 and their stars.
-SIGNIFICANCE_LEVELS: tuple[tuple[float, str], ...] = ((0.01, "***"), (0.05, "**"), (0.10, "*"))
-
-
-def stars(alpha: float) -> str:
-    """Table 1 stars for a p-value ``alpha``: ``***`` if alpha <= 1 %, ``**`` <= 5 %, ``*`` <= 10 %.
-
-    The comparison is weak, as in Procedure 1 ("weakly smaller than alpha").
-    Exact for alphas computed as ``count / N``: levels are compared as
-    fractions.
-    """
-    a = Fraction(alpha).limit_denominator(10**9) if not isinstance(alpha, Fraction) else alpha
-    for level, s in SIGNIFICANCE_LEVELS:
-        if a <= Fraction(level).limit_denominator(1000):
-            return s
-    return ""
-
-
-@dataclass(frozen=True)
-class RandomChoiceResult:
-    """Outcome of the random-choice rationality test for one model.
-
-    Attributes
-    ----------
-    model, provider : str
-    ccei : float
-        The model's index (missing rounds excluded): the CCEI under the
-        standard convention, else the index of convention ``index``.
-    ccei_exact : fractions.Fraction
-        The same, exactly (a multiple of ``1 / budget`` for the standard CCEI).
-    alpha : float
-        Share of synthetic datasets whose index is >= the model's (eq. (4)).
-    n_at_least : int
-        Their number.
-    null_ccei : ndarray (n_datasets,)
-        CCEIs of the synthetic datasets (floats; exact multiples of 1/budget).
-    n_obs : int
-        Number of answered constrained rounds (Table 1, "Number of Obs.").
-    n_datasets : int
-    seed : int
-    budget : int
-    index : str
-        The index convention (:data:`STANDARD_INDEX` or a :mod:`moralkit.psm.indices` name).
-    extra_key : str or None
-        Fingerprint of the option sets tested (lets :func:`retest` reuse the null).
-    """
-
-    model: str
-    provider: str
-    ccei: float
-    ccei_exact: Fraction
-    alpha: float
-    n_at_least: int
-    null_ccei: np.ndarray = field(repr=False)
-    n_obs: int
-    n_datasets: int
-    seed: int
-    budget: int = BUDGET
-    index: str = STANDARD_INDEX
-    extra_key: str | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def stars(self) -> str:
-        """``***``, ``**``, ``*`` or ``""`` (Table 1)."""
-        return stars(Fraction(self.n_at_least, self.n_datasets))
-
-    def rejects(self, level: float) -> bool:
-        """phi_level(D^m) of eq. (4): True when H0 is rejected at ``level`` (alpha <= level)."""
-        return Fraction(self.n_at_least, self.n_datasets) <= Fraction(level).limit_denominator(10**6)
-
 
 # --------------------------------------------------------------------------- seeding
 
@@ -171,7 +94,7 @@ def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
         if T < 2:
             out.append(np.full(m, budget, dtype=np.int64))
         else:
-            out.append(np.minimum(rp.psm_levels_choices(start, rows, C, budget), budget))
+            out.append(np.minimum(psm_levels_choices(start, rows, C, budget), budget))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
@@ -255,59 +178,10 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
     ----------
     Seror (2025), Section 2.3, eq. (4) and Procedure 1.
     """
-    if isinstance(datasets, PSMDataset):
-        datasets = [datasets]
-    items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
-    if not isinstance(n_datasets, (int, np.integer)) or n_datasets < 1:
-        raise MoralkitError(f"n_datasets must be a positive integer, got {n_datasets!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
-    for ds in items:
-        if not isinstance(ds, PSMDataset):
-            raise MoralkitError(f"expected moralkit.psm.dataset.PSMDataset objects, got {type(ds).__name__}")
-    names = [ds.model for ds in items]
-    if len(set(names)) != len(names):
-        raise MoralkitError("model labels must be unique (they key the random draws)")
-    valid = [_prepare(ds) for ds in items]
+    valid = _checked_datasets(datasets, n_datasets, seed)
     sizes = _chunk_sizes(int(n_datasets))
-    n_chunks = len(sizes)
-
-    # split each model's chunks into a few work units; the split does not affect results
-    from joblib import Parallel, delayed, effective_n_jobs
-
-    workers = effective_n_jobs(n_jobs)
-    per_model = 1 if workers == 1 else max(1, min(n_chunks, math.ceil(4 * workers / max(1, len(valid)))))
-    units = []
-    for i, v in enumerate(valid):
-        for g in np.array_split(np.arange(n_chunks), per_model):
-            if len(g):
-                units.append((i, [int(c) for c in g]))
-
     conv = index_convention(index)
-    if conv is not None:
-        V_conv = [option_expenditures(v, conv.coordinates) for v in valid]
-
-    def task(i, chunks):
-        v = valid[i]
-        if conv is not None:
-            return delayed(_null_efficiencies)(v.model, V_conv[i], conv.coordinates, int(seed), chunks,
-                                               [sizes[c] for c in chunks])
-        return delayed(_null_levels)(v.model, v.corners, v.prices, v.options, int(seed), chunks,
-                                     [sizes[c] for c in chunks], BUDGET)
-
-    tasks = [task(i, ch) for i, ch in units]
-    if workers == 1:
-        parts = (f(*a, **k) for f, a, k in tasks)
-    else:
-        # the compiled kernels release the GIL, so threads parallelise without process start-up;
-        # prefer= is only a hint: an active joblib backend (e.g. dask) takes precedence
-        parts = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(tasks)
-    if progress:
-        from tqdm.auto import tqdm
-
-        parts = tqdm(parts, total=len(tasks), desc="random-choice test")
-    parts = list(parts)
-
+    units, parts = _run_units(valid, sizes, conv, int(seed), n_jobs, progress)
     null = {i: [] for i in range(len(valid))}
     for (i, _), p in zip(units, parts):
         null[i].append(p)
@@ -321,11 +195,66 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
         m = own.numerator * (BUDGET // own.denominator)
         n_ge = int((levels >= m).sum())
         out[v.model] = RandomChoiceResult(
-            model=v.model, provider=v.provider, ccei=float(own), ccei_exact=own,
-            alpha=n_ge / len(levels), n_at_least=n_ge, null_ccei=levels / BUDGET,
+            model=v.model, provider=v.provider, index_value=float(own), index_exact=own,
+            alpha=n_ge / len(levels), n_at_least=n_ge, null_index=levels / BUDGET,
             n_obs=v.n_obs, n_datasets=len(levels), seed=int(seed), budget=BUDGET, extra_key=_option_key(v),
         )
     return out
+
+
+def _checked_datasets(datasets, n_datasets, seed) -> list:
+    """The valid part of each dataset (missing rounds excluded), after checking the arguments."""
+    if isinstance(datasets, PSMDataset):
+        datasets = [datasets]
+    items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
+    if not isinstance(n_datasets, (int, np.integer)) or n_datasets < 1:
+        raise MoralkitError(f"n_datasets must be a positive integer, got {n_datasets!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
+    for ds in items:
+        if not isinstance(ds, PSMDataset):
+            raise MoralkitError(f"expected moralkit.psm.dataset.PSMDataset objects, got {type(ds).__name__}")
+    names = [ds.model for ds in items]
+    if len(set(names)) != len(names):
+        raise MoralkitError("model labels must be unique (they key the random draws)")
+    return [_prepare(ds) for ds in items]
+
+
+def _run_units(valid, sizes, conv, seed: int, n_jobs, progress: bool):
+    """Split each model's chunks into a few work units (the split does not affect results) and run them.
+
+    Returns ``(units, parts)``: ``units[k] = (model index, chunks)`` and ``parts[k]`` its null values
+    (CCEI numerators for the standard index, e* floats for another convention)."""
+    from joblib import Parallel, delayed, effective_n_jobs
+
+    n_chunks = len(sizes)
+    workers = effective_n_jobs(n_jobs)
+    per_model = 1 if workers == 1 else max(1, min(n_chunks, math.ceil(4 * workers / max(1, len(valid)))))
+    units = [(i, [int(c) for c in g]) for i in range(len(valid))
+             for g in np.array_split(np.arange(n_chunks), per_model) if len(g)]
+    if conv is not None:
+        V_conv = [option_expenditures(v, conv.coordinates) for v in valid]
+
+    def task(i, chunks):
+        v = valid[i]
+        if conv is not None:
+            return delayed(_null_efficiencies)(v.model, V_conv[i], conv.coordinates, seed, chunks,
+                                               [sizes[c] for c in chunks])
+        return delayed(_null_levels)(v.model, v.corners, v.prices, v.options, seed, chunks,
+                                     [sizes[c] for c in chunks], BUDGET)
+
+    tasks = [task(i, ch) for i, ch in units]
+    if workers == 1:
+        parts = (f(*a, **k) for f, a, k in tasks)
+    else:
+        # the compiled kernels release the GIL, so threads parallelise without process start-up;
+        # prefer= is only a hint: an active joblib backend (e.g. dask) takes precedence
+        parts = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(tasks)
+    if progress:
+        from tqdm.auto import tqdm
+
+        parts = tqdm(parts, total=len(tasks), desc="random-choice test")
+    return units, list(parts)
 
 
 def _convention_result(v, null_e, conv, seed) -> RandomChoiceResult:
@@ -337,8 +266,8 @@ def _convention_result(v, null_e, conv, seed) -> RandomChoiceResult:
         n_ge, value = int((null_e <= float(own)).sum()), 1 - own
         null_index = np.array([float(1 - exact_ratio(x)) for x in null_e])
     return RandomChoiceResult(
-        model=v.model, provider=v.provider, ccei=float(value), ccei_exact=value, alpha=n_ge / len(null_e),
-        n_at_least=n_ge, null_ccei=null_index, n_obs=v.n_obs, n_datasets=len(null_e), seed=seed, budget=BUDGET,
+        model=v.model, provider=v.provider, index_value=float(value), index_exact=value, alpha=n_ge / len(null_e),
+        n_at_least=n_ge, null_index=null_index, n_obs=v.n_obs, n_datasets=len(null_e), seed=seed, budget=BUDGET,
         index=conv.name,
     )
 
@@ -373,11 +302,11 @@ def retest(result: RandomChoiceResult, dataset: PSMDataset) -> RandomChoiceResul
                             "dataset (only the answers may differ); run random_choice_test instead")
     own = rp.ccei_exact(rp.psm_expenditure_matrix(v))
     m = own.numerator * (BUDGET // own.denominator)
-    levels = np.rint(result.null_ccei * BUDGET).astype(np.int64)
+    levels = np.rint(result.null_index * BUDGET).astype(np.int64)
     n_ge = int((levels >= m).sum())
     return RandomChoiceResult(
-        model=v.model, provider=v.provider, ccei=float(own), ccei_exact=own, alpha=n_ge / len(levels),
-        n_at_least=n_ge, null_ccei=result.null_ccei, n_obs=v.n_obs, n_datasets=len(levels), seed=result.seed,
+        model=v.model, provider=v.provider, index_value=float(own), index_exact=own, alpha=n_ge / len(levels),
+        n_at_least=n_ge, null_index=result.null_index, n_obs=v.n_obs, n_datasets=len(levels), seed=result.seed,
         budget=BUDGET, extra_key=result.extra_key,
     )
 
@@ -414,7 +343,7 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
     Returns
     -------
     RandomChoiceResult
-        ``.ccei``, ``.alpha``, ``.null_ccei``, ``.n_obs``, ``.stars``, ``.rejects(level)``.
+        ``.index_value``, ``.alpha``, ``.null_index``, ``.n_obs``, ``.stars``, ``.rejects(level)``.
 
     Raises
     ------
@@ -432,8 +361,8 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
 
 def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, progress: bool = False,
            min_obs: int = 1, hm: bool = False, hm_time_limit: float = 10.0,
-           index=STANDARD_INDEX) -> pd.DataFrame:
-    """Table 1: the rationality test of every model, as a tidy DataFrame sorted by alpha.
+           index=STANDARD_INDEX) -> Table1:
+    """Table 1: the rationality test of every model, sorted by alpha.
 
     Parameters
     ----------
@@ -453,15 +382,16 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     index : str, default "ccei"
         The standard CCEI, or a convention of :mod:`moralkit.psm.indices` such as the
         paper-compatible ``"origin/1-e"`` (see :func:`random_choice_tests`). The
-        ``ccei`` column then holds that index; ``df.attrs["index"]`` names it.
+        ``ccei`` column then holds that index; ``Table1.index`` names it.
 
     Returns
     -------
-    pandas.DataFrame
-        Columns ``provider``, ``model``, ``ccei``, ``ccei_exact`` (e.g. ``"5/12"``),
+    Table1
+        ``.to_frame()``: columns ``provider``, ``model``, ``ccei``, ``ccei_exact`` (e.g. ``"5/12"``),
         ``alpha``, ``stars``, ``label`` (``"0.417***"`` as printed in the paper),
         ``n_obs``; sorted by ``alpha`` (then CCEI descending, then model).
-        ``df.attrs["results"]`` holds the :class:`RandomChoiceResult` objects.
+        ``.results`` holds the :class:`~moralkit.psm.random_choice.RandomChoiceResult` objects,
+        ``.hm_results`` the Houtman–Maks tests, ``.plot()`` draws the null distributions.
 
     References
     ----------
@@ -473,30 +403,15 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     >>> agent = QuadraticAgent(a=[0.2] * 5, b=[2.5] * 5)
     >>> data = [simulate_quadratic(agent, 0, model="sim-a"), simulate_random(0, seed=1, model="sim-r")]
     >>> t = table1(data, n_datasets=100, seed=0)
-    >>> t[["model", "ccei_exact", "alpha"]]
+    >>> t.to_frame()[["model", "ccei_exact", "alpha"]]
        model ccei_exact  alpha
     0  sim-a        5/6    0.0
     1  sim-r        1/3    0.5
-    >>> t["stars"].tolist()  # the random respondent does not pass
-    ['***', '']
+    >>> t.passing(0.05)  # the random respondent does not pass
+    ['sim-a']
     """
-    precomputed = isinstance(datasets, dict) and datasets and all(
-        isinstance(v, RandomChoiceResult) for v in datasets.values())
-    if precomputed:
-        results = datasets
-    else:
-        if isinstance(datasets, PSMDataset):
-            datasets = [datasets]
-        items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
-        few = [ds.model for ds in items if ds.n_obs < min_obs]
-        if few:
-            warnings.warn(f"left out of Table 1 (fewer than {min_obs} answered rounds): {few}", stacklevel=2)
-        items = [ds for ds in items if ds.n_obs >= min_obs]
-        results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress,
-                                      index=index)
-    rows = [dict(provider=r.provider, model=r.model, ccei=r.ccei, ccei_exact=str(r.ccei_exact), alpha=r.alpha,
-                 stars=r.stars, label=f"{r.ccei:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
-    df = pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
+    precomputed, results, items = _table1_results(datasets, n_datasets, seed, n_jobs, progress, min_obs, index)
+    df = _table1_frame(results)
     if hm:
         if precomputed:
             raise MoralkitError("hm=True needs the datasets themselves, not precomputed results; pass the datasets")
@@ -510,12 +425,33 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         df["alpha_hm_high"] = [hres[m].alpha_high for m in df["model"]]
         df["stars_hm"] = [hres[m].stars for m in df["model"]]
         df["n_hm_exact"] = [hres[m].n_exact for m in df["model"]]
-        df.attrs["hm_results"] = hres
     df = df.sort_values(["alpha", "ccei", "model"], ascending=[True, False, True], kind="mergesort")
     df = df.reset_index(drop=True)
-    df.attrs["results"] = results
-    df.attrs["index"] = next(iter(results.values())).index if results else STANDARD_INDEX
-    return df
+    index = next(iter(results.values())).index if results else STANDARD_INDEX
+    return Table1(df, results, index, hres if hm else None)
+
+
+def _table1_results(datasets, n_datasets, seed, n_jobs, progress, min_obs, index):
+    """``(precomputed, results, items)``: the given results, or the tests of the datasets with at least
+    ``min_obs`` answered rounds (the others left out with a warning naming them)."""
+    if isinstance(datasets, dict) and datasets and all(isinstance(v, RandomChoiceResult) for v in datasets.values()):
+        return True, datasets, None
+    if isinstance(datasets, PSMDataset):
+        datasets = [datasets]
+    items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
+    few = [ds.model for ds in items if ds.n_obs < min_obs]
+    if few:
+        warnings.warn(f"left out of Table 1 (fewer than {min_obs} answered rounds): {few}", stacklevel=3)
+    items = [ds for ds in items if ds.n_obs >= min_obs]
+    results = random_choice_tests(items, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, progress=progress,
+                                  index=index)
+    return False, results, items
+
+
+def _table1_frame(results) -> pd.DataFrame:
+    rows = [dict(provider=r.provider, model=r.model, ccei=r.index_value, ccei_exact=str(r.index_exact), alpha=r.alpha,
+                 stars=r.stars, label=f"{r.index_value:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
+    return pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
 
 
 # --------------------------------------------------------------------------- the Houtman–Maks index
@@ -630,79 +566,3 @@ def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int
                         n_at_least=int((d == 1).sum()), n_below=int((d == 0).sum()),
                         n_undecided=int((d == -1).sum()), n_datasets=len(d), seed=int(seed),
                         n_exact=int((how == "exact").sum()), time_limit=time_limit, decisions=d, decided_by=how)
-
-
-# --------------------------------------------------------------------------- plots
-
-
-def plot_null_distributions(results, ncols: int = 4, max_models: int | None = None, figsize=None):
-    """Small multiples: each model's null distribution of synthetic CCEIs and its own CCEI.
-
-    Bars show the share of synthetic datasets at each CCEI value (a multiple of
-    1/12); bars at or above the model's CCEI (they make up alpha) are shaded;
-    the vertical line is the model's CCEI.
-
-    Parameters
-    ----------
-    results : dict {model: RandomChoiceResult}, list of them, or the DataFrame from :func:`table1`
-        Plotted in the given order (Table 1 order for a DataFrame).
-    ncols : int, default 4
-    max_models : int, optional
-        Plot only the first ``max_models``.
-    figsize : (float, float), optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    References
-    ----------
-    Seror (2025), Section 2.3 (eq. (4)) and Section 3.1.
-    """
-    import matplotlib.pyplot as plt
-
-    if isinstance(results, pd.DataFrame):
-        res = results.attrs.get("results")
-        if res is None:
-            raise MoralkitError("the DataFrame carries no results; pass the output of table1()")
-        results = [res[m] for m in results["model"]]
-    elif isinstance(results, dict):
-        results = list(results.values())
-    elif isinstance(results, RandomChoiceResult):
-        results = [results]
-    results = list(results)
-    if max_models is not None:
-        results = results[:max_models]
-    if not results:
-        raise MoralkitError("no results to plot")
-    n = len(results)
-    ncols = max(1, min(ncols, n))
-    nrows = math.ceil(n / ncols)
-    if figsize is None:
-        figsize = (3.0 * ncols, 2.3 * nrows)
-    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
-    for ax, r in zip(axes.flat, results):
-        own = float(r.ccei)
-        name = "CCEI" if r.index == STANDARD_INDEX else r.index
-        if r.index == STANDARD_INDEX:
-            levels = np.rint(r.null_ccei * r.budget).astype(int)
-            counts = np.bincount(levels, minlength=r.budget + 1) / len(levels)
-            x = np.arange(r.budget + 1) / r.budget
-            width = 0.8 / r.budget
-        else:  # other conventions: the values are ratios with denominators up to 30
-            x, cnt = np.unique(np.round(r.null_ccei, 9), return_counts=True)
-            counts = cnt / len(r.null_ccei)
-            width = 0.8 / 30
-        colors = np.where(x >= own - 1e-9, "tab:red", "tab:gray")
-        ax.bar(x, counts, width=width, color=colors, alpha=0.8)
-        ax.axvline(own, color="k", lw=1.2)
-        ax.set_title(f"{r.model}\n{name} {own:.3f}{r.stars}, α = {r.alpha:.3f}", fontsize=8)
-        ax.set_xlim(-0.5 / r.budget, 1 + 0.5 / r.budget)
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel(name, fontsize=7)
-    for ax in axes.flat[n:]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("share of random datasets", fontsize=7)
-    fig.tight_layout()
-    return fig

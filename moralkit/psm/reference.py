@@ -27,10 +27,17 @@ import io
 
 import pandas as pd
 
-__all__ = ["SOURCE", "published_table1", "published_table2", "published_table3", "TABLE3_FULL_NAMES"]
+__all__ = ["SOURCE", "SOURCES", "published_table1", "published_table2", "published_table3", "TABLE3_FULL_NAMES"]
 
-#: Citation attached (as ``DataFrame.attrs["source"]``) to every table here.
+#: The paper every table here is copied from.
 SOURCE = "Seror (2025), The Moral Mind(s) of Large Language Models"
+
+#: The citation of each table (by the function's name), for a caption or a footnote.
+SOURCES = {
+    "published_table1": f"{SOURCE}, Table 1 (Rationality Test)",
+    "published_table2": f"{SOURCE}, Table 2 (a) and (b)",
+    "published_table3": f"{SOURCE}, Table 3 (Probabilistic Network Matrix G)",
+}
 
 _TABLE1 = """\
 Provider\tModel\tCCEI\talpha\tNumber of Obs.
@@ -126,7 +133,7 @@ def published_table1() -> pd.DataFrame:
     Columns: ``provider``, ``model``, ``ccei`` (float, as printed to 3
     decimals), ``stars`` (``"***"``, ``"**"``, ``"*"`` or ``""``), ``alpha``
     (share of 1,000 random datasets with a CCEI at least as high), ``n_obs``.
-    ``attrs["source"]`` cites the paper.
+    ``SOURCES["published_table1"]`` cites the paper.
 
     References
     ----------
@@ -147,7 +154,6 @@ def published_table1() -> pd.DataFrame:
         "alpha": df["alpha"].astype(float),
         "n_obs": df["Number of Obs."].astype(int),
     })
-    out.attrs["source"] = f"{SOURCE}, Table 1 (Rationality Test)"
     return out
 
 
@@ -159,11 +165,10 @@ def published_table2() -> dict[str, pd.DataFrame]:
     Seror (2025), Table 2 and Section 3.2.
     """
     out = {}
-    for key, txt, panel in (("b", _TABLE2A, "(a)"), ("a", _TABLE2B, "(b)")):
+    for key, txt in (("b", _TABLE2A), ("a", _TABLE2B)):
         df = pd.read_csv(io.StringIO(txt), sep="\t", index_col=0)
         df.columns = list(_DIMS)
         df.index.name = "model"
-        df.attrs["source"] = f"{SOURCE}, Table 2 {panel}"
         out[key] = df
     return out
 
@@ -183,6 +188,5 @@ def published_table3(full_names: bool = False) -> pd.DataFrame:
     df = pd.read_csv(io.StringIO(_TABLE3), sep="\t", index_col=0)
     if full_names:
         df = df.rename(index=TABLE3_FULL_NAMES, columns=TABLE3_FULL_NAMES)
-    df.attrs["source"] = f"{SOURCE}, Table 3 (Probabilistic Network Matrix G)"
     return df
 

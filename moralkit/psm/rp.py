@@ -13,7 +13,7 @@ quantities ``Q``, one row per observation) ``E = P Q^T``.
 
 Conventions (Definitions 1-3 of the paper)
 ------------------------------------------
-For an efficiency level ``e`` (a scalar or one value per observation):
+For a rationality level ``e`` (a scalar or one value per observation):
 
 * ``r R0_e k`` (e-directly revealed preferred) iff ``e_r E[r, r] >= E[r, k]``,
   or the two observations chose the same bundle (Definition 1.1);
@@ -34,7 +34,7 @@ strictness), so a chain through a same-bundle link can always be shortened.
 It is therefore optional in :func:`relations` and :func:`garp` and not needed
 by the CCEI.
 
-The CCEI (Definition 3) is the supremum of ``e in (0, 1]`` such that the data
+The CCEI (Definition 3) is the supremum of the rationality levels ``e in (0, 1]`` such that the data
 satisfy ``GARP_e`` (the standard Afriat critical cost efficiency index; the
 paper prints ``inf 1 - e``, an alternative convention, see below).
 The relations change only when ``e`` crosses a ratio ``E[r, k] / E[r, r]``, so
@@ -62,8 +62,8 @@ Everything here is exact, with no tolerance:
   exact CCEI; :func:`ccei_exact` then separates exact ratios sharing that float
   with Fractions;
 * many choice vectors over the same rounds (the random-choice test,
-  :func:`ccei_choices`) use level-sorted sparse lists of every alternative's
-  costs and add levels 0, 1, 2, ... until a cycle appears.
+  :func:`moralkit.psm.ccei_many.ccei_choices`) use level-sorted sparse lists of every alternative's
+  costs and add levels 0, 1, 2, ... until a cycle appears (:mod:`moralkit.psm.ccei_many`).
 
 Alternative conventions (expenditures in unshifted coordinates, the index
 reported as ``1 - e``) only change the matrix fed to these functions or the
@@ -81,25 +81,18 @@ for extending the available precision.
 from __future__ import annotations
 
 from fractions import Fraction
-from numbers import Rational
 
 import numpy as np
 
 from ..errors import MoralkitError
+from ._rp_exact import as_fraction, ccei_float, ccei_fraction, level_arrays
 from ._rp_kernels import (
-    candidates,
-    has_cycle_dense,
-    int_ratio_levels,
     level_lists_direct,
-    min_cycle_threshold,
-    psm_levels_batch,
-    psm_levels_choices,
-    ratio_levels,
     relation_signs,
     scc_labels,
-    subset_levels,
 )
 from .design import BUDGET
+from .level import RationalityLevel
 
 __all__ = [
     "expenditure_matrix",
@@ -111,16 +104,9 @@ __all__ = [
     "garp",
     "ccei",
     "ccei_exact",
-    "ccei_batch",
-    "ccei_subsets",
-    "ccei_choices",
     "choice_level_lists",
-    "CheckedLevel",
-    "psm_levels_choices",
 ]
 
-#: Integer matrices whose diagonal is one constant B <= this use the level path.
-_MAX_LEVELS = 64
 
 
 # =========================================================================== constructors
@@ -349,45 +335,6 @@ def validate_expenditure_matrix(E) -> np.ndarray:
     return E
 
 
-class CheckedLevel(float):
-    """An efficiency level e already checked to lie in [0, 1] at a public boundary.
-
-    :func:`moralkit.psm.pooled.check_e` returns one; the functions it is handed on to
-    (:func:`moralkit.psm.pooled.revealed_relations`, :func:`relations`) take it as checked, so
-    e is range-checked once on each path. Its value is the plain float.
-
-    Examples
-    --------
-    >>> CheckedLevel(0.5) == 0.5
-    True
-    """
-
-    __slots__ = ()
-
-
-def _validate_e(e, T):
-    """Efficiency level(s) as (num, den) float arrays of length T with e = num / den exactly."""
-    if isinstance(e, CheckedLevel):
-        return np.full(T, float(e)), np.ones(T)
-    if isinstance(e, Rational) and not isinstance(e, (bool, np.bool_)):
-        if not 0 <= e <= 1:
-            raise MoralkitError("e must lie in [0, 1] (Definition 1)")
-        if abs(e.numerator) > 2**53 or e.denominator > 2**53:
-            return None  # not exactly representable as a ratio of floats: Fraction arithmetic
-        num_a, den_a = np.full(T, float(e.numerator)), np.full(T, float(e.denominator))
-    else:
-        arr = np.asarray(e, dtype=float)
-        if arr.ndim == 0:
-            arr = np.full(T, float(arr))
-        if arr.shape != (T,):
-            raise MoralkitError(f"e must be a scalar or one value per observation (length {T}), got shape {arr.shape}")
-        num_a, den_a = arr.copy(), np.ones(T)
-    val = num_a / den_a
-    if not np.isfinite(val).all() or (val < 0).any() or (val > 1).any():
-        raise MoralkitError("e must lie in [0, 1] (Definition 1)")
-    return num_a, den_a
-
-
 def choice_level_lists(corners, prices, options, budget):
     """Sparse CCEI level lists of a model's rounds, for :func:`psm_levels_choices`.
 
@@ -449,7 +396,7 @@ def relations(E, e=1.0, *, same_bundle=None):
     E : array_like (T, T)
         Expenditure matrix (:func:`expenditure_matrix`, :func:`consumer_expenditure_matrix`).
     e : float, fractions.Fraction or array_like (T,), default 1.0
-        Efficiency level(s) in [0, 1]; a scalar applies to every observation.
+        Rationality level(s) in [0, 1]; a scalar applies to every observation.
         Comparisons ``e_r E[r, r] >= E[r, k]`` are exact (a float ``e`` is the
         binary number it holds; use a Fraction such as ``Fraction(5, 12)`` for
         an exact rational level).
@@ -469,9 +416,10 @@ def relations(E, e=1.0, *, same_bundle=None):
     """
     E = validate_expenditure_matrix(E)
     T = len(E)
-    ev = _validate_e(e, T)
+    ev = level_arrays(e, T)
     if ev is None:  # a rational e with a huge denominator: exact Fraction arithmetic
-        F = [[_frac(x) for x in row] for row in E]
+        e = e.exact if isinstance(e, RationalityLevel) else e
+        F = [[as_fraction(x) for x in row] for row in E]
         S = np.array([[(lambda d: (d > 0) - (d < 0))(e * F[r][r] - F[r][k]) for k in range(T)] for r in range(T)],
                      dtype=np.int8).reshape(T, T)
     else:
@@ -499,7 +447,7 @@ def garp(E, e=1.0, *, same_bundle=None, method: str = "scc") -> bool:
     E : array_like (T, T)
         Expenditure matrix.
     e : float, fractions.Fraction or array_like (T,), default 1.0
-        Efficiency level(s) in [0, 1] (see :func:`relations`).
+        Rationality level(s) in [0, 1] (see :func:`relations`).
     same_bundle : optional
         See :func:`relations`; never changes the result (module docstring),
         accepted so the relation is exactly Definition 1.
@@ -537,91 +485,6 @@ def garp(E, e=1.0, *, same_bundle=None, method: str = "scc") -> bool:
 # =========================================================================== CCEI
 
 
-def _psm_budget(E):
-    """The common own expenditure B if E is an integer matrix with constant diagonal B <= 64, else None."""
-    if not np.issubdtype(E.dtype, np.integer) or not len(E):
-        return None
-    d = np.diag(E)
-    B = int(d[0])
-    if (d == B).all() and 0 < B <= _MAX_LEVELS:
-        return B
-    return None
-
-
-def _ratio_matrix(E) -> np.ndarray:
-    """R[r, k] = E[r, k] / E[r, r] in floats (correctly rounded, hence monotone in the exact ratio)."""
-    if np.issubdtype(E.dtype, np.integer) and len(E) and np.abs(E).max() >= 2**53:
-        raise MoralkitError("integer expenditures must be below 2**53 in absolute value")
-    Ef = E.astype(np.float64)
-    return Ef / np.diag(Ef)[:, None]
-
-
-def _ccei_level(E):
-    """(kind, value) for a validated matrix: ("one", None), ("psm", (m, B)) or ("float", (R, t))."""
-    T = len(E)
-    if T < 2:
-        return "one", None
-    B = _psm_budget(E)
-    if B is not None:
-        L = int(psm_levels_batch(E[None], B)[0])
-        return ("one", None) if L >= B else ("psm", (L, B))
-    R = _ratio_matrix(E)
-    cand = candidates(R)
-    i = int(min_cycle_threshold(R, cand))
-    if i >= len(cand):
-        return "one", None
-    return "float", (R, float(cand[i]))
-
-
-def _ccei_float(E) -> float:
-    kind, v = _ccei_level(E)
-    if kind == "one":
-        return 1.0
-    if kind == "psm":
-        return v[0] / v[1]
-    # The smallest float threshold t with a cycle among {fl(ratio) <= t} is the float
-    # nearest to the exact CCEI: rounding is monotone, so {ratio <= x} is contained in
-    # {fl(ratio) <= fl(x)}, which is contained in {ratio <= y} for the largest exact
-    # ratio y with fl(y) <= fl(x).
-    return min(1.0, max(0.0, v[1]))
-
-
-def _ccei_fraction(E) -> Fraction:
-    kind, v = _ccei_level(E)
-    if kind == "one":
-        return Fraction(1)
-    if kind == "psm":
-        return Fraction(v[0], v[1])
-    R, t = v
-    # exact refinement among the edges whose float ratio equals t
-    rs, ks = np.nonzero(R == t)
-    keep = rs != ks
-    rs, ks = rs[keep], ks[keep]
-    vals = [_frac(E[r, k]) / _frac(E[r, r]) for r, k in zip(rs, ks)]
-    distinct = sorted(set(vals))
-    if len(distinct) > 1:
-        base = R < t
-        lo, hi = 0, len(distinct) - 1  # a cycle exists at distinct[-1]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            A = base.copy()
-            for (r, k), x in zip(zip(rs, ks), vals):
-                if x <= distinct[mid]:
-                    A[r, k] = True
-            if has_cycle_dense(A):
-                hi = mid
-            else:
-                lo = mid + 1
-        val = distinct[lo]
-    else:
-        val = distinct[0]
-    return min(Fraction(1), max(Fraction(0), val))
-
-
-def _frac(x) -> Fraction:
-    return Fraction(int(x)) if isinstance(x, (int, np.integer)) else Fraction(float(x))
-
-
 def ccei_exact(E) -> Fraction:
     """The exact CCEI as a :class:`fractions.Fraction` (see :func:`ccei`).
 
@@ -644,7 +507,7 @@ def ccei_exact(E) -> Fraction:
     """
     if hasattr(E, "valid") and hasattr(E, "chosen"):
         E = psm_expenditure_matrix(E)
-    return _ccei_fraction(validate_expenditure_matrix(E))
+    return ccei_fraction(validate_expenditure_matrix(E))
 
 
 def ccei(E) -> float:
@@ -690,144 +553,4 @@ def ccei(E) -> float:
     """
     if hasattr(E, "valid") and hasattr(E, "chosen"):
         E = psm_expenditure_matrix(E)
-    return _ccei_float(validate_expenditure_matrix(E))
-
-
-def ccei_batch(Es) -> np.ndarray:
-    """CCEI of a stack of expenditure matrices ``Es`` (N, T, T); returns floats (N,).
-
-    Stacks of integer matrices sharing the constant diagonal ``B <= 64`` (PSM)
-    run in one compiled loop.
-
-    References
-    ----------
-    Seror (2025), Definition 3.
-    """
-    Es = np.asarray(Es)
-    if Es.ndim != 3 or Es.shape[1] != Es.shape[2]:
-        raise MoralkitError(f"Es must be a stack of square matrices (N, T, T), got shape {Es.shape}")
-    if len(Es) and np.issubdtype(Es.dtype, np.integer) and Es.shape[1] >= 2:
-        d = np.diagonal(Es, axis1=1, axis2=2)
-        B = int(d.flat[0])
-        if (d == B).all() and 0 < B <= _MAX_LEVELS:
-            L = psm_levels_batch(np.ascontiguousarray(Es, dtype=np.int64), B)
-            return np.minimum(L, B) / B
-    return np.array([ccei(E) for E in Es], dtype=float)
-
-
-#: Largest integer expenditure for which :func:`ccei_subsets` ranks the ratios through a table of pairs.
-_MAX_TABLE = 1024
-
-
-def ccei_subsets(E, subsets) -> np.ndarray:
-    """CCEI of an expenditure matrix restricted to each of several subsets of its observations.
-
-    ``ccei_subsets(E, subsets)[i] == ccei(E[np.ix_(s, s)])`` for the ``i``-th subset ``s``, computed
-    in one compiled pass: the ratios ``E[r, k] / E[r, r]`` and their ranks are shared by every
-    subset (a subset's ratios are entries of the full matrix), and each subset's CCEI is the
-    smallest ratio level whose graph on the subset has a cycle (the same supremum as :func:`ccei`).
-    The random-choice null of the convention audit takes nested subsets of every simulated
-    respondent (:func:`moralkit.studies.conventions.null_distribution`).
-
-    Parameters
-    ----------
-    E : array_like (T, T)
-        Expenditure matrix, as for :func:`ccei`.
-    subsets : sequence of array_like of int
-        Observation indices (0-based, distinct within a subset) of each subset.
-
-    Returns
-    -------
-    ndarray (len(subsets),) of float
-        The same floats as :func:`ccei` on each restricted matrix.
-
-    References
-    ----------
-    Seror (2025), Section 2.2, Definition 3; Section 2.3 (datasets with missing rounds).
-
-    Examples
-    --------
-    >>> from moralkit.psm.simulate import simulate_random
-    >>> E = psm_expenditure_matrix(simulate_random(0, seed=1))
-    >>> keep = np.arange(0, 160, 2)
-    >>> ccei_subsets(E, [np.arange(160), keep]).tolist() == [ccei(E), ccei(E[np.ix_(keep, keep)])]
-    True
-    """
-    E = validate_expenditure_matrix(E)
-    T = len(E)
-    subs = [np.asarray(s) for s in subsets]
-    for i, s in enumerate(subs):
-        if s.ndim != 1 or (s.size and s.dtype.kind not in "iu"):
-            raise MoralkitError(f"subset {i} must be a 1-d array of integer observation indices")
-    if not subs:
-        return np.empty(0)
-    sizes = np.array([len(s) for s in subs], dtype=np.int64)
-    flat = np.concatenate(subs).astype(np.int64)
-    owner = np.repeat(np.arange(len(subs)), sizes)
-    if flat.size:  # all subsets checked at once
-        out_of_range = (flat < 0) | (flat >= T)
-        if out_of_range.any():
-            raise MoralkitError(f"subset {owner[np.argmax(out_of_range)]} has indices outside 0..{T - 1}")
-        counts = np.bincount(owner * T + flat)
-        if counts.max() > 1:
-            raise MoralkitError(f"subset {np.argmax(counts) // T} repeats an observation; give each observation once")
-    if E.size and np.issubdtype(E.dtype, np.integer) and E.min() >= 0 and E.max() <= _MAX_TABLE:
-        vals, levels = int_ratio_levels(E, int(E.max()))  # small integer expenditures (PSM data)
-    else:
-        vals, levels = ratio_levels(_ratio_matrix(E))
-    n_levels = len(vals)
-    S = np.zeros((len(subs), int(sizes.max())), dtype=np.int64)
-    S[owner, np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)] = flat
-    L = subset_levels(levels, n_levels, S, sizes)
-    found = L < n_levels
-    out = np.ones(len(subs))
-    out[found] = np.maximum(0.0, vals[L[found]])
-    return out
-
-
-def ccei_choices(corners, prices, options, choices, *, budget: int = BUDGET,
-                 numerators: bool = False) -> np.ndarray:
-    """CCEI of many choice vectors over the same PSM rounds (the random-choice test's workhorse).
-
-    Parameters
-    ----------
-    corners, prices : array (T, 5) of int
-        Effective corner and prices of each round.
-    options : array (T, n, 5) of int
-        The alternatives shown (raw answers 0..5), each on its round's budget.
-    choices : array_like (N, T) or (T,) of int
-        0-based option index chosen in each round, one row per dataset.
-    budget : int, default 12
-        The common own expenditure.
-    numerators : bool, default False
-        Return the exact integer numerators ``m`` (CCEI = ``m / budget``)
-        instead of floats.
-
-    Returns
-    -------
-    ndarray (N,) of float (or int64 numerators)
-
-    References
-    ----------
-    Seror (2025), Section 2.3 (random datasets D^m_n) and Definition 3.
-    """
-    if not 0 < int(budget) <= 10_000:
-        raise MoralkitError("budget must be a positive integer")
-    start, rows = choice_level_lists(corners, prices, options, int(budget))
-    T, n = np.shape(options)[:2]
-    C = np.asarray(choices)
-    squeeze = C.ndim == 1
-    C = np.atleast_2d(C)
-    if C.ndim != 2 or C.shape[1] != T:
-        raise MoralkitError(f"choices must have shape (N, {T}), got {np.shape(choices)}")
-    if not np.issubdtype(C.dtype, np.integer):
-        raise MoralkitError("choices must be 0-based integer option indices")
-    if C.size and (C.min() < 0 or C.max() >= n):
-        raise MoralkitError(f"choices must be 0-based option indices in 0..{n - 1}")
-    if T < 2:
-        L = np.full(len(C), int(budget), dtype=np.int64)
-    else:
-        L = psm_levels_choices(start, rows, np.ascontiguousarray(C, dtype=np.int64), int(budget))
-    L = np.minimum(L, int(budget))
-    out = L if numerators else L / int(budget)
-    return out[0] if squeeze else out
+    return ccei_float(validate_expenditure_matrix(E))

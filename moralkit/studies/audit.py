@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
-from ..figures import save_figure  # noqa: F401  (re-exported)
+from ..psm import indices as ix
 from ..psm import rp
 from ..psm.design import Design, as_design, make_design
 from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
@@ -51,7 +51,6 @@ __all__ = [
     "plot_partition_recovery",
     "nlls_recovery",
     "nlls_cross_forms",
-    "save_figure",
 ]
 
 LEVELS = (0.01, 0.05, 0.10)
@@ -132,12 +131,12 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
             res = first = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs) if data else {}
         else:
             res = {k: retest(first[k], ds) for k, ds in data.items()}
-        rows += [("quadratic", noise, k, r.ccei, r.alpha) for k, r in res.items()]
+        rows += [("quadratic", noise, k, r.index_value, r.alpha) for k, r in res.items()]
     rr = [np.random.default_rng(c) for c in s_random.spawn(int(n_random))]
     data = {f"sim-random-{i}": simulate_random(dz[i], seed=rr[i], model=f"sim-random-{i}") for i in range(int(n_random))}
     if data:
         res = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs)
-        rows += [("random", np.inf, k, r.ccei, r.alpha) for k, r in res.items()]
+        rows += [("random", np.inf, k, r.index_value, r.alpha) for k, r in res.items()]
     return pd.DataFrame(rows, columns=["kind", "noise", "agent", "ccei", "alpha"])
 
 
@@ -194,7 +193,7 @@ def plot_power(table: pd.DataFrame, ax=None):
 # =========================================================================== convention audit
 
 
-def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 1000, *, conventions=cv.CONVENTIONS,
+def convention_audit(published: pd.DataFrame | None = None, n_datasets: int = 1000, *, conventions=ix.CONVENTIONS,
                      designs=None, seed: int = 0, progress: bool = False, n_jobs: int = 1):
     """Null distribution of every convention in the paper's design, and the alpha it predicts for Table 1.
 
@@ -259,7 +258,7 @@ def convention_summary(predicted: pd.DataFrame, null: pd.DataFrame | None = None
 
 
 def alpha_envelope(published: pd.DataFrame | None = None, q0s=None, n_datasets: int = 200, *,
-                   conventions=cv.CONVENTIONS, designs=None, seed: int = 0, n_jobs: int = 1) -> pd.DataFrame:
+                   conventions=ix.CONVENTIONS, designs=None, seed: int = 0, n_jobs: int = 1) -> pd.DataFrame:
     """Range of predicted alpha over several round-0 answers (the model-specific option sets).
 
     In Procedure 1 each model's null uses the option sets *it* saw, which depend
@@ -293,7 +292,7 @@ def alpha_envelope(published: pd.DataFrame | None = None, q0s=None, n_datasets: 
     return out
 
 
-def rational_agent_indices(n_agents: int = 50, *, conventions=cv.CONVENTIONS, n_options: Sequence[int] = (100, 521),
+def rational_agent_indices(n_agents: int = 50, *, conventions=ix.CONVENTIONS, n_options: Sequence[int] = (100, 521),
                            seed: int = 0) -> pd.DataFrame:
     """Each convention's index for simulated utility maximisers and for uniformly random agents.
 
@@ -312,11 +311,11 @@ def rational_agent_indices(n_agents: int = 50, *, conventions=cv.CONVENTIONS, n_
     ss = np.random.SeedSequence(int(seed))
     s_ag, s_rand = ss.spawn(2)
     agents = [random_quadratic_agent(np.random.default_rng(c)) for c in s_ag.spawn(int(n_agents))]
-    convs = [cv.convention(c) for c in conventions]
+    convs = [ix.convention(c) for c in conventions]
 
     def indices(ds):
-        # e* once per coordinate system, then each report of it (the same values as cv.reported_index per convention)
-        e = {co: cv.exact_ratio(rp.ccei(cv.expenditure_matrix(ds, co))) for co in {c.coordinates for c in convs}}
+        # e* once per coordinate system, then each report of it (the same values as ix.reported_index per convention)
+        e = {co: ix.exact_ratio(rp.ccei(ix.expenditure_matrix(ds, co))) for co in {c.coordinates for c in convs}}
         return [(c.name, float(e[c.coordinates] if c.report == "e" else 1 - e[c.coordinates])) for c in convs]
 
     for nopt in n_options:

@@ -33,34 +33,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
-from ..psm import rp
+from ..psm import ccei_many
 from ..psm.design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
-from ..psm.indices import (
-    CONVENTIONS,
-    COORDINATES,
-    REPORTS,
-    Convention,
-    convention,
-    critical_efficiencies,
-    critical_efficiency,
-    exact_ratio,
-    expenditure_matrix,
-    option_expenditures,
-    reported_index,
-)
+from ..psm.indices import CONVENTIONS, COORDINATES, convention, exact_ratio, expenditure_matrix
 
 __all__ = [
-    "COORDINATES",
-    "REPORTS",
-    "CONVENTIONS",
-    "Convention",
-    "convention",
-    "expenditure_matrix",
-    "critical_efficiency",
-    "critical_efficiencies",
-    "exact_ratio",
-    "option_expenditures",
-    "reported_index",
     "attainable_values",
     "in_support",
     "matching_fractions",
@@ -157,7 +134,7 @@ def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
         keeps = [np.sort(perm[:n]) for n in n_obs]
         for co in coords:
             # every nested subset from one pass over the respondent's expenditure matrix
-            for n, x in zip(n_obs, rp.ccei_subsets(expenditure_matrix(ds, co), keeps)):
+            for n, x in zip(n_obs, ccei_many.ccei_subsets(expenditure_matrix(ds, co), keeps)):
                 if x not in exact:
                     e = exact_ratio(x)
                     exact[x] = (float(e), float(1 - e))

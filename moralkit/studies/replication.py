@@ -5,13 +5,13 @@ explain the similarity network it publishes (Table 3)?* The raw LLM answers
 behind the paper are not public, so the question is asked of simulated
 respondents built from the published numbers:
 
-1. **Agents** (:func:`paper_agents`). Each of the seven models of Tables 2-3
+1. **Agents** (:func:`moralkit.studies.calibration.paper_agents`). Each of the seven models of Tables 2-3
    becomes a simulated quadratic-utility agent (eq. (7)) with its published
    weights ``a`` (Table 2 (b)) and ideal answers ``b`` (Table 2 (a)). Its
    round-0 answer is its best answer in ``X`` (it decides the corner flips).
    Every label starts with ``"sim-"`` and every dataset's provider is
    ``"simulated"``.
-2. **Calibration** (:func:`calibrate`). Each agent answers the paper's design
+2. **Calibration** (:func:`moralkit.studies.calibration.calibrate`). Each agent answers the paper's design
    (:func:`moralkit.psm.design.make_design`) with logit noise of scale ``s``
    (option ``j`` chosen with probability proportional to ``exp(u_j / s)``), and
    leaves unanswered as many rounds as its Table 1 row lacks (``160 - n_obs``,
@@ -49,201 +49,33 @@ rho = 20, e = 0.333, Table 3, Figures 3-4); Table 1.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
-from ..psm import reference, rp
-from ..psm.design import as_design
-from ..psm.indices import reported_index
+from ..psm import reference
 from ..psm.networks import threshold_graph
 from ..psm.permutation import E_BELOW_CCEI, permutation_study, study_setup
-from ..psm.rationality import random_choice_test, stars, table1
-from ..psm.simulate import QuadraticAgent, logit_choices, simulate_quadratic
+from ..psm.random_choice import Table1
+from ..psm.rationality import table1
+from ..psm.simulate import logit_choices
+from .calibration import NOISE_GRID, Calibration, calibrate, paper_agents, sim_label
 from .crossmethod import mantel_test
 
 __all__ = [
-    "NOISE_GRID",
-    "Calibration",
     "ReplicationResult",
-    "calibrate",
+    "Replications",
     "compare_g",
     "e_levels",
-    "g_power",
     "matched_alphas",
-    "missing_rounds",
-    "paper_agents",
-    "plot_calibration",
     "plot_g_comparison",
-    "plot_power",
     "replicate",
     "redraws",
     "replications",
     "scan_e",
-    "sim_label",
 ]
-
-#: Logit noise scales tried by :func:`calibrate` (geometric, 0.1 to 3).
-NOISE_GRID: tuple[float, ...] = tuple(float(x) for x in np.round(np.geomspace(0.1, 3.0, 25), 4))
-
-
-def sim_label(model: str) -> str:
-    """Label of the simulated agent standing for a published model: ``"sim-" + model``."""
-    return f"sim-{model}"
-
-
-def paper_agents() -> dict[str, QuadraticAgent]:
-    """The seven models of Tables 2-3 as quadratic agents with their published ``(a, b)``.
-
-    Returns
-    -------
-    dict {published model name: QuadraticAgent}
-        In Table 2's order. ``a`` is renormalised to sum to 1 (printed to two
-        decimals, the rows sum to 0.99-1.01).
-
-    Examples
-    --------
-    >>> ag = paper_agents()["gpt-4-0125-preview"]
-    >>> [round(float(x), 2) for x in ag.b]
-    [3.05, 2.39, 2.29, 3.06, 2.91]
-
-    References
-    ----------
-    Seror (2025), Table 2 and eq. (7).
-    """
-    t2 = reference.published_table2()
-    return {m: QuadraticAgent(a=t2["a"].loc[m].to_numpy(), b=t2["b"].loc[m].to_numpy()) for m in t2["b"].index}
-
-
-def missing_rounds(n_rounds: int, n_obs: int, seed) -> np.ndarray:
-    """Boolean mask of the ``n_rounds - n_obs`` rounds left unanswered (drawn uniformly, seeded)."""
-    if not 1 <= n_obs <= n_rounds:
-        raise MoralkitError(f"n_obs must be in 1..{n_rounds}, got {n_obs}")
-    rng = np.random.default_rng(seed)
-    miss = np.zeros(n_rounds, dtype=bool)
-    miss[rng.choice(n_rounds, size=n_rounds - n_obs, replace=False)] = True
-    return miss
-
-
-def _with_missing(ds, miss):
-    chosen = ds.chosen.copy()
-    chosen[miss] = 0
-    return ds.with_choices(chosen)
-
-
-@dataclass
-class Calibration:
-    """Outcome of :func:`calibrate`.
-
-    Attributes
-    ----------
-    table : DataFrame
-        One row per model: published ``ccei``, ``alpha``, ``n_obs``; the chosen
-        ``noise``; the kept dataset's ``ccei_sim``, ``alpha_sim``, ``stars_sim``,
-        ``index_origin_1e`` (its origin/1-e index); the calibration errors
-        ``err_ccei = ccei_sim - ccei``, ``err_alpha = alpha_sim - alpha``; and the
-        expected errors at the chosen noise over the replicates
-        (``mean_abs_err_ccei``, ``mean_abs_err_alpha``).
-    grid : DataFrame
-        Every (model, noise, replicate): ``ccei``, ``alpha``.
-    datasets : dict {sim label: PSMDataset}
-        The calibrated simulated datasets (labels ``sim-<model>``).
-    nulls : dict {sim label: ndarray}
-        Each agent's random-choice null CCEIs (``n_datasets``), shared by all
-        noise levels (it depends only on the option sets the agent saw).
-    """
-
-    table: pd.DataFrame
-    grid: pd.DataFrame
-    datasets: dict
-    nulls: dict = field(repr=False)
-
-
-def _alpha(null: np.ndarray, c: np.ndarray) -> np.ndarray:
-    # eq. (4): share of random datasets with a CCEI at least the model's (exact: multiples of 1/12)
-    s = np.sort(np.rint(null * 12).astype(np.int64))
-    k = np.rint(np.asarray(c) * 12).astype(np.int64)
-    return (len(s) - np.searchsorted(s, k, side="left")) / len(s)
-
-
-def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_datasets: int = 1000,
-              design=0, seed: int = 0, published: pd.DataFrame | None = None) -> Calibration:
-    """Calibrate one logit-noise scale per published model to its Table 1 row (simulated agents).
-
-    Parameters
-    ----------
-    noise_grid : sequence of float
-        Logit noise scales tried (> 0).
-    n_reps : int, default 20
-        Seeded replicates per noise scale.
-    n_datasets : int, default 1000
-        Random datasets of the random-choice test (the paper: 1,000).
-    design : Design or int, default 0
-        The design all agents answer (the paper's own option sets are not public).
-    seed : int
-        Root seed: missing rounds, replicates and the test's random datasets.
-    published : DataFrame, optional
-        Table 1 (default :func:`moralkit.psm.reference.table1`).
-
-    Returns
-    -------
-    Calibration
-
-    References
-    ----------
-    Seror (2025), Section 2.3 (Procedure 1), Table 1, Table 2, eq. (7).
-    """
-
-    grid = [float(s) for s in noise_grid]
-    if not grid or min(grid) <= 0:
-        raise MoralkitError("noise_grid must hold positive logit noise scales")
-    if n_reps < 1:
-        raise MoralkitError(f"n_reps must be a positive integer, got {n_reps!r}")
-    pub = (reference.published_table1() if published is None else published).set_index("model")
-    agents = paper_agents()
-    d = as_design(design)
-    root = np.random.SeedSequence(int(seed))
-    per_model = root.spawn(len(agents))
-    rows, grid_rows, datasets, nulls = [], [], {}, {}
-    for (model, ag), ss in zip(agents.items(), per_model):
-        label = sim_label(model)
-        target_c, target_a, n_obs = float(pub.loc[model, "ccei"]), float(pub.loc[model, "alpha"]), int(pub.loc[model, "n_obs"])
-        s_miss, s_reps = ss.spawn(2)
-        base = simulate_quadratic(ag, d, model=label)
-        miss = missing_rounds(base.n_rounds, n_obs, s_miss)
-        base = _with_missing(base, miss)
-        null = random_choice_test(base, n_datasets=n_datasets, seed=int(seed)).null_ccei
-        nulls[label] = null
-        v = base.valid()
-        u = ag.utility(v.options)
-        grid_seeds = s_reps.spawn(len(grid))
-        C = np.concatenate([logit_choices(u, s, np.random.default_rng(g), size=int(n_reps))
-                            for s, g in zip(grid, grid_seeds)])  # (len(grid) * n_reps, n_obs)
-        c_all = rp.ccei_choices(v.corners, v.prices, v.options, C).reshape(len(grid), int(n_reps))
-        a_all = _alpha(null, c_all)
-        err_all = np.abs(c_all - target_c) + np.abs(a_all - target_a)
-        best = int(np.argmin(err_all.mean(axis=1)))
-        k = int(np.argmin(err_all[best]))
-        chosen = np.zeros(base.n_rounds, dtype=np.int64)
-        chosen[~miss] = C[best * int(n_reps) + k] + 1
-        ds = base.with_choices(chosen)
-        datasets[label] = ds
-        c, a = c_all[best], a_all[best]
-        grid_rows += [(model, s, r, float(c_all[gi, r]), float(a_all[gi, r]))
-                      for gi, s in enumerate(grid) for r in range(int(n_reps))]
-        rows.append({"model": model, "sim_label": label, "ccei": target_c, "alpha": target_a, "n_obs": n_obs,
-                         "noise": grid[best], "ccei_sim": float(c[k]), "alpha_sim": float(a[k]), "stars_sim": stars(float(a[k])),
-                         "index_origin_1e": reported_index(ds, "origin/1-e"),
-                         "err_ccei": float(c[k] - target_c), "err_alpha": float(a[k] - target_a),
-                         "mean_abs_err_ccei": float(np.mean(np.abs(c - target_c))),
-                         "mean_abs_err_alpha": float(np.mean(np.abs(a - target_a)))})
-    table = pd.DataFrame(rows)
-    table.attrs["note"] = "SIMULATED agents with the published Table 2 utilities; not LLM answers"
-    grid_df = pd.DataFrame(grid_rows, columns=["model", "noise", "replicate", "ccei", "alpha"])
-    return Calibration(table=table, grid=grid_df, datasets=datasets, nulls=nulls)
-
 
 # --------------------------------------------------------------------------- comparison with Table 3
 
@@ -381,7 +213,7 @@ class ReplicationResult:
     Attributes
     ----------
     calibration : Calibration
-    table1 : DataFrame
+    table1 : Table1
         :func:`moralkit.psm.rationality.table1` of the calibrated simulated datasets.
     e_rule : float
         The paper's rule on the simulated data (standard-CCEI scale): just below the smallest CCEI
@@ -399,7 +231,7 @@ class ReplicationResult:
     """
 
     calibration: Calibration
-    table1: pd.DataFrame
+    table1: Table1
     e_rule: float
     e_matched: float
     scan: pd.DataFrame
@@ -422,6 +254,72 @@ class ReplicationResult:
         for k, e in (("rule", self.e_rule), ("matched", self.e_matched)):
             rows.append({"e_choice": k, "e": e, "e_twelfths": e * 12, **self.stats[k]})
         return pd.DataFrame(rows).set_index("e_choice")
+
+    def to_frame(self) -> pd.DataFrame:
+        """:meth:`summary`: one row per e, the comparison with Table 3."""
+        return self.summary()
+
+    def plot(self, which: str = "matched", title: str | None = None):
+        """:func:`plot_g_comparison` of the G at ``which`` (``"rule"`` or ``"matched"``); a figure."""
+        return plot_g_comparison(self.G[which], title=title)
+
+    def _repr_html_(self) -> str:
+        return self.summary()._repr_html_()
+
+    def __repr__(self) -> str:
+        s = self.stats["matched"]
+        return (f"<ReplicationResult (SIMULATED agents): e rule {self.e_rule:.4g}, e matched {self.e_matched:.4g}; "
+                f"Spearman with Table 3 at the matched e {s['spearman']:.2f}, Mantel p {s['mantel_p']:.3g}>")
+
+
+class Replications:
+    """Independent simulated replications at one e (:func:`replications`); simulated agents.
+
+    Attributes
+    ----------
+    G : dict {seed: DataFrame}
+        Each simulation's G, with Table 3's short names and order.
+    e : float
+        The rationality level of every simulation (standard-CCEI scale).
+
+    Methods
+    -------
+    to_frame()
+        One row per seed: ``seed``, ``e``, the :func:`compare_g` statistics and the mean absolute
+        calibration errors (``cal_abs_err_ccei``, ``cal_abs_err_alpha``).
+    mean_G
+        The average of the G (the G the published utilities and calibrated noise levels imply,
+        with the luck of one simulation averaged out).
+    plot(G_sim=None, title=None)
+        :func:`plot_g_comparison` of ``G_sim`` (default :attr:`mean_G`) beside every simulation.
+
+    Column access (``r["spearman"]``) and ``len(r)`` act on :meth:`to_frame`.
+    """
+
+    def __init__(self, frame: pd.DataFrame, G: dict, e: float):
+        self._frame, self.G, self.e = frame, dict(G), float(e)
+
+    def to_frame(self) -> pd.DataFrame:
+        return self._frame.copy()
+
+    @property
+    def mean_G(self) -> pd.DataFrame | None:
+        return sum(self.G.values()) / len(self.G) if self.G else None
+
+    def plot(self, G_sim: pd.DataFrame | None = None, title: str | None = None):
+        return plot_g_comparison(self.mean_G if G_sim is None else G_sim, self._frame, title=title)
+
+    def __len__(self) -> int:
+        return len(self._frame)
+
+    def __getitem__(self, key):
+        return self._frame[key]
+
+    def _repr_html_(self) -> str:
+        return self._frame._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<Replications (SIMULATED agents): {len(self)} simulations at e = {self.e:.4g}>"
 
 
 def replicate(*, T: int = 500, rho: int = 20, T_scan: int = 100, es: Sequence[float] | None = None,
@@ -485,16 +383,14 @@ def replicate(*, T: int = 500, rho: int = 20, T_scan: int = 100, es: Sequence[fl
 
 
 def replications(seeds: Sequence[int], e: float, *, T: int = 500, rho: int = 20, n_jobs: int = 1,
-                 **calibrate_kwargs) -> pd.DataFrame:
+                 **calibrate_kwargs) -> Replications:
     """Independent simulated replications at a fixed e: calibrate with each seed, run the study, compare.
 
     Returns
     -------
-    DataFrame
-        One row per seed: ``seed``, the :func:`compare_g` statistics and the mean absolute
-        calibration errors (``cal_abs_err_ccei``, ``cal_abs_err_alpha``). ``attrs["G"]`` holds each
-        seed's G (short names), ``attrs["mean_G"]`` their average (the G the published utilities and
-        calibrated noise levels imply, with the luck of one simulation averaged out).
+    Replications
+        ``.to_frame()``: one row per seed, the :func:`compare_g` statistics and the mean absolute
+        calibration errors; ``.G`` each seed's G (short names); ``.mean_G`` their average.
     """
 
     rows, Gs = [], {}
@@ -507,10 +403,7 @@ def replications(seeds: Sequence[int], e: float, *, T: int = 500, rho: int = 20,
         ct = cal.table
         rows.append({"seed": int(s), "e": float(e), **stats, "cal_abs_err_ccei": float(ct["err_ccei"].abs().mean()),
                      "cal_abs_err_alpha": float(ct["err_alpha"].abs().mean())})
-    out = pd.DataFrame(rows)
-    out.attrs["G"] = Gs
-    out.attrs["mean_G"] = sum(Gs.values()) / len(Gs) if Gs else None
-    return out
+    return Replications(pd.DataFrame(rows), Gs, e)
 
 
 def redraws(cal: Calibration, e: float, n: int, *, T: int = 500, rho: int = 20, seed: int = 0,
@@ -565,112 +458,6 @@ def redraws(cal: Calibration, e: float, n: int, *, T: int = 500, rho: int = 20, 
     return out
 
 
-def g_power(Gs: dict, G_pub: pd.DataFrame | None = None, *, level: float = 0.05) -> dict:
-    """How far G can agree with itself: the correlation between independent simulations, and Table 3 in it.
-
-    If the published utilities (Table 2) and noise levels (Table 1) were all there is to the
-    published network, Table 3 would be one more draw from the same process as the simulations.
-    Two simulations of the same agents then bound what any comparison with Table 3 can show: if
-    they barely correlate with each other, a weak correlation with Table 3 is no evidence against
-    the agents, and a strong one no evidence for them.
-
-    Parameters
-    ----------
-    Gs : dict {k: DataFrame}
-        Simulated G of the same agents (:func:`redraws`), Table 3's short names.
-    G_pub : DataFrame, optional
-        Default :func:`moralkit.psm.reference.published_table3`.
-    level : float, default 0.05
-        Level of the Mantel tests counted in ``power``.
-
-    Returns
-    -------
-    dict
-        ``pairs`` (DataFrame: one row per pair of simulations, ``spearman`` and exact Mantel
-        ``mantel_p``); ``published`` (DataFrame: one row per simulation, its ``spearman`` with
-        Table 3 and ``loo_mean``, its mean Spearman with the other simulations); ``summary``
-        (dict: ``n_simulations``, ``n_pairs``, ``mean``, ``sd``, ``min``, ``q05``, ``q25``,
-        ``median``, ``q75``, ``q95``, ``max`` of the simulation-simulation Spearman; ``power``, the
-        share of those pairs whose Mantel test rejects at ``level``; ``published_mean``, the mean
-        Spearman of Table 3 with the simulations; ``published_percentile``, its percentile among
-        the simulations' leave-one-out means (ties count half): about 50 when Table 3 behaves like
-        one more simulation; ``published_rank_p``, the share of simulations whose leave-one-out
-        mean is at most Table 3's (a one-sided test that Table 3 agrees *less* with the agents
-        than their own simulations do)).
-
-    Examples
-    --------
-    >>> from moralkit.psm.reference import published_table3
-    >>> pub = published_table3()
-    >>> out = g_power({0: pub, 1: pub, 2: pub.T})
-    >>> round(out["summary"]["mean"], 6), out["summary"]["n_pairs"]
-    (1.0, 3)
-
-    References
-    ----------
-    Seror (2025), Section 3.3, Table 3. Mantel (1967).
-    """
-    import itertools
-
-    from scipy.stats import rankdata, spearmanr
-
-    pub = reference.published_table3() if G_pub is None else G_pub
-    names = list(pub.index)
-    keys = list(Gs)
-    if len(keys) < 2:
-        raise MoralkitError(f"g_power needs at least 2 simulations, got {len(keys)}")
-    iu = np.triu_indices(len(names), 1)
-    vec = {k: Gs[k].loc[names, names].to_numpy(dtype=float)[iu] for k in keys}
-    y = pub.to_numpy(dtype=float)[iu]
-
-    def rho(a, b):
-        return np.nan if np.ptp(a) == 0 or np.ptp(b) == 0 else float(spearmanr(a, b).statistic)
-
-    # exact Mantel tests of every pair at once (as mantel_test computes them: a relabelling permutes the
-    # ranks of the upper triangle; the p-value counts the relabellings whose correlation reaches the observed)
-    n = len(names)
-    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
-    pos = np.full((n, n), -1)
-    pos[iu] = np.arange(len(iu[0]))
-    pos = np.maximum(pos, pos.T)
-    P = pos[perms[:, iu[0]], perms[:, iu[1]]]  # (n!, pairs): entry of the triangle each relabelling puts there
-
-    def unit(v):
-        c = v - v.mean(axis=-1, keepdims=True)
-        return c / np.sqrt((c ** 2).sum(axis=-1, keepdims=True))
-
-    ranks = {k: rankdata(vec[k]) for k in keys}
-    rows = []
-    for i, a in enumerate(keys):
-        for b in keys[i + 1:]:
-            r = rho(vec[a], vec[b])
-            if np.isnan(r):
-                p = np.nan
-            else:
-                null = unit(ranks[b][P]) @ unit(ranks[a])
-                p = float(np.sum(null >= r - 1e-12) / len(perms))
-            rows.append({"sim_a": a, "sim_b": b, "spearman": r, "mantel_p": p})
-    pairs = pd.DataFrame(rows)
-    R = pd.DataFrame(np.nan, index=keys, columns=keys)
-    for r in rows:
-        R.loc[r["sim_a"], r["sim_b"]] = R.loc[r["sim_b"], r["sim_a"]] = r["spearman"]
-    pub_r = pd.Series({k: rho(vec[k], y) for k in keys})
-    loo = R.mean(axis=1, skipna=True)
-    published = pd.DataFrame({"simulation": keys, "spearman": pub_r.to_numpy(), "loo_mean": loo.to_numpy()})
-    s = pairs["spearman"].dropna().to_numpy()
-    pm = float(pub_r.mean())
-    lv = loo.to_numpy()
-    summary = {"n_simulations": len(keys), "n_pairs": int(len(s)), "mean": float(s.mean()), "sd": float(s.std(ddof=1)) if len(s) > 1 else np.nan,
-               "min": float(s.min()), "max": float(s.max()),
-               **{k: float(np.quantile(s, q)) for k, q in (("q05", .05), ("q25", .25), ("median", .5), ("q75", .75),
-                                                            ("q95", .95))},
-               "power": float((pairs["mantel_p"].dropna() <= level).mean()), "level": float(level),
-               "published_mean": pm,
-               "published_percentile": float(100 * ((lv < pm).sum() + 0.5 * (lv == pm).sum()) / len(lv)),
-               "published_rank_p": float(((lv <= pm).sum() + 1) / (len(lv) + 1))}
-    return {"pairs": pairs, "published": published, "summary": summary}
-
-
 def matched_alphas(G_sim: pd.DataFrame, G_pub: pd.DataFrame | None = None,
                    alphas: Sequence[float] = (0.65, 0.70, 0.75)) -> list[float]:
     """Precision levels at which the simulated H^alpha has as many edges as the published H^alpha.
@@ -697,40 +484,6 @@ def matched_alphas(G_sim: pd.DataFrame, G_pub: pd.DataFrame | None = None,
 
 
 # --------------------------------------------------------------------------- figures
-
-
-def plot_calibration(cal: Calibration, ncols: int = 4):
-    """One panel per model: CCEI and alpha of the simulated agent against the logit noise scale.
-
-    Lines: mean over the replicates (blue: CCEI, red: alpha, both on [0, 1]); dashed: the published
-    Table 1 values; markers: the chosen noise and the dataset kept. Simulated agents.
-    """
-    import matplotlib.pyplot as plt
-
-    t = cal.table.set_index("model")
-    models = list(t.index)
-    nrows = int(np.ceil(len(models) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.7 * nrows), squeeze=False, sharey=True)
-    for ax, m in zip(axes.flat, models):
-        g = cal.grid[cal.grid.model == m].groupby("noise")[["ccei", "alpha"]].mean()
-        ax.plot(g.index, g["ccei"], color="tab:blue", lw=1.5, label="CCEI, mean of replicates")
-        ax.plot(g.index, g["alpha"], color="tab:red", lw=1.5, label="α, mean of replicates")
-        ax.axhline(t.loc[m, "ccei"], color="tab:blue", ls="--", lw=1, label="CCEI published")
-        ax.axhline(t.loc[m, "alpha"], color="tab:red", ls="--", lw=1, label="α published")
-        ax.plot([t.loc[m, "noise"]] * 2, [t.loc[m, "ccei_sim"], t.loc[m, "alpha_sim"]], "ko", ms=4,
-                label="dataset kept")
-        ax.set_xscale("log")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"sim-{m}", fontsize=8)
-        ax.set_xlabel("logit noise scale", fontsize=7)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(models):]:
-        ax.axis("off")
-    h, lab = axes.flat[0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower right", fontsize=7, frameon=False)
-    fig.suptitle("SIMULATED agents: calibration to the published Table 1", fontsize=10)
-    fig.tight_layout()
-    return fig
 
 
 def plot_g_comparison(G_sim: pd.DataFrame, reps: pd.DataFrame | None = None, title: str | None = None):
@@ -764,29 +517,5 @@ def plot_g_comparison(G_sim: pd.DataFrame, reps: pd.DataFrame | None = None, tit
         ax.set_xlabel("simulation seed")
         ax.set_ylabel("Spearman correlation with Table 3")
         ax.set_title("Independent simulations (green: Mantel p ≤ 0.05)", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def plot_power(power: dict, other: dict | None = None, labels=("redrawn answers", "recalibrated")):
-    """Histogram of the Spearman correlation between independent simulations of the same agents, with
-    Table 3's mean correlation with them (:func:`g_power` output; ``other``: a second one). Simulated agents."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    bins = np.linspace(-1, 1, 21)
-    for pw, lab, col in ((power, labels[0], "tab:blue"), (other, labels[1], "tab:orange")):
-        if pw is None:
-            continue
-        s = pw["summary"]
-        ax.hist(pw["pairs"]["spearman"].dropna(), bins=bins, alpha=0.55, color=col,
-                label=f"simulation vs simulation, {lab} ({s['n_pairs']} pairs, mean {s['mean']:.2f})")
-        ax.axvline(s["published_mean"], color=col, ls="--", lw=1.5,
-                   label=f"Table 3 vs these simulations, mean {s['published_mean']:.2f} "
-                         f"(percentile {s['published_percentile']:.0f} of their own)")
-    ax.set_xlabel("Spearman correlation of the off-diagonal G")
-    ax.set_ylabel("pairs of simulations")
-    ax.set_title("SIMULATED: how well G agrees with itself (the same calibrated agents)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)  # below: no bar hidden
     fig.tight_layout()
     return fig

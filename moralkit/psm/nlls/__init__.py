@@ -94,9 +94,10 @@ Modules
 """
 
 from ...figures import save_figure
-from .fit import ETA_BOUND, MIN_ROUNDS, UtilityFit, fit_answers, fit_models, fit_utility, refit_rounds
+from .fit import ETA_BOUND, MIN_ROUNDS, fit_answers, fit_models, fit_utility, refit_rounds
 from .model import FORMS, predict_answers
 from .report import compare_forms, plot_parameters, plot_q0_minus_b, published_fits, table2, table2_view
+from .result import UtilityFit
 
 __all__ = [
     "FORMS",

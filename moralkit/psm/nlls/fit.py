@@ -12,15 +12,13 @@ Seror (2025), Section 3.2 (eq. (11)).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 from scipy.optimize import least_squares
 
 from ...errors import IdentificationError, MoralkitError
 from ..dataset import PSMDataset, model_key
-from ..design import BUDGET, DIMENSIONS
+from ..design import BUDGET
 from .model import (
     check_form,
     check_rounds,
@@ -28,8 +26,9 @@ from .model import (
     predict_corner,
     to_corner_linear,
 )
+from .result import UtilityFit
 
-__all__ = ["MIN_ROUNDS", "ETA_BOUND", "UtilityFit", "fit_answers", "fit_utility", "fit_models", "refit_rounds"]
+__all__ = ["MIN_ROUNDS", "ETA_BOUND", "fit_answers", "fit_utility", "fit_models", "refit_rounds"]
 
 #: Fewest answered rounds accepted: 9 parameters, and a round of the exact form
 #: carries 4 independent equations (its residual is orthogonal to p), so 3 rounds
@@ -107,115 +106,6 @@ def _rank(J) -> int:
 
 
 # --------------------------------------------------------------------------- result
-
-
-@dataclass
-class UtilityFit:
-    """NLLS estimate of the quadratic utility (7) for one model.
-
-    Attributes
-    ----------
-    model : str
-    form : {"exact", "paper"}
-    a : ndarray (5,)
-        Weights, ``a_s > 0``, ``sum a_s = 1`` (Table 2 (b)).
-    b : ndarray (5,)
-        Ideal answers on the 0..5 scale (Table 2 (a)).
-    se_a, se_b : ndarray (5,)
-        Delta-method standard errors (``cov_type``; see the module docstring).
-    cov : ndarray (10, 10)
-        Covariance of ``(a, b)`` (delta method; singular along ``sum a = 1``).
-    ci_a, ci_b : ndarray (5, 2) or None
-        Bootstrap percentile intervals at ``level`` (``None`` without bootstrap).
-    boot_se_a, boot_se_b : ndarray (5,) or None
-        Bootstrap standard deviations.
-    boot_a, boot_b : ndarray (n_ok, 5) or None
-        The successful bootstrap replicates.
-    n_boot, n_boot_failed : int
-    level : float
-    ssr : float
-        Residual sum of squares of eq. (11) (``2 * cost``).
-    n_obs, n_excluded : int
-        Rounds used; rounds left out because unanswered.
-    n_starts, n_agree : int
-        Starts run; starts reaching the best cost (relative 1e-6) and the same
-        estimates (1e-4).
-    status : int
-        ``least_squares`` status of the best start (> 0: a tolerance was met).
-    message : str
-    optimality : float
-        First-order optimality (max |gradient|) at the estimate.
-    converged : bool
-        ``status > 0``.
-    regular : bool
-        The Jacobian at the estimate has full rank 9 and no weight logit is at
-        :data:`ETA_BOUND`. When False (a weight pushed to 0, or a flat
-        direction), the delta-method SEs are NaN (a warning says so) and the
-        estimate is a boundary solution: read the bootstrap intervals.
-    cov_type : str
-    q0 : ndarray (5,) or None
-        The model's unconstrained answer (round 0), for Figure 2.
-    seed : int
-    """
-
-    model: str
-    form: str
-    a: np.ndarray
-    b: np.ndarray
-    se_a: np.ndarray
-    se_b: np.ndarray
-    cov: np.ndarray = field(repr=False)
-    ssr: float
-    n_obs: int
-    n_excluded: int
-    n_starts: int
-    n_agree: int
-    status: int
-    message: str
-    optimality: float
-    converged: bool
-    regular: bool
-    cov_type: str
-    seed: int
-    q0: np.ndarray | None = None
-    ci_a: np.ndarray | None = None
-    ci_b: np.ndarray | None = None
-    boot_se_a: np.ndarray | None = None
-    boot_se_b: np.ndarray | None = None
-    boot_a: np.ndarray | None = field(default=None, repr=False)
-    boot_b: np.ndarray | None = field(default=None, repr=False)
-    n_boot: int = 0
-    n_boot_failed: int = 0
-    level: float = 0.95
-
-    @property
-    def rmse(self) -> float:
-        """Root mean squared residual per answer (``sqrt(ssr / (5 n_obs))``)."""
-        return float(np.sqrt(self.ssr / (5 * self.n_obs)))
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per parameter: estimate, delta-method s.e., bootstrap s.e. and interval."""
-        rows = []
-        for name, est, se, bse, ci in (("a", self.a, self.se_a, self.boot_se_a, self.ci_a),
-                                       ("b", self.b, self.se_b, self.boot_se_b, self.ci_b)):
-            for s in range(5):
-                rows.append(dict(model=self.model, form=self.form, parameter=f"{name}_{s + 1}",
-                                 dimension=DIMENSIONS[s], estimate=est[s], se=se[s],
-                                 boot_se=np.nan if bse is None else bse[s],
-                                 ci_low=np.nan if ci is None else ci[s, 0],
-                                 ci_high=np.nan if ci is None else ci[s, 1]))
-        return pd.DataFrame(rows)
-
-    def convergence(self) -> dict:
-        """Convergence report: status, message, cost, optimality, starts agreeing."""
-        return dict(model=self.model, form=self.form, converged=self.converged, regular=self.regular,
-                    status=self.status,
-                    message=self.message, ssr=self.ssr, rmse=self.rmse, optimality=self.optimality,
-                    n_starts=self.n_starts, n_agree=self.n_agree, n_obs=self.n_obs,
-                    n_excluded=self.n_excluded, n_boot=self.n_boot, n_boot_failed=self.n_boot_failed)
-
-
-# --------------------------------------------------------------------------- fitting
 
 
 def _check_budget(y, prices, budget, tol, round_index):
@@ -355,6 +245,31 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
     ----------
     Seror (2025), Section 3.2, eqs. (7)-(11).
     """
+    form = _check_fit_args(form, n_starts, n_boot, level, cov_type)
+    label = f"{model}: " if model else ""
+    corners, prices, y = _checked_answers(corners, prices, answers, label, budget if check_budget else None,
+                                          round_index)
+    T = len(corners)
+    prob = _Problem(corners, prices, y, form, budget)
+    _check_identified(prob, T, form, label)
+    best, n_agree = _multistart(prob, int(n_starts), np.random.default_rng(
+        np.random.SeedSequence([int(seed), model_key(model), 0])), form, label)
+    a, b = _theta_to_ab(best.x)
+    cov, regular = _covariance_at(prob, best.x, cov_type, T, label)
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    out = UtilityFit(model=str(model), form=form, a=a, b=b, se_a=se[:5], se_b=se[5:], cov=cov, ssr=float(2 * best.cost),
+                     n_obs=T, n_excluded=int(n_excluded), n_starts=int(n_starts), n_agree=n_agree,
+                     status=int(best.status), message=str(best.message), optimality=float(best.optimality),
+                     converged=bool(best.status > 0), regular=regular, cov_type=cov_type, seed=int(seed),
+                     q0=None if q0 is None else np.asarray(q0, dtype=float), level=float(level))
+    if n_boot:
+        _add_bootstrap(out, (corners.astype(float), prices, y, form, budget), best.x, int(n_boot), seed, model,
+                       n_jobs, level, label)
+    return out
+
+
+def _check_fit_args(form, n_starts, n_boot, level, cov_type) -> str:
+    """The checked ``form`` (see :func:`~moralkit.psm.nlls.model.check_form`), after checking the others."""
     form = check_form(form)
     if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise MoralkitError(f"n_starts must be a positive integer, got {n_starts!r}")
@@ -364,6 +279,12 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
         raise MoralkitError(f"level must be in (0, 1), got {level!r}")
     if cov_type not in ("cluster", "nonrobust", "HC0", "HC1", "HC2", "HC3"):
         raise MoralkitError(f"cov_type must be 'cluster', 'nonrobust' or 'HC0'..'HC3', got {cov_type!r}")
+    return form
+
+
+def _checked_answers(corners, prices, answers, label: str, budget, round_index):
+    """Phase 1: the rounds and the answers in corner coordinates (T, 5): finite, one row per round, at
+    least MIN_ROUNDS, and on the budget line unless ``budget`` is None."""
     corners, prices = check_rounds(corners, prices)
     answers = np.asarray(answers, dtype=float)
     if answers.ndim == 1:
@@ -374,19 +295,19 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
     if not np.isfinite(answers).all():
         raise MoralkitError("answers contain NaN or infinite values; leave unanswered rounds out "
                             "(PSMDataset.valid() does it)")
-    round_index = np.arange(1, T + 1) if round_index is None else np.asarray(round_index)
-    label = f"{model}: " if model else ""
     if T < MIN_ROUNDS:
         raise IdentificationError(f"{label}{T} answered round(s) cannot identify the 9 parameters of eq. (7) "
                                   f"(4 weights up to scale, 5 ideal answers): at least {MIN_ROUNDS} rounds are "
                                   "needed, and in practice many more (the paper uses up to 160); collect more answers "
                                   "or drop the model")
     y = to_corner_linear(answers, corners)
-    if check_budget:
-        _check_budget(y, prices, budget, 1e-6, round_index)
-    prob = _Problem(corners, prices, y, form, budget)
+    if budget is not None:
+        _check_budget(y, prices, budget, 1e-6, np.arange(1, T + 1) if round_index is None else np.asarray(round_index))
+    return corners, prices, y
 
-    # structural identification: the Jacobian at generic parameters must have full rank
+
+def _check_identified(prob, T: int, form: str, label: str) -> None:
+    """Phase 2: structural identification: the Jacobian at generic parameters must have full rank."""
     rng_id = np.random.default_rng(12345)
     generic = [np.concatenate([rng_id.normal(0, 0.3, 4), rng_id.uniform(1.0, 4.0, 5)]) for _ in range(2)]
     if max(_rank(prob.jac(th)) for th in generic) < _N_PAR:
@@ -394,10 +315,12 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
                                   f"form={form!r} (rank-deficient Jacobian): use rounds with several corners and "
                                   "price vectors (the full design has 32 x 5)")
 
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), model_key(model), 0]))
+
+def _multistart(prob, n_starts: int, rng, form: str, label: str):
+    """Phase 3: solve from every start; the best fit and how many starts reach it."""
     fits = []
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for th0 in _starts(int(n_starts), rng):
+        for th0 in _starts(n_starts, rng):
             try:
                 res = prob.solve(th0)
             except (ValueError, np.linalg.LinAlgError):
@@ -414,44 +337,42 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
         ar, br = _theta_to_ab(r.x)
         if r.cost <= best.cost + tol_cost and np.abs(ar - a).max() < 1e-4 and np.abs(br - b).max() < 1e-4:
             n_agree += 1
+    return best, n_agree
 
-    at_bound = bool((np.abs(best.x[:4]) >= ETA_BOUND - 1e-6).any())
-    regular = (not at_bound) and _rank(prob.jac(best.x)) == _N_PAR
-    cov = _covariance(prob, best.x, cov_type, T)
+
+def _covariance_at(prob, x, cov_type: str, T: int, label: str):
+    """Phase 4: the delta-method covariance, NaN (with a warning) unless x is a regular interior optimum."""
+    at_bound = bool((np.abs(x[:4]) >= ETA_BOUND - 1e-6).any())
+    regular = (not at_bound) and _rank(prob.jac(x)) == _N_PAR
+    cov = _covariance(prob, x, cov_type, T)
     if not regular:
         cov = np.full((10, 10), np.nan)
         why = ("a weight is pushed to 0 (boundary solution)" if at_bound
                else "the Jacobian at the estimate is rank-deficient (a flat direction)")
         warnings.warn(f"{label}{why}: the delta-method standard errors are undefined (NaN) and the estimate "
                       "is not a regular interior optimum; read the bootstrap intervals (n_boot > 0)",
-                      RuntimeWarning, stacklevel=2)
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+                      RuntimeWarning, stacklevel=4)
+    return cov, regular
 
-    out = UtilityFit(model=str(model), form=form, a=a, b=b, se_a=se[:5], se_b=se[5:], cov=cov,
-                     ssr=float(2 * best.cost), n_obs=T, n_excluded=int(n_excluded), n_starts=int(n_starts),
-                     n_agree=n_agree, status=int(best.status), message=str(best.message),
-                     optimality=float(best.optimality), converged=bool(best.status > 0), regular=regular,
-                     cov_type=cov_type,
-                     seed=int(seed), q0=None if q0 is None else np.asarray(q0, dtype=float), level=float(level))
-    if n_boot:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            reps = _bootstrap((corners.astype(float), prices, y, form, budget), best.x, n_boot, seed, model,
-                              n_jobs)
-        ok = np.array([r for r in reps if r is not None]).reshape(-1, 10)
-        out.n_boot = int(n_boot)
-        out.n_boot_failed = int(n_boot - len(ok))
-        if len(ok) < 2:
-            raise MoralkitError(f"{label}the bootstrap failed in {out.n_boot_failed} of {n_boot} replicates")
-        if out.n_boot_failed > 0.1 * n_boot:
-            warnings.warn(f"{label}{out.n_boot_failed} of {n_boot} bootstrap replicates did not converge "
-                          "and were left out", RuntimeWarning, stacklevel=2)
-        q = [(1 - level) / 2, (1 + level) / 2]
-        out.boot_a, out.boot_b = ok[:, :5], ok[:, 5:]
-        out.ci_a = np.quantile(out.boot_a, q, axis=0).T
-        out.ci_b = np.quantile(out.boot_b, q, axis=0).T
-        out.boot_se_a = out.boot_a.std(axis=0, ddof=1)
-        out.boot_se_b = out.boot_b.std(axis=0, ddof=1)
-    return out
+
+def _add_bootstrap(out, data, x, n_boot: int, seed, model, n_jobs, level: float, label: str) -> None:
+    """Phase 5: bootstrap replicates over rounds: percentile intervals and SEs, set on ``out``."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        reps = _bootstrap(data, x, n_boot, seed, model, n_jobs)
+    ok = np.array([r for r in reps if r is not None]).reshape(-1, 10)
+    out.n_boot = int(n_boot)
+    out.n_boot_failed = int(n_boot - len(ok))
+    if len(ok) < 2:
+        raise MoralkitError(f"{label}the bootstrap failed in {out.n_boot_failed} of {n_boot} replicates")
+    if out.n_boot_failed > 0.1 * n_boot:
+        warnings.warn(f"{label}{out.n_boot_failed} of {n_boot} bootstrap replicates did not converge "
+                      "and were left out", RuntimeWarning, stacklevel=4)
+    q = [(1 - level) / 2, (1 + level) / 2]
+    out.boot_a, out.boot_b = ok[:, :5], ok[:, 5:]
+    out.ci_a = np.quantile(out.boot_a, q, axis=0).T
+    out.ci_b = np.quantile(out.boot_b, q, axis=0).T
+    out.boot_se_a = out.boot_a.std(axis=0, ddof=1)
+    out.boot_se_b = out.boot_b.std(axis=0, ddof=1)
 
 
 def fit_utility(dataset: PSMDataset, form: str = "exact", n_starts: int = 5, seed: int = 0, n_boot: int = 0,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ...errors import MoralkitError
 from ..design import DIMENSIONS
-from .fit import UtilityFit
+from .result import UtilityFit
 
 __all__ = ["table2", "table2_view", "compare_forms", "plot_parameters", "plot_q0_minus_b", "published_fits"]
 
@@ -111,10 +111,10 @@ def table2(results, uncertainty: str | None = None, table1: pd.DataFrame | None 
             warnings.warn(f"delta-method standard errors are not finite for {nan} (shown as NaN)", stacklevel=2)
     passes = {}
     if table1 is not None:
-        from ..rationality import RandomChoiceResult
+        from ..random_choice import RandomChoiceResult, Table1
 
-        res1 = table1.attrs.get("results", {})
-        for _, row in table1.iterrows():
+        res1, frame = (table1.results, table1.to_frame()) if isinstance(table1, Table1) else ({}, table1)
+        for _, row in frame.iterrows():
             r = res1.get(row["model"])
             ok = r.rejects(level) if isinstance(r, RandomChoiceResult) else bool(row["alpha"] <= level)
             passes[row["model"]] = (row["label"], ok)
@@ -288,16 +288,17 @@ def plot_parameters(results, interval: str = "ci", figsize=None, title: str | No
     return fig
 
 
-def plot_q0_minus_b(results, interval: str = "ci", figsize=None):
+def plot_q0_minus_b(results, interval: str = "ci", figsize=None, ax=None):
     """Figure 2: unconstrained answer minus ideal answer, ``q0_s - b_s``, per dimension and model.
 
     Grouped bars (one per model) for each dimension; error bars from the
     uncertainty of ``b`` (``q0`` is observed). Models without a valid round-0
-    answer are left out (named in the title).
+    answer are left out (named in the title). A single panel: drawn on ``ax``
+    (default: a new figure of size ``figsize``).
 
     Returns
     -------
-    matplotlib.figure.Figure
+    matplotlib.axes.Axes
 
     References
     ----------
@@ -310,7 +311,8 @@ def plot_q0_minus_b(results, interval: str = "ci", figsize=None):
     fits = _as_fits(results)
     have = [f for f in fits if f.q0 is not None]
     skipped = [f.model for f in fits if f.q0 is None]
-    fig, ax = plt.subplots(figsize=figsize or (10, 4.2))
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize or (10, 4.2))
     x = np.arange(5)
     n = max(len(have), 1)
     width = 0.8 / n
@@ -332,5 +334,5 @@ def plot_q0_minus_b(results, interval: str = "ci", figsize=None):
     ax.grid(axis="y", alpha=0.3)
     if have:
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    fig.tight_layout()
-    return fig
+    ax.figure.tight_layout()
+    return ax
