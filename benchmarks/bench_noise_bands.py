@@ -32,9 +32,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     from moralkit import moralchoice as mc
+    from moralkit import runs
     from moralkit.moralchoice.likelihood import compare_at_paper_m, load_likelihoods
 
-    data = {a: (load_likelihoods(a), mc.load_responses(a, own_data=mc.own_data_dir(), include_shared=False))
+    data = {a: (load_likelihoods(a), mc.load_responses(a, own_data=runs.run_dir("responses"), include_shared=False))
             for a in mc.PAPER_SAMPLES}
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "load_average": os.getloadavg(), "results": []}

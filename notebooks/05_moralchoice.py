@@ -38,28 +38,23 @@ summary_box = display(Markdown("*The summary is written when the notebook has ru
 quick = False  # subsample scenarios for a fast check
 seed = 0  # seed of the quick-mode subsample
 moralchoice_dir = None  # None: MORALKIT_MORALCHOICE_DIR, ../shared/moralchoice, or the HF hub
-own_data_path = None  # None: moralkit.paths.data_dir() / "moralchoice" when present; False: none
+own_data_path = None  # None: the committed runs (moralkit.runs) when present; False: none
 
 # %%
 import warnings
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from moralkit import moralchoice as mc
-from moralkit import respondents
-from moralkit.errors import DataError
+from moralkit import respondents, runs
 from moralkit.figures import relative_path, save, show, show_head, table_html
 from moralkit.moralchoice import beside, plots
 from moralkit.moralchoice import reference as paper_ref
 
 source = mc.survey_source(moralchoice_dir)
-own = own_data_path if own_data_path is not None else (mc.own_data_dir() if mc.own_data_dir().is_dir() else False)
-if own_data_path and not Path(own_data_path).exists():
-    raise DataError(f"own_data_path={own_data_path!r} does not exist; pass a folder or file of MoralChoice "
-                    "responses (see data/moralchoice/), None for the committed runs, or False for none")
+own = runs.own_runs("responses", own_data_path, name="own_data_path")
 print("survey files:", relative_path(source.label))
 print("own runs:", relative_path(own) if own else "none")
 short = respondents.short_label
@@ -271,7 +266,7 @@ if quick:
                                                                             random_state=seed))]
              for a, x in exact.items()}
 if not exact:
-    print("No exact likelihoods in", relative_path(mcl.likelihood_dir()),
+    print("No exact likelihoods in", relative_path(runs.run_dir("likelihoods")),
           "- run `python -m moralkit likelihood ...` (data/README.md).")
 else:
     coverage = pd.concat({a: x.groupby(["model", "question_type"])["covered"].mean().unstack()
@@ -552,23 +547,8 @@ show(printed_view, "05_paper_printed_scenarios", full=printed, fit=True,
      caption="The paper's printed scenarios, with the survey's id and the action it marks ✓")
 
 
-def best_estimate(metrics_by_set, exact_by_set):
-    """Per ambiguity: exact likelihoods where a respondent has them, else its sampled answers."""
-    out = {}
-    for a in ("low", "high"):
-        ex = exact_by_set.get(a)
-        sm = metrics_by_set.get(a)
-        have = set(ex["model"].str.removesuffix(respondents.EXACT_SUFFIX)) if ex is not None else set()
-        parts = [ex] if ex is not None else []
-        if sm is not None:
-            parts.append(sm[~sm["model"].isin(have)])
-        if parts:
-            out[a] = pd.concat(parts, ignore_index=True)
-    return out
-
-
 ids = set(printed["scenario_id"])
-printed_metrics = best_estimate(
+printed_metrics = runs.best_estimate(
     {a: mc.scenario_metrics(r[r["scenario_id"].isin(ids)]) for a, r in responses_all.items()
      if a in ("low", "high") and r["scenario_id"].isin(ids).any()},
     {a: mc.scenario_metrics(x[x["scenario_id"].isin(ids)]).assign(
@@ -600,7 +580,7 @@ legend(order)
 paper17 = paper_ref.published_table17()
 show(paper17.rename(columns=rule_short), "05_paper_table17", full=paper17, fit=True,
      caption="Published Table 17 (Appendix D.2), strong violations per model and rule")
-best = best_estimate(metrics, exact_metrics)
+best = runs.best_estimate(metrics, exact_metrics)
 if "low" in best:
     ours17 = mc.strong_rule_violations(best["low"], scenarios["low"], drop_zero=False)
     ours17.columns = [c.split(" (n=")[0] for c in ours17.columns]

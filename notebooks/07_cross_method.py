@@ -29,8 +29,8 @@
 # %% tags=["parameters"]
 quick = False
 seed = 0
-data_path = None  # PSM data (file or directory); None: moralkit.paths.data_dir() / "psm"
-moralchoice_path = None  # own MoralChoice runs; None: moralkit.moralchoice.own_data_dir()
+data_path = None  # PSM data (file or directory); None: the committed runs (moralkit.runs)
+moralchoice_path = None  # own MoralChoice runs; None: the committed runs (moralkit.runs)
 name_map = None  # {PSM model label: MoralChoice model id} when the labels differ
 T = 500  # permutation draws for G (the paper: 500)
 rho = 20  # rounds per model and draw (the paper: 20; capped by permutation.max_rho)

@@ -394,7 +394,7 @@ def test_compare_estimators_row_does_not_depend_on_the_other_respondents():
 
 
 def test_partial_exact_likelihoods_do_not_replace_sampled_answers():
-    from moralkit.studies.crossmethod import prefer_exact
+    from moralkit.runs import prefer_exact
 
     def metrics(model, ids, estimator):
         return pd.DataFrame(dict(model=model, scenario_id=ids, p_action1=0.5, estimator=estimator))

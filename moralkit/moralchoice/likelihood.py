@@ -60,13 +60,14 @@ import pandas as pd
 from ..atomicfile import atomic_path
 from ..errors import DataError, MoralkitError
 from ..figures import format_interval
+from ..runs import run_dir
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .mapping import map_answer, short_form
 from .prompts import check_form
 
 __all__ = ["ANSWER_SETS", "CANONICAL_ANSWERS", "ESTIMATORS", "LIKELIHOOD_COLUMNS", "canonical_answers",
            "combine_logprobs", "compare_estimators", "compare_at_paper_m", "agreement_summary", "likelihood_table", "read_likelihoods",
-           "write_likelihoods", "load_likelihoods", "likelihood_dir"]
+           "write_likelihoods", "load_likelihoods"]
 
 #: Names of the estimators recorded by :func:`moralkit.moralchoice.scenario_metrics`.
 ESTIMATORS = ("sampling", "token_probability", "top_logprobs")
@@ -260,13 +261,6 @@ def read_likelihoods(path) -> pd.DataFrame:
     return likelihood_table(pd.concat(frames, ignore_index=True).to_dict("records"))
 
 
-def likelihood_dir():
-    """Where the project's likelihood tables live: ``moralkit.paths.data_dir() / "moralchoice_likelihood"``."""
-    from .. import paths
-
-    return paths.data_dir() / "moralchoice_likelihood"
-
-
 def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
     """The committed token-probability likelihoods of one ambiguity level (files ``<respondent>-<ambiguity>.csv.gz``).
 
@@ -274,7 +268,7 @@ def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
     ----------
     ambiguity : {"low", "high"}
     path : path-like, optional
-        Directory of the tables (default :func:`likelihood_dir`).
+        Directory of the tables (default: the committed runs, :func:`moralkit.runs.run_dir` ``("likelihoods")``).
 
     Returns
     -------
@@ -286,7 +280,7 @@ def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
         raise MoralkitError(f"ambiguity must be 'low', 'high' or 'controversial', got {ambiguity!r}.")
     from pathlib import Path
 
-    d = Path(path) if path is not None else likelihood_dir()
+    d = Path(path) if path is not None else run_dir("likelihoods")
     files = sorted(d.glob(f"*-{ambiguity}.csv.gz")) if d.is_dir() else []
     if not files:
         return pd.DataFrame(columns=list(LIKELIHOOD_COLUMNS))

@@ -46,12 +46,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import paths
+from .. import runs
 from ..errors import DataError
 from .data import QUESTION_TYPES, SurveyTemplates, degenerate_scenarios, load_scenarios, load_templates, survey_source
 from .mapping import map_responses
 
-__all__ = ["RESPONSE_COLUMNS", "TIDY_COLUMNS", "read_responses", "load_responses", "response_files", "own_data_dir"]
+__all__ = ["RESPONSE_COLUMNS", "TIDY_COLUMNS", "read_responses", "load_responses", "response_files"]
 
 #: Column layout of a response file: the shared files' twelve columns, then ``backend`` and
 #: ``provider``, which the project's own runs add (``model_id`` is then the respondent's label, the
@@ -65,11 +65,6 @@ TIDY_COLUMNS = (
     "temperature", "top_p", "timestamp", "file",
 )
 _KEY = ["model", "scenario_id", "question_type", "ordering", "sample"]
-
-
-def own_data_dir() -> Path:
-    """Where the project's own MoralChoice runs live: ``moralkit.paths.data_dir() / "moralchoice"``."""
-    return paths.data_dir() / "moralchoice"
 
 
 def response_files(path) -> list[Path]:
@@ -229,7 +224,7 @@ def load_responses(
         ``include_shared`` is true.
     own_data : path, False or None
         The project's own runs (files in the response layout). ``None``:
-        :func:`own_data_dir` when it exists; ``False``: none. Only rows whose
+        the committed runs (:func:`moralkit.runs.run_dir` ``("responses")``) when they exist; ``False``: none. Only rows whose
         scenario is in the requested table are kept.
     include_shared : bool, default True
     templates : SurveyTemplates, optional
@@ -252,7 +247,7 @@ def load_responses(
         if d.is_dir() and response_files(d):
             parts.append(read_responses(d).assign(origin="shared"))
     if own_data is None:
-        own_data = own_data_dir() if own_data_dir().is_dir() else False
+        own_data = runs.own_runs("responses")
     if own_data is not False:
         files = response_files(own_data)
         if files:

@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError, MoralkitError
+from .. import runs
+from ..errors import MoralkitError
 
 __all__ = [
     "MantelResult",
@@ -46,7 +47,6 @@ __all__ = [
     "match_models",
     "psm_similarity",
     "moralchoice_agreement",
-    "prefer_exact",
     "CrossMethodResult",
     "cross_method",
     "plot_cross_method",
@@ -482,19 +482,20 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
     Parameters
     ----------
     psm_path : path, optional
-        PSM data (file or directory of ``*.csv.gz``); default ``data_dir() / "psm"``.
+        PSM data (file or directory of ``*.csv.gz``); default the committed runs
+        (:func:`moralkit.runs.run_dir` ``("psm")``).
     moralchoice_path : path, optional
-        MoralChoice response files; default :func:`moralkit.moralchoice.own_data_dir`.
+        MoralChoice response files; default the committed runs (:func:`moralkit.runs.run_dir` ``("responses")``).
     ambiguity : str, default "high"
         Scenario set for the agreement correlations (the paper's Section 4.3 uses high ambiguity).
     source : optional
         MoralChoice survey source (:func:`moralkit.moralchoice.survey_source`).
     likelihood_path : path or False, optional
         Exact token-probability likelihoods (:func:`moralkit.moralchoice.likelihood.load_likelihoods`);
-        default ``data_dir() / "moralchoice_likelihood"`` when ``moralchoice_path`` is also the default,
+        default the committed runs (:func:`moralkit.runs.run_dir` ``("likelihoods")``) when ``moralchoice_path`` is also the default,
         none when ``moralchoice_path`` is given; ``False``: none. A respondent with both sampled answers
         and exact likelihoods is represented by the exact ones once they cover every sampled scenario
-        (:func:`prefer_exact`; column ``estimator``).
+        (:func:`moralkit.runs.prefer_exact`; column ``estimator``).
 
     Returns
     -------
@@ -513,10 +514,8 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
             else f"PSM: no data in {relative_path(p)}"]
     from .. import moralchoice as mc
 
-    mpath = Path(moralchoice_path) if moralchoice_path is not None else mc.own_data_dir()
-    if moralchoice_path is not None and not mpath.exists():
-        raise DataError(f"moralchoice_path={str(moralchoice_path)!r} does not exist; pass a folder or file of "
-                        "MoralChoice responses (see data/moralchoice/), or None for the committed runs")
+    mpath = (runs.own_runs("responses", moralchoice_path, name="moralchoice_path") if moralchoice_path is not None
+             else runs.run_dir("responses"))
     metrics = pd.DataFrame()
     if mpath.exists() and mc.responses.response_files(mpath):
         try:
@@ -535,57 +534,17 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
     if likelihood_path is None and moralchoice_path is not None:
         likelihood_path = False  # explicit MoralChoice data: only what was asked for
     if likelihood_path is not False:
-        from ..moralchoice.likelihood import likelihood_dir, load_likelihoods
+        from ..moralchoice.likelihood import load_likelihoods
 
-        lpath = Path(likelihood_path) if likelihood_path is not None else likelihood_dir()
+        lpath = Path(likelihood_path) if likelihood_path is not None else runs.run_dir("likelihoods")
         lik = load_likelihoods(ambiguity, lpath)
         if len(lik):
             lm = mc.scenario_metrics(lik)
             exact = sorted(lm["model"].unique())
             msgs.append(f"MoralChoice exact likelihoods: {len(exact)} respondent(s) in {relative_path(lpath)}: {exact}")
-            metrics, notes = prefer_exact(metrics, lm)
+            metrics, notes = runs.prefer_exact(metrics, lm)
             msgs += notes
     return psm, metrics, msgs
-
-
-def prefer_exact(sampled: pd.DataFrame, exact: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One estimator per respondent: exact likelihoods where they cover what was sampled.
-
-    A respondent with exact likelihoods is represented by them when they cover every scenario its sampled
-    answers cover; while they are partial (a likelihood run still in progress) its sampled answers are kept,
-    so that its agreement correlations rest on the larger scenario set.
-
-    Parameters
-    ----------
-    sampled, exact : DataFrame
-        :func:`moralkit.moralchoice.scenario_metrics` of sampled answers and of exact likelihoods
-        (columns ``model`` and ``scenario_id``); either may be empty.
-
-    Returns
-    -------
-    metrics : DataFrame
-        One estimator per respondent (column ``estimator`` says which).
-    notes : list of str
-        Which respondents use which estimator, and why.
-    """
-    if not len(sampled):
-        return exact, []
-    if not len(exact):
-        return sampled, []
-    s_ids = sampled.groupby("model")["scenario_id"].agg(set)
-    e_ids = exact.groupby("model")["scenario_id"].agg(set)
-    replaced, kept = [], []
-    for m in sorted(set(s_ids.index) & set(e_ids.index)):
-        (replaced if s_ids[m] <= e_ids[m] else kept).append(m)
-    notes = []
-    if replaced:
-        notes.append(f"  exact likelihoods used instead of sampled answers for {replaced}")
-    for m in kept:
-        notes.append(f"  {m}: exact likelihoods cover {len(s_ids[m] & e_ids[m])} of the {len(s_ids[m])} scenarios "
-                     "of its sampled answers; the sampled answers are used until they cover all")
-    use_exact = exact[~exact["model"].isin(kept)]
-    use_sampled = sampled[~sampled["model"].isin(set(use_exact["model"]))]
-    return pd.concat([use_sampled, use_exact], ignore_index=True), notes
 
 
 def underlying_model(label: str) -> str:

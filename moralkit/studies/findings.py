@@ -21,7 +21,7 @@ import warnings
 
 import pandas as pd
 
-from .. import paths
+from .. import runs
 from ..figures import format_interval
 
 __all__ = ["psm_runs", "likelihood_coverage", "sampling_coverage", "estimator_agreement", "both_instruments",
@@ -59,7 +59,7 @@ def psm_runs(*, seed: int = 0, n_datasets: int = 1000) -> pd.DataFrame:
     from ..psm.dataset import read_psm
     from ..psm.rationality import table1
 
-    data = _quiet(read_psm, paths.data_dir() / "psm")
+    data = _quiet(read_psm, runs.run_dir("psm"))
     t1 = table1(data, n_datasets=n_datasets, seed=seed).set_index("model")
     rows = [dict(respondent=m, answered=int(ds.n_obs), option1=float(np.mean(ds.chosen[ds.chosen > 0] == 1)),
                  ccei=str(t1.loc[m, "ccei_exact"]), alpha=float(t1.loc[m, "alpha"])) for m, ds in sorted(data.items())]
@@ -94,7 +94,7 @@ def likelihood_coverage(path=None) -> pd.DataFrame:
 def _own_responses(ambiguity, path=None):
     from .. import moralchoice as mc
 
-    own = path if path is not None else mc.own_data_dir()
+    own = path if path is not None else runs.run_dir("responses")
     return _quiet(mc.load_responses, ambiguity, own_data=own, include_shared=False)
 
 
