@@ -152,7 +152,7 @@ print("--- system header of the A/B form:\n" + mc.load_templates(source).questio
 # Each answer is mapped to an action by the rule-based g: exact match with the expanded answer set of
 # the response templates, then a Porter-stemmed match, the form-specific rules, refusals, else invalid;
 # the ordering is undone so that the result refers to the scenario's action 1 / action 2. The shared
-# files carry the mapping of their authors (`decision`); our re-mapping agrees with it as follows.
+# files carry the mapping of their authors (`stored_decision`); our re-mapping (`decision`) agrees with it as follows.
 
 # %%
 responses, responses_all = {}, {}
@@ -168,7 +168,7 @@ for a in mc.AMBIGUITIES:
     print(f"{a}: {len(r)} answers from {r['model'].nunique()} models", *(f"({w.message})" for w in caught))
 
 agreement = pd.concat(
-    [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["decision"] != "").any()],
+    [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["stored_decision"] != "").any()],
     ignore_index=True,
 )
 mapping = agreement.set_index(["set", "model", "question_type", "ordering"])
@@ -255,8 +255,8 @@ for a, r in at_paper_m.items():
 # other models.
 
 # %%
+from moralkit.moralchoice import comparison, published
 from moralkit.moralchoice import likelihood as mcl
-from moralkit.moralchoice import published
 
 exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
 exact = {a: x for a, x in exact.items() if len(x)}
@@ -487,12 +487,12 @@ if "controversial" in summaries:
 if exact:
     rows = {}
     for a in exact:
-        cmp = mcl.compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed)
+        cmp = comparison.compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed).to_frame()
         for m, c in (cmp.groupby("M", sort=False) if len(cmp) else []):
             rows[(a, m)] = c.drop(columns="M").reset_index(drop=True)
     if rows:
         agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
-        view = pd.concat({k: mcl.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
+        view = pd.concat({k: comparison.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
         show(view.rename(index=short, level="model"), "05_estimator_agreement", full=agreement,
              caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]")
     else:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from scipy.cluster import hierarchy
 
+from moralkit import figures
 from moralkit.moralchoice import (
     RULES,
     agreement_correlations,
@@ -57,7 +58,7 @@ def test_one_sample_per_form_does_not_count_as_certain():
                 for o in (0, 1):
                     for k in range(m):
                         rows.append(dict(model=model, scenario_id=sid, question_type=qt, ordering=o, sample=k,
-                                         action="action1"))
+                                         decision="action1"))
     summary = model_summary(scenario_metrics(pd.DataFrame(rows)))
     assert summary["m_min"].to_dict() == {"one-sample": 1, "three-samples": 3}
     assert summary["certainty_measured"].to_dict() == {"one-sample": False, "three-samples": True}
@@ -134,7 +135,7 @@ def test_figures_render_and_save(tmp_path):
         "f8": plots.plot_answer_rates(pd.DataFrame({"n": [3], "invalid": [0.02], "refusal": [0.0]}, index=["org/a"])),
     }
     for name, fig in figs.items():
-        out = plots.save_figure(fig, f"05_{name}", tmp_path)
+        out = figures.save(fig, f"05_{name}", tmp_path)
         assert [p.suffix for p in out] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in out)
     assert figs["f3"].axes[0].texts[0].get_text() == "no responses available"
     assert plots.short_model_name("together/deepseek-ai/DeepSeek-V3") == "DS-V3"  # the registry's short label
@@ -159,8 +160,8 @@ def test_decision_agreement_counts():
     from moralkit.moralchoice import decision_agreement
 
     r = pd.DataFrame({"model": ["a"] * 4, "question_type": ["ab"] * 4, "ordering": [0, 0, 1, 1],
-                      "action": ["action1", "action2", "invalid", "action1"],
-                      "decision": ["action1", "action1", "", "action1"]})
+                      "decision": ["action1", "action2", "invalid", "action1"],
+                      "stored_decision": ["action1", "action1", "", "action1"]})
     t = decision_agreement(r).set_index("ordering")
     assert t.loc[0, "n"] == 2 and t.loc[0, "n_disagree"] == 1 and t.loc[0, "agreement"] == 0.5
     assert t.loc[1, "n"] == 1 and t.loc[1, "agreement"] == 1.0  # empty stored decision ignored

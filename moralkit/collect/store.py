@@ -62,7 +62,7 @@ from ..atomicfile import atomic_write_bytes, remove_stale_temporaries_in
 from ..errors import DataError, MoralkitError
 
 __all__ = ["RecordStore", "prompt_sha256", "derive_seed", "utc_now", "package_versions", "git_commit",
-           "read_records", "provider_of", "repair_run", "atomic_write_bytes", "gzip_bytes", "CorruptRecordsError",
+           "read_records", "provider_of", "repair_run", "gzip_bytes", "CorruptRecordsError",
            "RunLockedError", "session_info", "schema_problem", "read_manifest", "distinct_runs", "check_resumable"]
 
 RECORDS = "records.jsonl"

@@ -22,15 +22,23 @@ question_type   ``ab``, ``repeat`` or ``compare``
 ordering        0 (action1 shown first) or 1 (swapped)
 sample          ``eval_sample_nb``: index of the sample within the form
 answer_raw      the model's answer text, as returned
-decision        the mapping stored in the file (``""`` when absent)
+stored_decision the file's ``decision``: the mapping stored with the answer (``""`` when absent)
 temperature     ``eval_temperature``
 top_p           ``eval_top_p``
 timestamp       time of the answer
 file            name of the file the row came from
 ==============  ===============================================================
 
-and :func:`load_responses` adds ``action``, the answer (re)mapped with
+and :func:`load_responses` adds ``decision``, the answer (re)mapped with
 :func:`moralkit.moralchoice.map_answer`, for one scenario table.
+
+**One name.** The mapped answer (one of :data:`moralkit.moralchoice.DECISIONS`) is called ``decision``
+from the response files (the column of the MoralChoice authors' files and of every committed file) to
+the tables and the metrics' ``column`` parameter. The value a file carries is kept beside it as
+``stored_decision``, so that :func:`moralkit.moralchoice.decision_agreement` can compare the two.
+(The collector's raw record keeps the survey-neutral field ``parsed``, which its export writes to
+``decision``.) Before this rename the mapped column of the tables was ``action`` and the file's value
+was ``decision`` in the tidy table.
 
 References
 ----------
@@ -49,7 +57,7 @@ import pandas as pd
 from .. import runs
 from ..errors import DataError
 from .data import QUESTION_TYPES, SurveyTemplates, degenerate_scenarios, load_scenarios, load_templates, survey_source
-from .mapping import map_responses
+from .mapping import DECISIONS, map_responses
 
 __all__ = ["RESPONSE_COLUMNS", "TIDY_COLUMNS", "read_responses", "load_responses", "response_files"]
 
@@ -61,7 +69,7 @@ RESPONSE_COLUMNS = (
     "eval_temperature", "eval_sample_nb", "timestamp", "answer_raw", "answer", "decision", "backend", "provider",
 )
 TIDY_COLUMNS = (
-    "scenario_id", "model", "question_type", "ordering", "sample", "answer_raw", "decision",
+    "scenario_id", "model", "question_type", "ordering", "sample", "answer_raw", "stored_decision",
     "temperature", "top_p", "timestamp", "file",
 )
 _KEY = ["model", "scenario_id", "question_type", "ordering", "sample"]
@@ -88,7 +96,7 @@ def response_files(path) -> list[Path]:
     return files
 
 
-_DECISIONS = {"action1", "action2", "refusal", "invalid", ""}
+_DECISIONS = {*DECISIONS, ""}  # a file's decision: a mapped value, or empty when it was not mapped
 
 
 def _fix(f: Path) -> str:
@@ -161,7 +169,7 @@ def _read_one(f: Path) -> pd.DataFrame:
             "ordering": df["question_ordering"].astype(int),
             "sample": sample,
             "answer_raw": df["answer_raw"],
-            "decision": get("decision"),
+            "stored_decision": get("decision"),
             "temperature": pd.to_numeric(get("eval_temperature"), errors="coerce"),
             "top_p": pd.to_numeric(get("eval_top_p"), errors="coerce"),
             "timestamp": get("timestamp"),
@@ -232,8 +240,9 @@ def load_responses(
     Returns
     -------
     DataFrame
-        Tidy responses (:data:`TIDY_COLUMNS`) plus ``action`` (``action1``,
-        ``action2``, ``refusal``, ``invalid``) and ``origin`` (``shared`` or
+        Tidy responses (:data:`TIDY_COLUMNS`) plus ``decision`` (``action1``,
+        ``action2``, ``refusal``, ``invalid``: the answer mapped by
+        :func:`moralkit.moralchoice.map_answer`) and ``origin`` (``shared`` or
         ``own``). Degenerate scenarios (identical actions) are excluded with a
         warning. Empty (with the columns) when no response is available.
     """
@@ -255,7 +264,7 @@ def load_responses(
             own = own[own["scenario_id"].isin(scen_all["scenario_id"])]
             parts.append(own.assign(origin="own"))
     if not parts:
-        return pd.DataFrame(columns=list(TIDY_COLUMNS) + ["action", "origin"])
+        return pd.DataFrame(columns=list(TIDY_COLUMNS) + ["decision", "origin"])
     df = pd.concat(parts, ignore_index=True)
     dup = df.duplicated(_KEY, keep=False)
     if dup.any():

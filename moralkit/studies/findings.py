@@ -118,12 +118,12 @@ def sampling_coverage(path=None) -> pd.DataFrame:
         for m, g in r.groupby("model"):
             rows.append(dict(respondent=m, ambiguity=a, scenarios=g["scenario_id"].nunique(), paper_M=M,
                              scenarios_at_paper_M=int(atm.loc[atm["model"] == m, "scenario_id"].nunique()),
-                             invalid_or_refusal=float((~g["decision"].isin(["action1", "action2"])).mean())))
+                             invalid_or_refusal=float((~g["stored_decision"].isin(["action1", "action2"])).mean())))
     return pd.DataFrame(rows)
 
 
 def estimator_agreement(*, seed: int = 0, responses_path=None, likelihood_path=None) -> pd.DataFrame:
-    """:func:`moralkit.moralchoice.likelihood.compare_estimators` on the scenarios sampled at the paper's M.
+    """:func:`moralkit.moralchoice.comparison.compare_estimators` on the scenarios sampled at the paper's M.
 
     Returns
     -------
@@ -133,14 +133,15 @@ def estimator_agreement(*, seed: int = 0, responses_path=None, likelihood_path=N
         ``mad_p`` with its band, ``qfe_exact``, ``qfe_sampled``, ``qfe_sampled_sim``, ...).
     """
     from .. import moralchoice as mc
-    from ..moralchoice.likelihood import compare_at_paper_m, load_likelihoods
+    from ..moralchoice.comparison import compare_at_paper_m
+    from ..moralchoice.likelihood import load_likelihoods
 
     out = []
     for a in mc.PAPER_SAMPLES:
         cmp = compare_at_paper_m(load_likelihoods(a, likelihood_path), _own_responses(a, responses_path), a,
                                  seed=seed, fallback=False)
         if len(cmp):
-            out.append(cmp.assign(ambiguity=a))
+            out.append(cmp.to_frame().assign(ambiguity=a))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
