@@ -44,7 +44,6 @@ Scherrer et al. (2023), Section 3.3 (query timestamps recorded for provenance).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import gzip
 import hashlib
 import io
@@ -69,6 +68,7 @@ RECORDS = "records.jsonl"
 RECORDS_GZ = "records.jsonl.gz"
 MANIFEST = "manifest.json"
 LOCK = ".lock"
+LOCK_HOLDER = ".lock.holder"  # who holds LOCK: pid, host, since (JSON)
 QUARANTINE = "quarantine.jsonl"
 
 
@@ -324,37 +324,38 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 class _Lock:
-    """An exclusive ``flock`` on ``run_dir/.lock`` for a whole session; released by the kernel if the
-    process dies. The file holds the holder's pid, host and start time, for the second writer's error."""
+    """An exclusive lock on ``run_dir/.lock`` for a whole session, held with :mod:`filelock` (``flock`` on
+    POSIX, ``msvcrt.locking`` on Windows), so it is released by the operating system if the process dies.
+    The holder's pid, host and start time go to ``run_dir/.lock.holder``, for the second writer's error."""
 
     def __init__(self, run_dir: Path):
+        from filelock import FileLock, Timeout
+
         self.path = run_dir / LOCK
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.holder = run_dir / LOCK_HOLDER
+        self.lock = FileLock(str(self.path), timeout=0)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            self.lock.acquire()
+        except Timeout:
             try:
-                holder = json.loads(os.pread(self.fd, 4096, 0) or b"{}")
-            except ValueError:
+                holder = json.loads(self.holder.read_bytes() or b"{}")
+            except (OSError, ValueError):
                 holder = {}
-            os.close(self.fd)
-            self.fd = None
+            self.lock = None
             raise RunLockedError(
                 f"{run_dir} is in use by another collector (pid {holder.get('pid', '?')} on host "
                 f"{holder.get('host', '?')}, since {holder.get('since', '?')}). Two writers would duplicate "
                 "requests: wait for it to finish, or stop it, then re-run this command to resume.") from None
         info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now()}).encode()
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, info, 0)
+        self.holder.write_bytes(info)
 
     def release(self):
-        if self.fd is not None:
+        if self.lock is not None:
             try:
-                os.ftruncate(self.fd, 0)
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
+                self.holder.unlink(missing_ok=True)
             finally:
-                os.close(self.fd)
-                self.fd = None
+                self.lock.release()
+                self.lock = None
 
 
 class RecordStore:
