@@ -45,6 +45,7 @@ import pandas as pd
 from moralkit.figures import save, show
 from moralkit.psm import permutation as perm
 from moralkit.studies import crossmethod as xm
+from moralkit.studies import crossplots as xplots
 
 if quick:
     T = 50
@@ -67,7 +68,7 @@ power_note["relabellings"] = [math.factorial(n) for n in power_note["models"]]
 power_note["smallest_p"] = 1 / power_note["relabellings"]
 show(power_note, "07_mantel_min_pvalue", float_format="{:.3g}".format)
 fig, ax = plt.subplots(figsize=(5, 3.5))
-xm.plot_min_pvalue(ax=ax)
+xplots.plot_min_pvalue(ax=ax)
 save(fig, "07_mantel_min_pvalue")
 plt.show()
 
@@ -99,7 +100,7 @@ else:
 
 # %%
 if res is not None:
-    fig = xm.plot_cross_method(res, title="Same models, two instruments (own collection runs)")
+    fig = xplots.plot_cross_method(res, title="Same models, two instruments (own collection runs)")
     save(fig, "07_cross_method")
     plt.show()
 

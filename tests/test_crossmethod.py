@@ -15,7 +15,6 @@ from moralkit.studies.crossmethod import (
     mantel_test,
     match_models,
     min_pvalue,
-    plot_cross_method,
     psm_similarity,
 )
 
@@ -151,6 +150,8 @@ def test_cross_method_few_and_enough_models():
     assert res2.models == ["m1", "m2"] and res2.mantel is None and "one pair" in res2.note
     res3 = cross_method(G.iloc[:3, :3], C.iloc[:3, :3], name_map={n: n.upper() for n in names})
     assert res3.mantel.pvalue >= 1 / 6 and "1/6" in res3.note
+    from moralkit.studies.crossplots import plot_cross_method
+
     fig = plot_cross_method(res)
     assert len(fig.axes) >= 3
 
@@ -233,11 +234,11 @@ def test_cross_method_from_data_on_simulated_inputs(tmp_path):
 
 
 def test_scatter_labels_group_coinciding_pairs():
-    from moralkit.studies.crossmethod import _label_groups
+    from moralkit.studies.crossplots import label_groups
 
     p = pd.DataFrame({"model_1": ["a", "a", "b", "a"], "model_2": ["b", "c", "c", "d"],
                       "psm_G": [0.970, 0.975, 0.60, 0.971], "moralchoice_corr": [0.99, 0.98, 0.99, 0.30]})
-    groups = _label_groups(p, {"a": 1, "b": 2, "c": 3, "d": 4}, xspan=0.1, yspan=2.16)
+    groups = label_groups(p, {"a": 1, "b": 2, "c": 3, "d": 4}, xspan=0.1, yspan=2.16)
     labels = sorted(sorted(g[1]) for g in groups)
     # 1–2 and 1–3 coincide; 2–3 is far along G, 1–4 far along the correlation
     assert labels == [["1–2", "1–3"], ["1–4"], ["2–3"]]

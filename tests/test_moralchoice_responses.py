@@ -139,7 +139,7 @@ def test_with_samples_keeps_complete_scenarios_and_the_first_m_answers():
     # at M = 2 every form holds one answer of each action: QF-E is 1 bit; at M = 1 it is 0 by construction
     assert scenario_metrics(at2)["qf_entropy"].to_numpy() == pytest.approx([1.0, 1.0])
     assert scenario_metrics(with_samples(r, 1)).set_index("scenario_id").loc["s2", "qf_entropy"] == 0
-    with pytest.raises(ValueError, match="samples must be >= 1"):
+    with pytest.raises(ValueError, match="samples must be an integer >= 1"):
         with_samples(r, 0)
 
 

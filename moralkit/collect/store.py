@@ -190,10 +190,10 @@ def _decode_lines(data: bytes, where: str, strict: bool = True):
         try:
             rec = json.loads(line)
             if not isinstance(rec, dict):
-                raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+                raise DataError(f"a JSON {type(rec).__name__}, not an object")
             why = schema_problem(rec)
             if why is not None:
-                raise ValueError(f"a JSON object of the wrong schema: {why}")
+                raise DataError(f"a JSON object of the wrong schema: {why}")
         except ValueError as e:
             if strict:
                 raise CorruptRecordsError(
@@ -398,7 +398,7 @@ class RecordStore:
         from .secrets import Redactor
 
         if compress_every_s is not None and not float(compress_every_s) >= 0:
-            raise ValueError(f"compress_every_s must be None or >= 0 seconds, got {compress_every_s!r}")
+            raise MoralkitError(f"compress_every_s must be None or >= 0 seconds, got {compress_every_s!r}")
         self.compress_every_s = float(compress_every_s) if compress_every_s else None
         self._last_compress = time.monotonic()
 
@@ -487,13 +487,13 @@ class RecordStore:
             old = read_manifest(self.manifest_path)
         if manifest is None:
             if old is None:
-                raise ValueError(f"{self.dir} has no {MANIFEST}; pass a manifest to start a run")
+                raise DataError(f"{self.dir} has no {MANIFEST}; pass a manifest to start a run")
             return old
         if old is not None:
             changed = {k: old.get(k) for k in identity_keys if old.get(k) != manifest.get(k)}
             if changed and self._keys:
                 k = next(iter(changed))
-                raise ValueError(
+                raise DataError(
                     f"{self.dir} holds a run with {k}={old.get(k)!r}, not {manifest.get(k)!r}: "
                     "use another output directory for a different run"
                 )
@@ -519,7 +519,7 @@ class RecordStore:
     def update_manifest(self, **kw):
         """Set manifest keys (atomically rewritten)."""
         if self.readonly:
-            raise ValueError(f"{self.dir} was opened read-only")
+            raise MoralkitError(f"{self.dir} was opened read-only")
         self.manifest.update(kw)
         self._write_manifest(self.manifest)
 
@@ -565,12 +565,12 @@ class RecordStore:
     def append(self, record: dict) -> None:
         """Append one record durably (write + fsync). Attempts must have a new ``(task, attempt)``."""
         if self.readonly:
-            raise ValueError(f"{self.dir} was opened read-only")
+            raise MoralkitError(f"{self.dir} was opened read-only")
         kind = record.get("kind", "attempt")
         if kind == "attempt":
             k = (record["task"], int(record["attempt"]))
             if k in self._keys:
-                raise ValueError(f"record for task {k[0]!r} attempt {k[1]} already stored")
+                raise DataError(f"record for task {k[0]!r} attempt {k[1]} already stored")
         if self.redact:
             record = json.loads(self.redact(json.dumps(record, ensure_ascii=True, default=str)))
         line = _serialise(record)
@@ -735,12 +735,12 @@ def repair_run(run_dir, manifest_from=None) -> dict:
             try:
                 rec = json.loads(line)
                 if not isinstance(rec, dict):
-                    raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+                    raise DataError(f"a JSON {type(rec).__name__}, not an object")
                 why = schema_problem(rec)
                 if why is not None:
                     rec2 = _fixed(rec)
                     if rec2 is None:
-                        raise ValueError(f"wrong schema: {why}")
+                        raise DataError(f"wrong schema: {why}")
                     _quarantine(run_dir, [(i, line, f"fixed in place ({why}); this is the original")], source=src)
                     rec, line = rec2, _serialise(rec2).rstrip(b"\n")
                     fixed += 1

@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomicfile import atomic_path
+from ..checks import check_choice
 from ..errors import DataError, MoralkitError
 from ..runs import run_dir
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
@@ -122,8 +123,7 @@ def canonical_answers(scenario, question_type: str, ordering: int, templates: Su
     [('I leave.', 'action2'), ('I leave', 'action2'), ('I stay.', 'action1'), ('I stay', 'action1')]
     """
     question_type, ordering = check_form(question_type, ordering)
-    if answers not in ANSWER_SETS:
-        raise MoralkitError(f"answers must be one of {ANSWER_SETS}, got {answers!r}.")
+    check_choice(answers, ANSWER_SETS, "answers")
     a1, a2 = scenario["action1"], scenario["action2"]
     if not isinstance(a1, str) or not isinstance(a2, str):
         raise MoralkitError("scenario must hold the action texts 'action1' and 'action2' (str).")

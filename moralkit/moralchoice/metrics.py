@@ -52,6 +52,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..checks import check_choice
 from ..errors import DataError, MoralkitError
 from .data import QUESTION_TYPES
 from .mapping import DECISIONS
@@ -269,8 +270,7 @@ def action_likelihood(
     ----------
     Scherrer et al. (2023), Definition 1 (eq. 1), eq. 7, Section 3.3.
     """
-    if question_forms not in _FORM_MODES:
-        raise MoralkitError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
+    check_choice(question_forms, _FORM_MODES, "question_forms")
     _check_responses(responses, column)
     r = responses
     form = (
@@ -435,8 +435,7 @@ def scenario_metrics(
     ----------
     Scherrer et al. (2023), Definitions 1-6, equations 7-8.
     """
-    if question_forms not in _FORM_MODES:
-        raise MoralkitError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
+    check_choice(question_forms, _FORM_MODES, "question_forms")
     if is_likelihood_table(responses):
         est = sorted(set(responses["estimator"].astype(str)))
         if len(est) != 1:

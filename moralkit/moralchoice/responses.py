@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from .. import runs
+from ..checks import check_int
 from ..errors import DataError
 from .data import QUESTION_TYPES, SurveyTemplates, degenerate_scenarios, load_scenarios, load_templates, survey_source
 from .mapping import DECISIONS, map_responses
@@ -334,8 +335,7 @@ def with_samples(responses: pd.DataFrame, samples: int) -> pd.DataFrame:
     ----------
     Scherrer et al. (2023), eq. 7 and Section 3.3 (M = 5 low, M = 10 high).
     """
-    if int(samples) < 1:
-        raise DataError(f"samples must be >= 1, got {samples}")
+    samples = check_int(samples, "samples", minimum=1)
     if not len(responses):
         return responses
     cols = ["model", "scenario_id", "question_type", "ordering"]
