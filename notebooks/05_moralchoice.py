@@ -50,7 +50,7 @@ from IPython.display import HTML, Markdown, display
 from moralkit import moralchoice as mc
 from moralkit import respondents, runs
 from moralkit.figures import relative_path, save, show, show_head, table_html
-from moralkit.moralchoice import beside, plots
+from moralkit.moralchoice import beside, levels, plots
 from moralkit.moralchoice import reference as paper_ref
 
 source = mc.survey_source(moralchoice_dir)
@@ -60,11 +60,7 @@ print("own runs:", relative_path(own) if own else "none")
 short = respondents.short_label
 
 
-def rule_short(rule: str) -> str:
-    """'Do not deprive of freedom (n=96)' -> 'freedom (n=96)': Table 17's headers, short."""
-    for long in ("Do not deprive of ", "Do not break your ", "Do not break the ", "Do not cause ", "Do not ", "Do your "):
-        rule = rule.replace(long, "")
-    return rule
+rule_short = paper_ref.short_rule
 
 
 def legend(labels):
@@ -155,17 +151,9 @@ print("--- system header of the A/B form:\n" + mc.load_templates(source).questio
 # files carry the mapping of their authors (`stored_decision`); our re-mapping (`decision`) agrees with it as follows.
 
 # %%
-responses, responses_all = {}, {}
-for a in mc.AMBIGUITIES:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        r = mc.load_responses(a, source, own_data=own)
-    responses_all[a] = r  # every scenario: the scenarios the paper prints are read from it in quick mode too
-    if quick and len(r):
-        keep = scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])), random_state=seed)
-        r = r[r["scenario_id"].isin(keep)]
-    responses[a] = r
-    print(f"{a}: {len(r)} answers from {r['model'].nunique()} models", *(f"({w.message})" for w in caught))
+# responses_all: every scenario (the scenarios the paper prints are read from it in quick mode too)
+responses, responses_all, lines = levels.load_levels(source, own, scenarios, quick=quick, seed=seed)
+print(*lines, sep="\n")
 
 agreement = pd.concat(
     [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["stored_decision"] != "").any()],
@@ -262,18 +250,12 @@ exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
 exact = {a: x for a, x in exact.items() if len(x)}
 exact_all = dict(exact)
 if quick:
-    exact = {a: x[x["scenario_id"].isin(scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])),
-                                                                            random_state=seed))]
-             for a, x in exact.items()}
+    exact = {a: levels.subsample(x, scenarios[a], seed=seed) for a, x in exact.items()}
 if not exact:
     print("No exact likelihoods in", relative_path(runs.run_dir("likelihoods")),
           "- run `python -m moralkit likelihood ...` (data/README.md).")
 else:
-    coverage = pd.concat({a: x.groupby(["model", "question_type"])["covered"].mean().unstack()
-                          .assign(scenarios=x.groupby("model")["scenario_id"].nunique(),
-                                  of=len(scenarios[a]),
-                                  forms=x.groupby("model").size())
-                          for a, x in exact.items()}, names=["set", "model"])
+    coverage = levels.coverage_table(exact, scenarios)
     show(coverage.rename(index=short, level="model"), "05_exact_coverage", full=coverage,
          float_format="{:.3f}".format, caption="Probability mass of the canonical answers, by template")
 exact_metrics = {a: mc.scenario_metrics(x).assign(model=lambda d: d["model"] + " (exact)") for a, x in exact.items()}
@@ -286,8 +268,7 @@ exact_metrics = {a: mc.scenario_metrics(x).assign(model=lambda d: d["model"] + "
 # only noisier at small M), then the exact likelihoods. The shared data hold no low-ambiguity answers.
 
 # %%
-fig3_metrics = {a: pd.concat([m for m in (metrics.get(a), exact_metrics.get(a)) if m is not None],
-                             ignore_index=True) for a in ("low", "high") if a in metrics or a in exact_metrics}
+fig3_metrics = levels.stack(metrics, exact_metrics)
 fig = plots.plot_marginal_likelihoods({"low": fig3_metrics.get("low"), "high": fig3_metrics.get("high")})
 save(fig, "05_fig3_marginal_likelihood")
 plt.show()
@@ -302,12 +283,7 @@ plt.show()
 # (hollow markers). Runs with one answer per form are left out (listed below the figure).
 
 # %%
-fig4_metrics = {}
-for a in ("low", "high"):
-    parts = [mc.scenario_metrics(at_paper_m[a])] if len(at_paper_m.get(a, [])) else []
-    parts += [exact_metrics[a]] if a in exact_metrics else []
-    if parts:
-        fig4_metrics[a] = pd.concat(parts, ignore_index=True)
+fig4_metrics = levels.stack({a: mc.scenario_metrics(r) for a, r in at_paper_m.items() if len(r)}, exact_metrics)
 fig4_summaries = {a: mc.model_summary(m) for a, m in fig4_metrics.items()}
 if fig4_summaries:
     fig4_points = pd.concat(fig4_summaries, names=["set", "model"])
@@ -316,11 +292,9 @@ if fig4_summaries:
 fig = plots.plot_consistency_certainty({"low": fig4_summaries.get("low"), "high": fig4_summaries.get("high")})
 save(fig, "05_fig4_consistency_certainty")
 plt.show()
-for a in ("low", "high"):
-    left = sorted(set(summaries[a].index) - set(fig4_summaries[a].index if a in fig4_summaries else []))
-    if left:
-        print(f"{a} ambiguity, not in Figure 4 (fewer than M = {mc.PAPER_SAMPLES[a]} answers per form): "
-              + ", ".join(short(m) for m in left))
+print(*levels.left_out_lines(summaries, fig4_summaries, short), sep="\n")
+
+# %%
 selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
 for a, models in selected.items():
     print(f"in the grey region of Figure 4, {a} ambiguity: " + (", ".join(
@@ -368,7 +342,7 @@ if len(fig5_models) >= 2:
     cluster = mc.cluster_models(corr)
     show(cluster["corr"].rename(index=short, columns=short), "05_fig5_correlations", full=cluster["corr"],
          float_format="{:.2f}".format, caption=f"Pearson correlations ({fig5_title})")
-    fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {corr.attrs['n_scenarios']} scenarios")
+    fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {len(mc.likelihood_matrix(fig5_metrics, fig5_models).dropna())} scenarios")
     save(fig, "05_fig5_agreement_clustering")
     plt.show()
 else:
@@ -508,19 +482,7 @@ if exact:
 
 # %%
 if exact and rows:
-    bias_lines = []
-    for (a, m), cmp in rows.items():
-        if m < 2:
-            continue
-        for _, row in cmp.iterrows():
-            bias_lines.append(
-                f"- {a} ambiguity, {short(row['model'])}, M = {m}: QF-E exact {row['qfe_exact']:.2f}, sampled "
-                f"{row['qfe_sampled']:.2f}, expected from sampling alone {row['qfe_sampled_sim']:.2f} "
-                f"(bias {row['qfe_sampled_sim'] - row['qfe_exact']:+.2f}); on the sampled answers the model is "
-                + ("inside" if row["qfe_sampled"] < mc.CERTAINTY_THRESHOLD else "outside")
-                + " the certain region, on its exact likelihoods "
-                + ("inside." if row["qfe_exact"] < mc.CERTAINTY_THRESHOLD else "outside."))
-    display(Markdown("\n".join(bias_lines)))
+    display(Markdown("\n".join(levels.bias_lines(rows, short))))
 
 # %% [markdown]
 # ## The paper beside this run

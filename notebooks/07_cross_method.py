@@ -82,7 +82,7 @@ if res is None:
           "(`python -m moralkit collect psm|moralchoice ...`) for at least 4 models to make the Mantel test informative.")
 else:
     print(res.note)
-    print(f"{perm.describe_e(res.G.attrs['e'])}, rho = {res.G.attrs.get('rho')}, T = {res.G.attrs.get('T')}")
+    print(f"{perm.describe_e(res.e)}, rho = {res.rho}, T = {res.T}")
     show(res.pairs(), "07_pairs")
     if res.mantel is not None:
         m = res.mantel
@@ -159,58 +159,38 @@ if res is not None:
 import warnings
 
 from moralkit.moralchoice import load_scenarios
-from moralkit.studies import steerability
+from moralkit.studies import personas, steerability
 
 BASE = "qwen2.5-coder-0.5b-instruct"
-effects_mc, placebos_mc = [], []
-for level in ("low", "high"):
-    with warnings.catch_warnings(record=True) as caught:  # a note on the page, not an stderr block
-        warnings.simplefilter("always")
-        m_level = metrics if level == "high" else xm.load_own_runs(data_path, moralchoice_path, ambiguity=level)[1]
-        level_scenarios = load_scenarios(level)
-    for w in caught:
-        print("note:", w.message)
-    mc_models = set(m_level["model"]) if len(m_level) else set()
-    mc_personas = sorted(m for m in mc_models if m.startswith(f"{BASE}+persona-"))
-    if BASE in mc_models and mc_personas:
-        keep = m_level["model"].isin([BASE, *mc_personas])
-        effects_mc.append(steerability.likelihood_effects(
-            m_level[keep], BASE, level_scenarios, n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
-            seed=seed, placebos=[m.split("+persona-", 1)[1] for m in mc_personas]).assign(ambiguity=level))
-        placebos_mc.append(steerability.placebo_effects(m_level[keep], BASE, level_scenarios,
-                                                        n_perm=999 if quick else 9999, seed=seed).assign(ambiguity=level))
-    else:
-        print(f"No persona-respondent has {level}-ambiguity MoralChoice likelihoods yet (data/moralchoice_likelihood).")
-if effects_mc:
-    show(pd.concat(effects_mc, ignore_index=True).set_index(["ambiguity", "respondent"]),
-         "07_persona_effects_moralchoice",
+with warnings.catch_warnings(record=True) as caught:  # a note on the page, not an stderr block
+    warnings.simplefilter("always")
+    levels = {"low": xm.load_own_runs(data_path, moralchoice_path, ambiguity="low")[1], "high": metrics}
+    level_scenarios = {a: load_scenarios(a) for a in levels}
+for w in caught:
+    print("note:", w.message)
+persona = personas.persona_study(psm, levels, level_scenarios, BASE, n_boot=500 if quick else 2000,
+                                 n_perm=999 if quick else 9999, psm_boot=30 if quick else 200, seed=seed)
+for note in persona.notes:
+    print(note)
+psm_personas = personas.persona_labels(psm, BASE)
+
+# %%
+if len(persona.moralchoice):
+    show(persona.moralchoice.set_index(["ambiguity", "respondent"]), "07_persona_effects_moralchoice",
          caption="Persona effects on the marginal likelihood of action 1, with the placebos (in low ambiguity, "
                  "action 1 is the rule-following action)")
-    show(pd.concat(placebos_mc, ignore_index=True).set_index(["ambiguity", "respondent", "rules"]),
-         "07_persona_placebos", caption="Each persona's changes signed by every rule set (own: the persona's rules)")
-psm_personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
-if BASE in psm and psm_personas:
-    others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
-    effects_psm = steerability.psm_paired_effects({m: psm[m] for m in [BASE, *others]}, BASE, others,
-                                                  n_boot=30 if quick else 200, seed=seed)
+    show(persona.placebos.set_index(["ambiguity", "respondent", "rules"]), "07_persona_placebos",
+         caption="Each persona's changes signed by every rule set (own: the persona's rules)")
+
+# %%
+if len(persona.psm):
+    effects_psm, summary_psm = persona.psm, persona.psm_summary
     show(effects_psm, "07_persona_effects_psm", index=False,
          caption="Persona effects on the ideal points b: paired bootstrap where the option sets are the baseline's "
                  "(delta_lo/delta_hi), unpaired beside")
-    summary_psm = steerability.psm_effects_summary(effects_psm)
     show(summary_psm, "07_persona_effects_psm_summary", index=False,
          caption="Shifts of b per respondent: intervals that exclude 0, on the expected or the opposite side")
-    signed = summary_psm[summary_psm["persona"].notna()]
-    print(f"Persona-respondents: {signed['interval_excludes_0'].sum()} of {signed['statements'].sum()} shifts of b "
-          f"have a 95 % interval that excludes 0; {signed['expected_side'].sum()} of "
-          f"{signed['with_expectation'].sum()} signed predictions are met. Largest |shift| "
-          f"{signed['max_abs_delta'].max():.2f}; a second sampling seed (other option sets in "
-          f"{effects_psm.loc[effects_psm['persona'].isna(), 'rounds_options_differ'].max()} of 160 rounds) moves b by "
-          f"up to {summary_psm.loc[summary_psm['persona'].isna(), 'max_abs_delta'].max():.2f}.")
-    w = effects_psm[effects_psm["paired"]]
-    ratio = (w["delta_hi_unpaired"] - w["delta_lo_unpaired"]) / (w["delta_hi"] - w["delta_lo"])
-    print(f"paired intervals are {ratio.min():.1f}-{ratio.max():.1f} times narrower than unpaired ones")
-else:
-    print("No persona-respondent has finished the PSM yet (data/psm/*+persona-*.csv.gz).")
+    print(personas.psm_shift_sentence(effects_psm, summary_psm))
 
 # %% [markdown]
 # ### Rationality under a persona (Table 1's CCEI and α)
@@ -222,6 +202,7 @@ else:
 if BASE in psm and psm_personas:
     from moralkit.psm import rationality
 
+    others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
     t1 = rationality.table1({m: psm[m] for m in [BASE, *others]}, n_datasets=200 if quick else 1000, seed=seed)
     show(steerability.rationality_effects(t1, BASE), "07_persona_rationality", index=False,
          caption="CCEI and alpha under each persona (baseline: the model without a persona)")

@@ -162,10 +162,12 @@ def test_psm_similarity_on_simulated_agents():
 
     ags = [QuadraticAgent(np.full(5, 0.2), b) for b in ([1.0] * 5, [1.1] * 5, [4.0] * 5)]
     data = {f"sim-{i}": simulate_quadratic(a, make_design(10 + i), model=f"sim-{i}") for i, a in enumerate(ags)}
-    G = psm_similarity(data, e=0.9, T=20, rho=20, seed=0)
+    sim = psm_similarity(data, e=0.9, T=20, rho=20, seed=0)
+    G = sim.to_frame()
     assert G.shape == (3, 3) and np.allclose(np.diag(G), 1)
     assert G.loc["sim-0", "sim-1"] > G.loc["sim-0", "sim-2"]
-    assert G.attrs["rho"] == 20 and G.attrs["e"] == 0.9
+    assert (sim.rho, sim.e, sim.T) == (20, 0.9, 20) and not sim.G.attrs  # parameters on the result, not .attrs
+    assert "e = 0.9, T = 20" in sim._repr_html_()
 
 
 def test_psm_similarity_uses_the_permutation_rule_for_e_and_rho():
@@ -179,10 +181,10 @@ def test_psm_similarity_uses_the_permutation_rule_for_e_and_rho():
     few = data["sim-r2"]
     data["sim-r2"] = few.with_choices(np.where(np.arange(160) < 30, few.chosen, 0))
     assert max_rho(data) == 30  # sim-r2 answered 30 rounds; 160 // 3 = 53
-    G = psm_similarity(data, T=3, rho=40, seed=0)
+    sim = psm_similarity(data, T=3, rho=40, seed=0)
     cceis = [rp.ccei(rp.psm_expenditure_matrix(d)) for d in data.values()]
-    assert G.attrs["rho"] == 30
-    assert G.attrs["e"] == min(cceis) - E_BELOW_CCEI
+    assert sim.rho == 30
+    assert sim.e == min(cceis) - E_BELOW_CCEI
 
 
 def test_load_own_runs_without_data(tmp_path, monkeypatch):

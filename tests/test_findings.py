@@ -177,7 +177,8 @@ def test_readme_reading_states_the_placebo_and_mantel_findings(results):
                for p in ("deontological", "utilitarian"))
     assert eff.loc[("utilitarian", "high"), "verdict"] == "no shift towards its rules"
     ps = results["persona_psm"]
-    rows = ps.attrs["effects"]
+    rows = results["persona_psm_effects"]
+    assert not ps.attrs
     pers = rows[rows["persona"].notna()]
     excl = pers[(pers["delta_lo"] > 0) | (pers["delta_hi"] < 0)]
     assert f"{len(excl)} of the {len(pers)} shifts of b has an interval that excludes 0" in prose

@@ -195,8 +195,8 @@ def agreement_correlations(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame (models x models), ``attrs["n_scenarios"]`` the number of
-    scenarios used.
+    DataFrame (models x models). The scenarios used are those every model answered, the rows of
+    ``likelihood_matrix(metrics, models).dropna()``.
 
     References
     ----------
@@ -211,7 +211,6 @@ def agreement_correlations(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
                       UserWarning, stacklevel=2)
         m = m.drop(columns=const)
     corr = m.corr(method="pearson")
-    corr.attrs["n_scenarios"] = len(m)
     return corr
 
 

@@ -429,7 +429,6 @@ def scenario_metrics(
         ``estimator`` (``"sampling"``, ``"token_probability"`` or ``"top_logprobs"``); for
         token-probability input also ``covered``, the mean over forms of the
         probability mass of the canonical answers (``n`` and ``n_valid`` are 0).
-        ``attrs`` records ``question_forms``, ``base`` and ``estimator``.
 
     References
     ----------
@@ -450,7 +449,6 @@ def scenario_metrics(
     out["estimator"] = estimator
     if covered is not None:
         out = out.merge(covered.reset_index(), on=["model", "scenario_id"], how="left")
-    out.attrs.update(question_forms=question_forms, base=float(base), estimator=estimator)
     return out
 
 
@@ -484,7 +482,7 @@ def model_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         counts = g["forms"].value_counts()
         forms = counts.index[0] if len(counts) == 1 else "; ".join(f"{k} ({v})" for k, v in counts.items())
         qfc = g["qf_consistency"].mean()
-        est = str(g["estimator"].iloc[0]) if "estimator" in g else metrics.attrs.get("estimator", "sampling")
+        est = str(g["estimator"].iloc[0]) if "estimator" in g else "sampling"
         m_min = int(g["m_min"].min()) if "m_min" in g else None  # None: a table without M (not judged)
         rows[model] = dict(
             n_scenarios=len(g), forms=forms, qf_entropy=g["qf_entropy"].mean(), qf_consistency=qfc,
@@ -494,7 +492,6 @@ def model_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         )
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "model"
-    out.attrs.update(metrics.attrs)
     return out
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "mantel_test",
     "min_pvalue",
     "match_models",
+    "PSMSimilarity",
     "psm_similarity",
     "moralchoice_agreement",
     "CrossMethodResult",
@@ -260,9 +261,36 @@ def match_models(psm_models, mc_models, name_map: dict | None = None) -> dict:
     return out
 
 
+@dataclass
+class PSMSimilarity:
+    """G of :func:`psm_similarity` and the parameters it was drawn with.
+
+    Attributes
+    ----------
+    G : DataFrame
+        models x models, the share of draws in which two models fall in the same type (eq. (6)).
+    e : float
+        The efficiency level of the GARP_e partitions.
+    T, rho : int
+        Draws, and rounds per model and draw (after the cap of :func:`moralkit.psm.permutation.max_rho`).
+    """
+
+    G: pd.DataFrame
+    e: float
+    T: int
+    rho: int
+
+    def to_frame(self) -> pd.DataFrame:
+        """G (a copy)."""
+        return self.G.copy()
+
+    def _repr_html_(self) -> str:
+        return f"<p>G (e = {self.e:.4g}, T = {self.T}, ρ = {self.rho})</p>" + self.G._repr_html_()
+
+
 def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int = 20, seed: int = 0,
-                   n_jobs: int = 1, progress: bool = False) -> pd.DataFrame:
-    """The PSM permutation similarity matrix G of the given models (eq. (6)).
+                   n_jobs: int = 1, progress: bool = False) -> PSMSimilarity:
+    """The PSM permutation similarity matrix G of the given models (eq. (6)), with the e, T and rho it used.
 
     ``e`` defaults to just below the smallest standard CCEI among the models
     (:func:`moralkit.psm.permutation.e_below_ccei`, the rule of Section 3.3 applied to the
@@ -285,9 +313,7 @@ def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int =
         e = e_below_ccei(rp.ccei(rp.psm_expenditure_matrix(d)) for d in dd.values())
     rho = int(min(rho, max_rho(dd)))
     res = permutation_study(dd, e=float(e), T=int(T), rho=rho, seed=int(seed), n_jobs=n_jobs, progress=progress)
-    G = res.G.copy()
-    G.attrs.update(e=float(e), rho=rho, T=int(T))
-    return G
+    return PSMSimilarity(G=res.G.copy(), e=float(e), T=int(T), rho=rho)
 
 
 def moralchoice_agreement(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
@@ -319,6 +345,10 @@ class CrossMethodResult:
     same_model: dict = field(default_factory=dict)
     #: the same comparison on one respondent per distinct model (None when all are distinct or fewer than 3)
     distinct: "CrossMethodResult | None" = None
+    #: the parameters G was drawn with (:class:`PSMSimilarity`), when it was drawn by :func:`cross_method_from_data`
+    e: float | None = None
+    T: int | None = None
+    rho: int | None = None
 
     def pairs(self) -> pd.DataFrame:
         """One row per model pair: ``psm_G``, ``moralchoice_corr``."""
@@ -480,8 +510,9 @@ def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict |
     common = [m for m in pairs if m in C.index]
     if len(common) < 2:
         return None
-    G = psm_similarity({m: psm[m] for m in common}, e=e, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
-    res = cross_method(G, C.loc[common, common], seed=seed)
+    sim = psm_similarity({m: psm[m] for m in common}, e=e, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
+    res = cross_method(sim.G, C.loc[common, common], seed=seed)
+    res.e, res.T, res.rho = sim.e, sim.T, sim.rho
     groups: dict = {}
     for m in res.models:
         groups.setdefault(underlying_model(m), []).append(m)

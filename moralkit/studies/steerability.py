@@ -301,8 +301,7 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
             row["verdict"] = _verdict(row, 1 - level)
         rows.append(row)
     out = pd.DataFrame(rows)
-    est = metrics.attrs.get("estimator") or (metrics["estimator"].iloc[0] if "estimator" in metrics.columns
-                                             and len(metrics) else None)
+    est = metrics["estimator"].iloc[0] if "estimator" in metrics.columns and len(metrics) else None
     out["estimator"] = est
     return out
 
