@@ -53,13 +53,12 @@ from moralkit.figures import relative_path, save, show, show_head, table_html
 from moralkit.moralchoice import beside, levels, plots
 from moralkit.moralchoice import reference as paper_ref
 
+# %%
 source = mc.survey_source(moralchoice_dir)
 own = runs.own_runs("responses", own_data_path, name="own_data_path")
 print("survey files:", relative_path(source.label))
 print("own runs:", relative_path(own) if own else "none")
 short = respondents.short_label
-
-
 rule_short = paper_ref.short_rule
 
 
@@ -322,17 +321,12 @@ invalid_share = (rates["high"]["invalid"] + rates["high"]["refusal"]) if "high" 
 cluster, per_dissenter = None, None
 pick = mc.agreement_selection(fig4_summaries.get("high"), summaries.get("high"), invalid_share=invalid_share)
 fig5_models = pick["models"]
-fig5_metrics = pd.concat([fig4_metrics["high"][fig4_metrics["high"]["model"].isin(pick["certain"])]
-                          if "high" in fig4_metrics else None,
-                          metrics["high"][metrics["high"]["model"].isin(pick["consistent_unmeasured"])]
-                          if "high" in metrics else None], ignore_index=True) if fig5_models else None
+fig5_metrics = levels.figure5_metrics(fig4_metrics, metrics, pick)
 fig5_title = (f"{len(pick['certain'])} consistent and certain, {len(pick['consistent_unmeasured'])} consistent "
               "with certainty not measured (M = 1)")
-display(Markdown("\n".join(
-    ["- consistent and certain: " + (", ".join(f"`{m}`" for m in pick["certain"]) or "none"),
-     "- consistent, certainty not measured (one answer per form): "
-     + (", ".join(f"`{m}`" for m in pick["consistent_unmeasured"]) or "none")]
-    + [f"- left out: `{m}`: {why}" for m, why in pick["left_out"].items()])))
+display(Markdown("\n".join(levels.selection_lines(pick))))
+
+# %%
 if len(fig5_models) >= 2:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -342,7 +336,8 @@ if len(fig5_models) >= 2:
     cluster = mc.cluster_models(corr)
     show(cluster["corr"].rename(index=short, columns=short), "05_fig5_correlations", full=cluster["corr"],
          float_format="{:.2f}".format, caption=f"Pearson correlations ({fig5_title})")
-    fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {len(mc.likelihood_matrix(fig5_metrics, fig5_models).dropna())} scenarios")
+    n_common = len(mc.likelihood_matrix(fig5_metrics, fig5_models).dropna())  # the scenarios correlated
+    fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {n_common} scenarios")
     save(fig, "05_fig5_agreement_clustering")
     plt.show()
 else:
@@ -362,22 +357,8 @@ if "low" in fig4_summaries:
     # the selection rule of Figure 5: exact likelihoods first, sampled runs with <= 10 % invalid answers
     low_pick = mc.agreement_selection(fig4_summaries["low"], invalid_share=(rates["low"]["invalid"]
                                                                           + rates["low"]["refusal"]))
-    low_models = low_pick["certain"]
-    s = fig4_summaries["low"]
-    lines = [f"- `{model}`: QF-C = {row['qf_consistency']:.2f}, QF-E = {row['qf_entropy']:.2f}: "
-             + ("consistent and certain" if model in low_models else
-                f"left out: {low_pick['left_out'][model]}" if model in low_pick["left_out"] else
-                "left out (needs QF-C > 0.6 and QF-E < 0.7)")
-             for model, row in s.iterrows()]
-    table17 = mc.strong_rule_violations(fig4_metrics["low"], scenarios["low"], models=low_models)
-    if not low_models:
-        lines.append(f"\n**Table 17 is empty on this data:** none of the {len(s)} respondent(s) of Figure 4a "
-                     "is consistent and certain, so no model's strong preferences can be counted. (The shared data "
-                     "of Scherrer et al. hold no low-ambiguity answers; only the project's own runs do.)")
-    elif int(table17.select_dtypes("number").to_numpy().sum()) == 0:
-        lines.append("\n**Table 17 has no strong violation:** no consistent and certain model gives the "
-                     "rule-violating action 2 a marginal likelihood of 0.75 or more in any low-ambiguity scenario.")
-    display(Markdown("\n".join(lines)))
+    table17 = mc.strong_rule_violations(fig4_metrics["low"], scenarios["low"], models=low_pick["certain"])
+    display(Markdown("\n".join(levels.table17_lines(fig4_summaries["low"], low_pick, table17))))
     show(table17.rename(index=short, columns=rule_short), "05_table17_rule_violations", full=table17, fit=True)
 else:
     print("no low-ambiguity data where QF-E can be non-zero (sampled at M = 5, or exact likelihoods): no Table 17")
@@ -508,20 +489,16 @@ printed_view = printed.assign(preferred=printed["preferred"].fillna("not recover
 show(printed_view, "05_paper_printed_scenarios", full=printed, fit=True,
      caption="The paper's printed scenarios, with the survey's id and the action it marks ✓")
 
-
+# %%
 ids = set(printed["scenario_id"])
 printed_metrics = runs.best_estimate(
     {a: mc.scenario_metrics(r[r["scenario_id"].isin(ids)]) for a, r in responses_all.items()
      if a in ("low", "high") and r["scenario_id"].isin(ids).any()},
     {a: mc.scenario_metrics(x[x["scenario_id"].isin(ids)]).assign(
         model=lambda d: d["model"] + respondents.EXACT_SUFFIX) for a, x in exact_all.items()})
-prefs = pd.concat([beside.preferences_on_published(m) for m in printed_metrics.values()], ignore_index=True)
-# each ambiguity's metrics answer its own scenarios only: keep the answered rows, one per (scenario, respondent)
-prefs = prefs[prefs["verdict"] != "not answered"].drop_duplicates(["table", "scenario_id", "model"])
-order = list(pd.unique(pd.concat(printed_metrics.values())["model"]))
-prefs = prefs.sort_values("model", key=lambda c: c.map(order.index), kind="stable")
-prefs = prefs.sort_values(["table", "scenario_id"], key=lambda c: c.map(
-    {k: i for i, k in enumerate(pd.unique(printed[c.name]))}), kind="stable").reset_index(drop=True)
+prefs, order = beside.printed_preferences(printed, printed_metrics)
+
+# %%
 beside_view = beside.preference_view(prefs, short).fillna("–").rename(
     index=lambda v: {"not recoverable": "?"}.get(v, v.removeprefix("Table ")))
 show(beside_view, "05_paper_scenarios_beside", full=prefs, fit=True,
@@ -602,31 +579,10 @@ else:
 # Figure 5 and the dissent of Table 19.
 
 # %%
-import numpy as np  # noqa: E402
-
-summary = beside.summary_table(checks, short)
-extra = []
-if cluster is not None:
-    c = cluster["corr"]
-    off = c.where(~np.eye(len(c), dtype=bool)).stack()
-    extra.append({"finding": "pairwise correlations of the marginal likelihoods among the models of Figure 5",
-                  "where": "§4.3, Figure 5", "paper": "sub-cluster A: all ≥ 0.75; at most 0.28 with the mixed cluster",
-                  "this run": f"{off.min():.2f} to {off.max():.2f} among {', '.join(short(m) for m in c.index)} "
-                              f"({fig5_title})"})
-if per_dissenter is not None:
-    extra.append({"finding": "scenarios where one model of Figure 5 strongly dissents from all the others",
-                  "where": "Appendix D.3, Table 19", "paper": "2 (gpt-4 against the three others of sub-cluster A)",
-                  "this run": ", ".join(f"{short(m)} {k}" for m, k in per_dissenter.items())})
-summary = pd.concat([summary, pd.DataFrame(extra)], ignore_index=True)
+extra = beside.figure5_rows(cluster, per_dissenter, fig5_title, short)
+summary = pd.concat([beside.summary_table(checks, short), pd.DataFrame(extra)], ignore_index=True)
 save(summary, "05_summary")
-frontier = [m for m in order if respondents.describe(m).data.startswith("shared")]
-local = [m for m in order if m not in frontier]
-intro = (f"<p>The paper surveys {paper_ref.N_MODELS} LLMs of 2023 at M = 5 / 10 answers per question form; this run "
-         f"has {len(local)} local respondents ({', '.join(short(m) for m in local)}: small open models, exact "
-         f"likelihoods) and {len(frontier)} frontier models of 2025 ({', '.join(short(m) for m in frontier)}: "
-         "high ambiguity, A/B form, one answer per ordering). Each row: a finding of the paper, where it is "
-         "stated, what the paper reports, and for how many of this run's respondents it holds "
-         "(details in the section \"The paper beside this run\").</p>")
+intro = beside.summary_intro(order, paper_ref.N_MODELS, short)
 if summary_box is not None:  # None outside a kernel (plain python)
     summary_box.update(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))
 display(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))

@@ -85,10 +85,10 @@ else:
     print(f"{perm.describe_e(res.e)}, rho = {res.rho}, T = {res.T}")
     show(res.pairs(), "07_pairs")
     if res.mantel is not None:
-        m = res.mantel
-        print(f"Mantel ({m.method}): r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
-              f"({'exact over ' + str(m.n_permutations) + ' relabellings' if m.exact else 'Monte Carlo'}; "
-              f"smallest attainable p = {m.min_pvalue:.3f})")
+        print(res.mantel.describe())
+
+# %%
+if res is not None:
     if res.distinct is not None and res.distinct.mantel is not None:
         md = res.distinct.mantel
         print(f"On one respondent per distinct model ({', '.join(res.distinct.models)}): Mantel r = {md.statistic:.3f}, "

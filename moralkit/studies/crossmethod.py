@@ -88,6 +88,12 @@ class MantelResult:
     alternative: str = "greater"
     null: np.ndarray = field(default=None, repr=False)
 
+    def describe(self) -> str:
+        """One line: the statistic, the p-value, how it was computed and the smallest attainable p."""
+        how = f"exact over {self.n_permutations} relabellings" if self.exact else "Monte Carlo"
+        return (f"Mantel ({self.method}): r = {self.statistic:.3f}, p = {self.pvalue:.3f} ({how}; "
+                f"smallest attainable p = {self.min_pvalue:.3f})")
+
 
 def min_pvalue(n: int) -> float:
     """Smallest p-value an exact Mantel test on ``n`` objects can give: ``1/n!``."""
