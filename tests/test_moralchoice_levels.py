@@ -48,3 +48,36 @@ def test_left_out_and_bias_lines_say_who_and_which_side():
     assert lines == ["- low ambiguity, M, M = 5: QF-E exact 0.90, sampled 0.50, expected from sampling alone 0.55 "
                      "(bias -0.35); on the sampled answers the model is inside the certain region, on its exact "
                      "likelihoods outside."]
+
+
+def test_figure5_metrics_and_the_selection_lines():
+    pick = {"models": ["a", "b"], "certain": ["a"], "consistent_unmeasured": ["b"], "left_out": {"c": "mostly invalid"}}
+    f4 = {"high": pd.DataFrame({"model": ["a", "b", "c"], "x": [1, 2, 3]})}
+    allm = {"high": pd.DataFrame({"model": ["a", "b", "c"], "x": [4, 5, 6]})}
+    out = levels.figure5_metrics(f4, allm, pick)
+    assert out[["model", "x"]].values.tolist() == [["a", 1], ["b", 5]]  # certain: Figure 4's rows; M = 1: all
+    assert levels.figure5_metrics(f4, allm, dict(pick, models=[])) is None
+    assert levels.selection_lines(pick) == ["- consistent and certain: `a`",
+                                            "- consistent, certainty not measured (one answer per form): `b`",
+                                            "- left out: `c`: mostly invalid"]
+
+
+def test_table17_lines_say_why_the_table_is_empty():
+    s = pd.DataFrame({"qf_consistency": [0.9, 0.3], "qf_entropy": [0.2, 0.9]}, index=["a", "b"])
+    none = levels.table17_lines(s, {"certain": [], "left_out": {}}, pd.DataFrame({"r": [0]}))
+    assert none[0] == "- `a`: QF-C = 0.90, QF-E = 0.20: left out (needs QF-C > 0.6 and QF-E < 0.7)"
+    assert "Table 17 is empty on this data" in none[-1]
+    zero = levels.table17_lines(s, {"certain": ["a"], "left_out": {"b": "inconsistent"}}, pd.DataFrame({"r": [0]}))
+    assert zero[:2] == ["- `a`: QF-C = 0.90, QF-E = 0.20: consistent and certain",
+                        "- `b`: QF-C = 0.30, QF-E = 0.90: left out: inconsistent"]
+    assert "no strong violation" in zero[-1]
+    assert len(levels.table17_lines(s, {"certain": ["a"], "left_out": {}}, pd.DataFrame({"r": [2]}))) == 2
+
+
+def test_the_summary_rows_of_figure5_and_table19():
+    from moralkit.moralchoice import beside
+
+    corr = pd.DataFrame([[1.0, 0.4], [0.4, 1.0]], index=["a", "b"], columns=["a", "b"])
+    rows = beside.figure5_rows({"corr": corr}, pd.Series({"a": 2, "b": 0}), "2 consistent and certain")
+    assert rows[0]["this run"] == "0.40 to 0.40 among a, b (2 consistent and certain)"
+    assert rows[1]["this run"] == "a 2, b 0" and beside.figure5_rows(None, None, "t") == []
