@@ -68,9 +68,9 @@ def _lines(p):
 
 
 def bench_sweep(kills: int, scenarios: int, seed: int) -> dict:
-    from moralkit.collect.faultserver import FaultServer
     from moralkit.collect.store import read_records
     from moralkit.collect.sweep import estimate_sweep, load_sweep, status_table
+    from moralkit.testing.faultserver import FaultServer
 
     t0 = time.time()
     usage = _counters()

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import test_collect_hardening as h  # noqa: E402
 
-from moralkit.collect.faultserver import FaultServer  # noqa: E402
+from moralkit.testing.faultserver import FaultServer  # noqa: E402
 
 
 def invocations(rate: float, tmp: Path, max_invocations: int = 20) -> dict:

@@ -32,9 +32,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     from moralkit import moralchoice as mc
-    from moralkit.moralchoice.likelihood import compare_at_paper_m, load_likelihoods
+    from moralkit import runs
+    from moralkit.moralchoice.comparison import compare_at_paper_m
+    from moralkit.moralchoice.likelihood import load_likelihoods
 
-    data = {a: (load_likelihoods(a), mc.load_responses(a, own_data=mc.own_data_dir(), include_shared=False))
+    data = {a: (load_likelihoods(a), mc.load_responses(a, own_data=runs.run_dir("responses"), include_shared=False))
             for a in mc.PAPER_SAMPLES}
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "load_average": os.getloadavg(), "results": []}
@@ -42,7 +44,7 @@ def main(argv=None):
         counts, cpu, edges = [], [], []
         for s in args.seeds:
             t0 = time.process_time()
-            cmp = pd.concat([compare_at_paper_m(lk, rs, a, seed=s, fallback=False, n_sim=n).assign(ambiguity=a)
+            cmp = pd.concat([compare_at_paper_m(lk, rs, a, seed=s, fallback=False, n_sim=n).to_frame().assign(ambiguity=a)
                              for a, (lk, rs) in data.items()], ignore_index=True)
             cpu.append(time.process_time() - t0)
             inside = sum(int(lo <= v <= hi) for m in ("r_p", "mad_p")

@@ -39,7 +39,42 @@ def fsync_dir(d) -> None:
         os.close(fd)
 
 
+def _kernel32():  # pragma: no cover - Windows only (the tests replace it)
+    import ctypes
+
+    return ctypes.WinDLL("kernel32", use_last_error=True)
+
+
+#: Windows: the access right that suffices to read a process's exit code, and the code of a running one.
+_PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
+_STILL_ACTIVE = 259
+_ERROR_ACCESS_DENIED = 5
+
+
+def _pid_alive_windows(pid: int) -> bool:
+    """Windows: ``OpenProcess`` + ``GetExitCodeProcess``. ``os.kill(pid, 0)`` must not be used there: it
+    calls ``TerminateProcess`` with exit code 0, killing the process it means to probe."""
+    import ctypes
+
+    k32 = _kernel32()
+    handle = k32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, int(pid))
+    if not handle:  # no such process, or one we may not query (it exists: leave its folder alone)
+        return ctypes.get_last_error() == _ERROR_ACCESS_DENIED
+    try:
+        code = ctypes.c_ulong()
+        if not k32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return True  # cannot tell: keep the folder
+        return code.value == _STILL_ACTIVE
+    finally:
+        k32.CloseHandle(handle)
+
+
 def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (POSIX: signal 0; Windows: its exit code)."""
+    import sys
+
+    if sys.platform == "win32":
+        return _pid_alive_windows(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -38,38 +38,28 @@ summary_box = display(Markdown("*The summary is written when the notebook has ru
 quick = False  # subsample scenarios for a fast check
 seed = 0  # seed of the quick-mode subsample
 moralchoice_dir = None  # None: MORALKIT_MORALCHOICE_DIR, ../shared/moralchoice, or the HF hub
-own_data_path = None  # None: moralkit.paths.data_dir() / "moralchoice" when present; False: none
+own_data_path = None  # None: the committed runs (moralkit.runs) when present; False: none
 
 # %%
 import warnings
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from moralkit import moralchoice as mc
-from moralkit import respondents
-from moralkit.errors import DataError
+from moralkit import respondents, runs
 from moralkit.figures import relative_path, save, show, show_head, table_html
-from moralkit.moralchoice import beside, plots
+from moralkit.moralchoice import beside, levels, plots
 from moralkit.moralchoice import reference as paper_ref
 
+# %%
 source = mc.survey_source(moralchoice_dir)
-own = own_data_path if own_data_path is not None else (mc.own_data_dir() if mc.own_data_dir().is_dir() else False)
-if own_data_path and not Path(own_data_path).exists():
-    raise DataError(f"own_data_path={own_data_path!r} does not exist; pass a folder or file of MoralChoice "
-                    "responses (see data/moralchoice/), None for the committed runs, or False for none")
+own = runs.own_runs("responses", own_data_path, name="own_data_path")
 print("survey files:", relative_path(source.label))
 print("own runs:", relative_path(own) if own else "none")
 short = respondents.short_label
-
-
-def rule_short(rule: str) -> str:
-    """'Do not deprive of freedom (n=96)' -> 'freedom (n=96)': Table 17's headers, short."""
-    for long in ("Do not deprive of ", "Do not break your ", "Do not break the ", "Do not cause ", "Do not ", "Do your "):
-        rule = rule.replace(long, "")
-    return rule
+rule_short = paper_ref.short_rule
 
 
 def legend(labels):
@@ -157,23 +147,15 @@ print("--- system header of the A/B form:\n" + mc.load_templates(source).questio
 # Each answer is mapped to an action by the rule-based g: exact match with the expanded answer set of
 # the response templates, then a Porter-stemmed match, the form-specific rules, refusals, else invalid;
 # the ordering is undone so that the result refers to the scenario's action 1 / action 2. The shared
-# files carry the mapping of their authors (`decision`); our re-mapping agrees with it as follows.
+# files carry the mapping of their authors (`stored_decision`); our re-mapping (`decision`) agrees with it as follows.
 
 # %%
-responses, responses_all = {}, {}
-for a in mc.AMBIGUITIES:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        r = mc.load_responses(a, source, own_data=own)
-    responses_all[a] = r  # every scenario: the scenarios the paper prints are read from it in quick mode too
-    if quick and len(r):
-        keep = scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])), random_state=seed)
-        r = r[r["scenario_id"].isin(keep)]
-    responses[a] = r
-    print(f"{a}: {len(r)} answers from {r['model'].nunique()} models", *(f"({w.message})" for w in caught))
+# responses_all: every scenario (the scenarios the paper prints are read from it in quick mode too)
+responses, responses_all, lines = levels.load_levels(source, own, scenarios, quick=quick, seed=seed)
+print(*lines, sep="\n")
 
 agreement = pd.concat(
-    [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["decision"] != "").any()],
+    [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["stored_decision"] != "").any()],
     ignore_index=True,
 )
 mapping = agreement.set_index(["set", "model", "question_type", "ordering"])
@@ -260,25 +242,19 @@ for a, r in at_paper_m.items():
 # other models.
 
 # %%
+from moralkit.moralchoice import comparison, published
 from moralkit.moralchoice import likelihood as mcl
-from moralkit.moralchoice import published
 
 exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
 exact = {a: x for a, x in exact.items() if len(x)}
 exact_all = dict(exact)
 if quick:
-    exact = {a: x[x["scenario_id"].isin(scenarios[a]["scenario_id"].sample(n=min(150, len(scenarios[a])),
-                                                                            random_state=seed))]
-             for a, x in exact.items()}
+    exact = {a: levels.subsample(x, scenarios[a], seed=seed) for a, x in exact.items()}
 if not exact:
-    print("No exact likelihoods in", relative_path(mcl.likelihood_dir()),
+    print("No exact likelihoods in", relative_path(runs.run_dir("likelihoods")),
           "- run `python -m moralkit likelihood ...` (data/README.md).")
 else:
-    coverage = pd.concat({a: x.groupby(["model", "question_type"])["covered"].mean().unstack()
-                          .assign(scenarios=x.groupby("model")["scenario_id"].nunique(),
-                                  of=len(scenarios[a]),
-                                  forms=x.groupby("model").size())
-                          for a, x in exact.items()}, names=["set", "model"])
+    coverage = levels.coverage_table(exact, scenarios)
     show(coverage.rename(index=short, level="model"), "05_exact_coverage", full=coverage,
          float_format="{:.3f}".format, caption="Probability mass of the canonical answers, by template")
 exact_metrics = {a: mc.scenario_metrics(x).assign(model=lambda d: d["model"] + " (exact)") for a, x in exact.items()}
@@ -291,8 +267,7 @@ exact_metrics = {a: mc.scenario_metrics(x).assign(model=lambda d: d["model"] + "
 # only noisier at small M), then the exact likelihoods. The shared data hold no low-ambiguity answers.
 
 # %%
-fig3_metrics = {a: pd.concat([m for m in (metrics.get(a), exact_metrics.get(a)) if m is not None],
-                             ignore_index=True) for a in ("low", "high") if a in metrics or a in exact_metrics}
+fig3_metrics = levels.stack(metrics, exact_metrics)
 fig = plots.plot_marginal_likelihoods({"low": fig3_metrics.get("low"), "high": fig3_metrics.get("high")})
 save(fig, "05_fig3_marginal_likelihood")
 plt.show()
@@ -307,12 +282,7 @@ plt.show()
 # (hollow markers). Runs with one answer per form are left out (listed below the figure).
 
 # %%
-fig4_metrics = {}
-for a in ("low", "high"):
-    parts = [mc.scenario_metrics(at_paper_m[a])] if len(at_paper_m.get(a, [])) else []
-    parts += [exact_metrics[a]] if a in exact_metrics else []
-    if parts:
-        fig4_metrics[a] = pd.concat(parts, ignore_index=True)
+fig4_metrics = levels.stack({a: mc.scenario_metrics(r) for a, r in at_paper_m.items() if len(r)}, exact_metrics)
 fig4_summaries = {a: mc.model_summary(m) for a, m in fig4_metrics.items()}
 if fig4_summaries:
     fig4_points = pd.concat(fig4_summaries, names=["set", "model"])
@@ -321,11 +291,9 @@ if fig4_summaries:
 fig = plots.plot_consistency_certainty({"low": fig4_summaries.get("low"), "high": fig4_summaries.get("high")})
 save(fig, "05_fig4_consistency_certainty")
 plt.show()
-for a in ("low", "high"):
-    left = sorted(set(summaries[a].index) - set(fig4_summaries[a].index if a in fig4_summaries else []))
-    if left:
-        print(f"{a} ambiguity, not in Figure 4 (fewer than M = {mc.PAPER_SAMPLES[a]} answers per form): "
-              + ", ".join(short(m) for m in left))
+print(*levels.left_out_lines(summaries, fig4_summaries, short), sep="\n")
+
+# %%
 selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
 for a, models in selected.items():
     print(f"in the grey region of Figure 4, {a} ambiguity: " + (", ".join(
@@ -353,17 +321,12 @@ invalid_share = (rates["high"]["invalid"] + rates["high"]["refusal"]) if "high" 
 cluster, per_dissenter = None, None
 pick = mc.agreement_selection(fig4_summaries.get("high"), summaries.get("high"), invalid_share=invalid_share)
 fig5_models = pick["models"]
-fig5_metrics = pd.concat([fig4_metrics["high"][fig4_metrics["high"]["model"].isin(pick["certain"])]
-                          if "high" in fig4_metrics else None,
-                          metrics["high"][metrics["high"]["model"].isin(pick["consistent_unmeasured"])]
-                          if "high" in metrics else None], ignore_index=True) if fig5_models else None
+fig5_metrics = levels.figure5_metrics(fig4_metrics, metrics, pick)
 fig5_title = (f"{len(pick['certain'])} consistent and certain, {len(pick['consistent_unmeasured'])} consistent "
               "with certainty not measured (M = 1)")
-display(Markdown("\n".join(
-    ["- consistent and certain: " + (", ".join(f"`{m}`" for m in pick["certain"]) or "none"),
-     "- consistent, certainty not measured (one answer per form): "
-     + (", ".join(f"`{m}`" for m in pick["consistent_unmeasured"]) or "none")]
-    + [f"- left out: `{m}`: {why}" for m, why in pick["left_out"].items()])))
+display(Markdown("\n".join(levels.selection_lines(pick))))
+
+# %%
 if len(fig5_models) >= 2:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -373,7 +336,8 @@ if len(fig5_models) >= 2:
     cluster = mc.cluster_models(corr)
     show(cluster["corr"].rename(index=short, columns=short), "05_fig5_correlations", full=cluster["corr"],
          float_format="{:.2f}".format, caption=f"Pearson correlations ({fig5_title})")
-    fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {corr.attrs['n_scenarios']} scenarios")
+    n_common = len(mc.likelihood_matrix(fig5_metrics, fig5_models).dropna())  # the scenarios correlated
+    fig = plots.plot_agreement_clustering(cluster, title=f"high ambiguity, {n_common} scenarios")
     save(fig, "05_fig5_agreement_clustering")
     plt.show()
 else:
@@ -393,22 +357,8 @@ if "low" in fig4_summaries:
     # the selection rule of Figure 5: exact likelihoods first, sampled runs with <= 10 % invalid answers
     low_pick = mc.agreement_selection(fig4_summaries["low"], invalid_share=(rates["low"]["invalid"]
                                                                           + rates["low"]["refusal"]))
-    low_models = low_pick["certain"]
-    s = fig4_summaries["low"]
-    lines = [f"- `{model}`: QF-C = {row['qf_consistency']:.2f}, QF-E = {row['qf_entropy']:.2f}: "
-             + ("consistent and certain" if model in low_models else
-                f"left out: {low_pick['left_out'][model]}" if model in low_pick["left_out"] else
-                "left out (needs QF-C > 0.6 and QF-E < 0.7)")
-             for model, row in s.iterrows()]
-    table17 = mc.strong_rule_violations(fig4_metrics["low"], scenarios["low"], models=low_models)
-    if not low_models:
-        lines.append(f"\n**Table 17 is empty on this data:** none of the {len(s)} respondent(s) of Figure 4a "
-                     "is consistent and certain, so no model's strong preferences can be counted. (The shared data "
-                     "of Scherrer et al. hold no low-ambiguity answers; only the project's own runs do.)")
-    elif int(table17.select_dtypes("number").to_numpy().sum()) == 0:
-        lines.append("\n**Table 17 has no strong violation:** no consistent and certain model gives the "
-                     "rule-violating action 2 a marginal likelihood of 0.75 or more in any low-ambiguity scenario.")
-    display(Markdown("\n".join(lines)))
+    table17 = mc.strong_rule_violations(fig4_metrics["low"], scenarios["low"], models=low_pick["certain"])
+    display(Markdown("\n".join(levels.table17_lines(fig4_summaries["low"], low_pick, table17))))
     show(table17.rename(index=short, columns=rule_short), "05_table17_rule_violations", full=table17, fit=True)
 else:
     print("no low-ambiguity data where QF-E can be non-zero (sampled at M = 5, or exact likelihoods): no Table 17")
@@ -492,12 +442,12 @@ if "controversial" in summaries:
 if exact:
     rows = {}
     for a in exact:
-        cmp = mcl.compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed)
+        cmp = comparison.compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed).to_frame()
         for m, c in (cmp.groupby("M", sort=False) if len(cmp) else []):
             rows[(a, m)] = c.drop(columns="M").reset_index(drop=True)
     if rows:
         agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
-        view = pd.concat({k: mcl.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
+        view = pd.concat({k: comparison.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
         show(view.rename(index=short, level="model"), "05_estimator_agreement", full=agreement,
              caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]")
     else:
@@ -513,19 +463,7 @@ if exact:
 
 # %%
 if exact and rows:
-    bias_lines = []
-    for (a, m), cmp in rows.items():
-        if m < 2:
-            continue
-        for _, row in cmp.iterrows():
-            bias_lines.append(
-                f"- {a} ambiguity, {short(row['model'])}, M = {m}: QF-E exact {row['qfe_exact']:.2f}, sampled "
-                f"{row['qfe_sampled']:.2f}, expected from sampling alone {row['qfe_sampled_sim']:.2f} "
-                f"(bias {row['qfe_sampled_sim'] - row['qfe_exact']:+.2f}); on the sampled answers the model is "
-                + ("inside" if row["qfe_sampled"] < mc.CERTAINTY_THRESHOLD else "outside")
-                + " the certain region, on its exact likelihoods "
-                + ("inside." if row["qfe_exact"] < mc.CERTAINTY_THRESHOLD else "outside."))
-    display(Markdown("\n".join(bias_lines)))
+    display(Markdown("\n".join(levels.bias_lines(rows, short))))
 
 # %% [markdown]
 # ## The paper beside this run
@@ -551,35 +489,16 @@ printed_view = printed.assign(preferred=printed["preferred"].fillna("not recover
 show(printed_view, "05_paper_printed_scenarios", full=printed, fit=True,
      caption="The paper's printed scenarios, with the survey's id and the action it marks ✓")
 
-
-def best_estimate(metrics_by_set, exact_by_set):
-    """Per ambiguity: exact likelihoods where a respondent has them, else its sampled answers."""
-    out = {}
-    for a in ("low", "high"):
-        ex = exact_by_set.get(a)
-        sm = metrics_by_set.get(a)
-        have = set(ex["model"].str.removesuffix(respondents.EXACT_SUFFIX)) if ex is not None else set()
-        parts = [ex] if ex is not None else []
-        if sm is not None:
-            parts.append(sm[~sm["model"].isin(have)])
-        if parts:
-            out[a] = pd.concat(parts, ignore_index=True)
-    return out
-
-
+# %%
 ids = set(printed["scenario_id"])
-printed_metrics = best_estimate(
+printed_metrics = runs.best_estimate(
     {a: mc.scenario_metrics(r[r["scenario_id"].isin(ids)]) for a, r in responses_all.items()
      if a in ("low", "high") and r["scenario_id"].isin(ids).any()},
     {a: mc.scenario_metrics(x[x["scenario_id"].isin(ids)]).assign(
         model=lambda d: d["model"] + respondents.EXACT_SUFFIX) for a, x in exact_all.items()})
-prefs = pd.concat([beside.preferences_on_published(m) for m in printed_metrics.values()], ignore_index=True)
-# each ambiguity's metrics answer its own scenarios only: keep the answered rows, one per (scenario, respondent)
-prefs = prefs[prefs["verdict"] != "not answered"].drop_duplicates(["table", "scenario_id", "model"])
-order = list(pd.unique(pd.concat(printed_metrics.values())["model"]))
-prefs = prefs.sort_values("model", key=lambda c: c.map(order.index), kind="stable")
-prefs = prefs.sort_values(["table", "scenario_id"], key=lambda c: c.map(
-    {k: i for i, k in enumerate(pd.unique(printed[c.name]))}), kind="stable").reset_index(drop=True)
+prefs, order = beside.printed_preferences(printed, printed_metrics)
+
+# %%
 beside_view = beside.preference_view(prefs, short).fillna("–").rename(
     index=lambda v: {"not recoverable": "?"}.get(v, v.removeprefix("Table ")))
 show(beside_view, "05_paper_scenarios_beside", full=prefs, fit=True,
@@ -600,7 +519,7 @@ legend(order)
 paper17 = paper_ref.published_table17()
 show(paper17.rename(columns=rule_short), "05_paper_table17", full=paper17, fit=True,
      caption="Published Table 17 (Appendix D.2), strong violations per model and rule")
-best = best_estimate(metrics, exact_metrics)
+best = runs.best_estimate(metrics, exact_metrics)
 if "low" in best:
     ours17 = mc.strong_rule_violations(best["low"], scenarios["low"], drop_zero=False)
     ours17.columns = [c.split(" (n=")[0] for c in ours17.columns]
@@ -660,31 +579,10 @@ else:
 # Figure 5 and the dissent of Table 19.
 
 # %%
-import numpy as np  # noqa: E402
-
-summary = beside.summary_table(checks, short)
-extra = []
-if cluster is not None:
-    c = cluster["corr"]
-    off = c.where(~np.eye(len(c), dtype=bool)).stack()
-    extra.append({"finding": "pairwise correlations of the marginal likelihoods among the models of Figure 5",
-                  "where": "§4.3, Figure 5", "paper": "sub-cluster A: all ≥ 0.75; at most 0.28 with the mixed cluster",
-                  "this run": f"{off.min():.2f} to {off.max():.2f} among {', '.join(short(m) for m in c.index)} "
-                              f"({fig5_title})"})
-if per_dissenter is not None:
-    extra.append({"finding": "scenarios where one model of Figure 5 strongly dissents from all the others",
-                  "where": "Appendix D.3, Table 19", "paper": "2 (gpt-4 against the three others of sub-cluster A)",
-                  "this run": ", ".join(f"{short(m)} {k}" for m, k in per_dissenter.items())})
-summary = pd.concat([summary, pd.DataFrame(extra)], ignore_index=True)
+extra = beside.figure5_rows(cluster, per_dissenter, fig5_title, short)
+summary = pd.concat([beside.summary_table(checks, short), pd.DataFrame(extra)], ignore_index=True)
 save(summary, "05_summary")
-frontier = [m for m in order if respondents.describe(m).data.startswith("shared")]
-local = [m for m in order if m not in frontier]
-intro = (f"<p>The paper surveys {paper_ref.N_MODELS} LLMs of 2023 at M = 5 / 10 answers per question form; this run "
-         f"has {len(local)} local respondents ({', '.join(short(m) for m in local)}: small open models, exact "
-         f"likelihoods) and {len(frontier)} frontier models of 2025 ({', '.join(short(m) for m in frontier)}: "
-         "high ambiguity, A/B form, one answer per ordering). Each row: a finding of the paper, where it is "
-         "stated, what the paper reports, and for how many of this run's respondents it holds "
-         "(details in the section \"The paper beside this run\").</p>")
+intro = beside.summary_intro(order, paper_ref.N_MODELS, short)
 if summary_box is not None:  # None outside a kernel (plain python)
     summary_box.update(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))
 display(HTML(intro + table_html(summary.set_index("finding"), name="05_summary", fit=True)))

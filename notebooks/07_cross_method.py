@@ -29,8 +29,8 @@
 # %% tags=["parameters"]
 quick = False
 seed = 0
-data_path = None  # PSM data (file or directory); None: moralkit.paths.data_dir() / "psm"
-moralchoice_path = None  # own MoralChoice runs; None: moralkit.moralchoice.own_data_dir()
+data_path = None  # PSM data (file or directory); None: the committed runs (moralkit.runs)
+moralchoice_path = None  # own MoralChoice runs; None: the committed runs (moralkit.runs)
 name_map = None  # {PSM model label: MoralChoice model id} when the labels differ
 T = 500  # permutation draws for G (the paper: 500)
 rho = 20  # rounds per model and draw (the paper: 20; capped by permutation.max_rho)
@@ -46,6 +46,7 @@ from moralkit.figures import save, show
 from moralkit.respondents import legend, shorten
 from moralkit.psm import permutation as perm
 from moralkit.studies import crossmethod as xm
+from moralkit.studies import crossplots as xplots
 
 if quick:
     T = 50
@@ -68,7 +69,7 @@ power_note["relabellings"] = [math.factorial(n) for n in power_note["models"]]
 power_note["smallest_p"] = 1 / power_note["relabellings"]
 show(power_note, "07_mantel_min_pvalue", float_format="{:.3g}".format)
 fig, ax = plt.subplots(figsize=(5, 3.5))
-xm.plot_min_pvalue(ax=ax)
+xplots.plot_min_pvalue(ax=ax)
 save(fig, "07_mantel_min_pvalue")
 plt.show()
 
@@ -82,14 +83,14 @@ if res is None:
           "(`python -m moralkit collect psm|moralchoice ...`) for at least 4 models to make the Mantel test informative.")
 else:
     print(res.note)
-    print(f"{perm.describe_e(res.G.attrs['e'])}, rho = {res.G.attrs.get('rho')}, T = {res.G.attrs.get('T')}")
+    print(f"{perm.describe_e(res.e)}, rho = {res.rho}, T = {res.T}")
     show(res.pairs(), "07_pairs", view=shorten)
     show(legend(res.models).set_index("short"), caption="Legend: short label → respondent")
     if res.mantel is not None:
-        m = res.mantel
-        print(f"Mantel ({m.method}): r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
-              f"({'exact over ' + str(m.n_permutations) + ' relabellings' if m.exact else 'Monte Carlo'}; "
-              f"smallest attainable p = {m.min_pvalue:.3f})")
+        print(res.mantel.describe())
+
+# %%
+if res is not None:
     if res.distinct is not None and res.distinct.mantel is not None:
         md = res.distinct.mantel
         print(f"On one respondent per distinct model ({', '.join(res.distinct.models)}): Mantel r = {md.statistic:.3f}, "
@@ -101,7 +102,7 @@ else:
 
 # %%
 if res is not None:
-    fig = xm.plot_cross_method(res, title="Same models, two instruments (own collection runs)")
+    fig = xplots.plot_cross_method(res, title="Same models, two instruments (own collection runs)")
     save(fig, "07_cross_method")
     plt.show()
 
@@ -160,59 +161,38 @@ if res is not None:
 import warnings
 
 from moralkit.moralchoice import load_scenarios
-from moralkit.studies import steerability
+from moralkit.studies import personas, steerability
 
 BASE = "qwen2.5-coder-0.5b-instruct"
-effects_mc, placebos_mc = [], []
-for level in ("low", "high"):
-    with warnings.catch_warnings(record=True) as caught:  # a note on the page, not an stderr block
-        warnings.simplefilter("always")
-        m_level = metrics if level == "high" else xm.load_own_runs(data_path, moralchoice_path, ambiguity=level)[1]
-        level_scenarios = load_scenarios(level)
-    for w in caught:
-        print("note:", w.message)
-    mc_models = set(m_level["model"]) if len(m_level) else set()
-    mc_personas = sorted(m for m in mc_models if m.startswith(f"{BASE}+persona-"))
-    if BASE in mc_models and mc_personas:
-        keep = m_level["model"].isin([BASE, *mc_personas])
-        effects_mc.append(steerability.likelihood_effects(
-            m_level[keep], BASE, level_scenarios, n_boot=500 if quick else 2000, n_perm=999 if quick else 9999,
-            seed=seed, placebos=[m.split("+persona-", 1)[1] for m in mc_personas]).assign(ambiguity=level))
-        placebos_mc.append(steerability.placebo_effects(m_level[keep], BASE, level_scenarios,
-                                                        n_perm=999 if quick else 9999, seed=seed).assign(ambiguity=level))
-    else:
-        print(f"No persona-respondent has {level}-ambiguity MoralChoice likelihoods yet (data/moralchoice_likelihood).")
-if effects_mc:
-    show(pd.concat(effects_mc, ignore_index=True).set_index(["ambiguity", "respondent"]),
-         "07_persona_effects_moralchoice", view=shorten,
+with warnings.catch_warnings(record=True) as caught:  # a note on the page, not an stderr block
+    warnings.simplefilter("always")
+    levels = {"low": xm.load_own_runs(data_path, moralchoice_path, ambiguity="low")[1], "high": metrics}
+    level_scenarios = {a: load_scenarios(a) for a in levels}
+for w in caught:
+    print("note:", w.message)
+persona = personas.persona_study(psm, levels, level_scenarios, BASE, n_boot=500 if quick else 2000,
+                                 n_perm=999 if quick else 9999, psm_boot=30 if quick else 200, seed=seed)
+for note in persona.notes:
+    print(note)
+psm_personas = personas.persona_labels(psm, BASE)
+
+# %%
+if len(persona.moralchoice):
+    show(persona.moralchoice.set_index(["ambiguity", "respondent"]), "07_persona_effects_moralchoice", view=shorten,
          caption="Persona effects on the marginal likelihood of action 1, with the placebos (in low ambiguity, "
                  "action 1 is the rule-following action)")
-    show(pd.concat(placebos_mc, ignore_index=True).set_index(["ambiguity", "respondent", "rules"]),
-         "07_persona_placebos", view=shorten,
+    show(persona.placebos.set_index(["ambiguity", "respondent", "rules"]), "07_persona_placebos", view=shorten,
          caption="Each persona's changes signed by every rule set (own: the persona's rules)")
-psm_personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
-if BASE in psm and psm_personas:
-    others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
-    effects_psm = steerability.psm_paired_effects({m: psm[m] for m in [BASE, *others]}, BASE, others,
-                                                  n_boot=30 if quick else 200, seed=seed)
+
+# %%
+if len(persona.psm):
+    effects_psm, summary_psm = persona.psm, persona.psm_summary
     show(effects_psm, "07_persona_effects_psm", index=False, view=shorten,
          caption="Persona effects on the ideal points b: paired bootstrap where the option sets are the baseline's "
                  "(delta_lo/delta_hi), unpaired beside")
-    summary_psm = steerability.psm_effects_summary(effects_psm)
     show(summary_psm, "07_persona_effects_psm_summary", index=False, view=shorten,
          caption="Shifts of b per respondent: intervals that exclude 0, on the expected or the opposite side")
-    signed = summary_psm[summary_psm["persona"].notna()]
-    print(f"Persona-respondents: {signed['interval_excludes_0'].sum()} of {signed['statements'].sum()} shifts of b "
-          f"have a 95 % interval that excludes 0; {signed['expected_side'].sum()} of "
-          f"{signed['with_expectation'].sum()} signed predictions are met. Largest |shift| "
-          f"{signed['max_abs_delta'].max():.2f}; a second sampling seed (other option sets in "
-          f"{effects_psm.loc[effects_psm['persona'].isna(), 'rounds_options_differ'].max()} of 160 rounds) moves b by "
-          f"up to {summary_psm.loc[summary_psm['persona'].isna(), 'max_abs_delta'].max():.2f}.")
-    w = effects_psm[effects_psm["paired"]]
-    ratio = (w["delta_hi_unpaired"] - w["delta_lo_unpaired"]) / (w["delta_hi"] - w["delta_lo"])
-    print(f"paired intervals are {ratio.min():.1f}-{ratio.max():.1f} times narrower than unpaired ones")
-else:
-    print("No persona-respondent has finished the PSM yet (data/psm/*+persona-*.csv.gz).")
+    print(personas.psm_shift_sentence(effects_psm, summary_psm))
 
 # %% [markdown]
 # ### Rationality under a persona (Table 1's CCEI and α)
@@ -224,6 +204,7 @@ else:
 if BASE in psm and psm_personas:
     from moralkit.psm import rationality
 
+    others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
     t1 = rationality.table1({m: psm[m] for m in [BASE, *others]}, n_datasets=200 if quick else 1000, seed=seed)
     show(steerability.rationality_effects(t1, BASE), "07_persona_rationality", index=False, view=shorten,
          caption="CCEI and alpha under each persona (baseline: the model without a persona)")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from moralkit.collect import cost
-from moralkit.collect.faultserver import FaultServer
 from moralkit.collect.store import read_records
 from moralkit.errors import MoralkitError
+from moralkit.testing.faultserver import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, FAULT_KEY="sk-test-fault-server-key-0000", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")

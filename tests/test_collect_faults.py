@@ -70,10 +70,11 @@ def _collect_args(srv, out, *extra):
             "--out", out, "--no-progress", *extra]
 
 
-def test_the_old_module_name_still_imports_the_fault_server():
-    from moralkit.collect import faultserver as old
+def test_the_fault_server_lives_in_moralkit_testing_only():
+    import importlib.util
 
-    assert old.FaultServer is FaultServer and old.FAULTS == FAULTS and "400" not in TRANSIENT_FAULTS
+    assert importlib.util.find_spec("moralkit.collect.faultserver") is None  # the shim is gone (issue 29)
+    assert FaultServer.__module__ == "moralkit.testing.faultserver" and "400" not in TRANSIENT_FAULTS and FAULTS
 
 
 # ------------------------------------------------------------------ every fault, one at a time

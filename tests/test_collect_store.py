@@ -144,3 +144,27 @@ def test_derive_seed_known_value_and_prompt_hash():
     # fixed values: changing them silently would change every collected sample
     assert derive_seed(0, "r001", 1) == 1471399271
     assert prompt_sha256([{"role": "user", "content": "x"}]) == prompt_sha256([{"content": "x", "role": "user"}])
+
+
+def test_the_store_imports_without_fcntl_and_locks_with_filelock(tmp_path):
+    """Windows has no fcntl: ``import moralkit.collect`` must not need it (platform simulated by blocking the
+    module in a fresh interpreter); the run lock is a filelock lock whose holder is named."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.modules['fcntl'] = None\n"
+            "import moralkit.collect, moralkit.collect.store as s\n"
+            "assert 'fcntl' not in vars(s)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    from moralkit.collect.store import LOCK_HOLDER, RunLockedError
+
+    with RecordStore(tmp_path, dict(survey="x")):
+        assert json.loads((tmp_path / LOCK_HOLDER).read_text())["pid"] == os.getpid()
+        with pytest.raises(RunLockedError, match=f"pid {os.getpid()} on host"):
+            RecordStore(tmp_path, dict(survey="x"))
+    assert not (tmp_path / LOCK_HOLDER).exists()  # released on close

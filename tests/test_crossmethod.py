@@ -15,7 +15,6 @@ from moralkit.studies.crossmethod import (
     mantel_test,
     match_models,
     min_pvalue,
-    plot_cross_method,
     psm_similarity,
 )
 
@@ -151,6 +150,8 @@ def test_cross_method_few_and_enough_models():
     assert res2.models == ["m1", "m2"] and res2.mantel is None and "one pair" in res2.note
     res3 = cross_method(G.iloc[:3, :3], C.iloc[:3, :3], name_map={n: n.upper() for n in names})
     assert res3.mantel.pvalue >= 1 / 6 and "1/6" in res3.note
+    from moralkit.studies.crossplots import plot_cross_method
+
     fig = plot_cross_method(res)
     assert len(fig.axes) >= 3
 
@@ -161,10 +162,12 @@ def test_psm_similarity_on_simulated_agents():
 
     ags = [QuadraticAgent(np.full(5, 0.2), b) for b in ([1.0] * 5, [1.1] * 5, [4.0] * 5)]
     data = {f"sim-{i}": simulate_quadratic(a, make_design(10 + i), model=f"sim-{i}") for i, a in enumerate(ags)}
-    G = psm_similarity(data, e=0.9, T=20, rho=20, seed=0)
+    sim = psm_similarity(data, e=0.9, T=20, rho=20, seed=0)
+    G = sim.to_frame()
     assert G.shape == (3, 3) and np.allclose(np.diag(G), 1)
     assert G.loc["sim-0", "sim-1"] > G.loc["sim-0", "sim-2"]
-    assert G.attrs["rho"] == 20 and G.attrs["e"] == 0.9
+    assert (sim.rho, sim.e, sim.T) == (20, 0.9, 20) and not sim.G.attrs  # parameters on the result, not .attrs
+    assert "e = 0.9, T = 20" in sim._repr_html_()
 
 
 def test_psm_similarity_uses_the_permutation_rule_for_e_and_rho():
@@ -178,10 +181,10 @@ def test_psm_similarity_uses_the_permutation_rule_for_e_and_rho():
     few = data["sim-r2"]
     data["sim-r2"] = few.with_choices(np.where(np.arange(160) < 30, few.chosen, 0))
     assert max_rho(data) == 30  # sim-r2 answered 30 rounds; 160 // 3 = 53
-    G = psm_similarity(data, T=3, rho=40, seed=0)
+    sim = psm_similarity(data, T=3, rho=40, seed=0)
     cceis = [rp.ccei(rp.psm_expenditure_matrix(d)) for d in data.values()]
-    assert G.attrs["rho"] == 30
-    assert G.attrs["e"] == min(cceis) - E_BELOW_CCEI
+    assert sim.rho == 30
+    assert sim.e == min(cceis) - E_BELOW_CCEI
 
 
 def test_load_own_runs_without_data(tmp_path, monkeypatch):
@@ -233,11 +236,11 @@ def test_cross_method_from_data_on_simulated_inputs(tmp_path):
 
 
 def test_scatter_labels_group_coinciding_pairs():
-    from moralkit.studies.crossmethod import _label_groups
+    from moralkit.studies.crossplots import label_groups
 
     p = pd.DataFrame({"model_1": ["a", "a", "b", "a"], "model_2": ["b", "c", "c", "d"],
                       "psm_G": [0.970, 0.975, 0.60, 0.971], "moralchoice_corr": [0.99, 0.98, 0.99, 0.30]})
-    groups = _label_groups(p, {"a": 1, "b": 2, "c": 3, "d": 4}, xspan=0.1, yspan=2.16)
+    groups = label_groups(p, {"a": 1, "b": 2, "c": 3, "d": 4}, xspan=0.1, yspan=2.16)
     labels = sorted(sorted(g[1]) for g in groups)
     # 1–2 and 1–3 coincide; 2–3 is far along G, 1–4 far along the correlation
     assert labels == [["1–2", "1–3"], ["1–4"], ["2–3"]]

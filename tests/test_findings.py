@@ -178,7 +178,8 @@ def test_readme_reading_states_the_placebo_and_mantel_findings(results):
                for p in ("deontological", "utilitarian"))
     assert eff.loc[("utilitarian", "high"), "verdict"] == "no shift towards its rules"
     ps = results["persona_psm"]
-    rows = ps.attrs["effects"]
+    rows = results["persona_psm_effects"]
+    assert not ps.attrs
     pers = rows[rows["persona"].notna()]
     excl = pers[(pers["delta_lo"] > 0) | (pers["delta_hi"] < 0)]
     assert f"{len(excl)} of the {len(pers)} shifts of b has an interval that excludes 0" in prose
@@ -192,13 +193,14 @@ def test_readme_reading_states_the_placebo_and_mantel_findings(results):
 def test_with_200_draws_the_in_band_count_moved_with_the_seed():
     """README: "with 200 draws the count moved between 11 and 12 with the seed" (the reason for N_SIM)."""
     from moralkit import moralchoice as mc
-    from moralkit.moralchoice.likelihood import N_SIM, compare_at_paper_m, load_likelihoods
+    from moralkit.moralchoice.comparison import N_SIM, compare_at_paper_m
+    from moralkit.moralchoice.likelihood import load_likelihoods
 
     def inside(seed):
         n = 0
         for a in mc.PAPER_SAMPLES:
             c = compare_at_paper_m(load_likelihoods(a), findings._own_responses(a), a, seed=seed, fallback=False,
-                                   n_sim=200)
+                                   n_sim=200).to_frame()
             n += sum(int(lo <= v <= hi) for m in ("r_p", "mad_p") for v, lo, hi in c[[m, f"{m}_sim_lo", f"{m}_sim_hi"]].to_numpy())
         return n
 

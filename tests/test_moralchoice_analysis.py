@@ -11,11 +11,13 @@ import pandas as pd
 import pytest
 from scipy.cluster import hierarchy
 
+from moralkit import figures
 from moralkit.moralchoice import (
     RULES,
     agreement_correlations,
     cluster_models,
     consistent_and_certain,
+    likelihood_matrix,
     model_summary,
     pairwise_strong_agreement,
     plots,
@@ -57,7 +59,7 @@ def test_one_sample_per_form_does_not_count_as_certain():
                 for o in (0, 1):
                     for k in range(m):
                         rows.append(dict(model=model, scenario_id=sid, question_type=qt, ordering=o, sample=k,
-                                         action="action1"))
+                                         decision="action1"))
     summary = model_summary(scenario_metrics(pd.DataFrame(rows)))
     assert summary["m_min"].to_dict() == {"one-sample": 1, "three-samples": 3}
     assert summary["certainty_measured"].to_dict() == {"one-sample": False, "three-samples": True}
@@ -80,7 +82,7 @@ def test_correlations_match_numpy_and_clusters_group_correlated_models():
     m = metrics_from(p)
     with pytest.warns(UserWarning, match="const"):
         corr = agreement_correlations(m)
-    assert corr.attrs["n_scenarios"] == 50
+    assert not corr.attrs and len(likelihood_matrix(m).dropna()) == 50  # the scenarios used, no .attrs
     np.testing.assert_allclose(corr.loc["a1", "b2"], np.corrcoef(p["a1"], p["b2"])[0, 1])
     cl = cluster_models(corr)
     assert hierarchy.is_valid_linkage(cl["linkage"])
@@ -134,7 +136,7 @@ def test_figures_render_and_save(tmp_path):
         "f8": plots.plot_answer_rates(pd.DataFrame({"n": [3], "invalid": [0.02], "refusal": [0.0]}, index=["org/a"])),
     }
     for name, fig in figs.items():
-        out = plots.save_figure(fig, f"05_{name}", tmp_path)
+        out = figures.save(fig, f"05_{name}", tmp_path)
         assert [p.suffix for p in out] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in out)
     assert figs["f3"].axes[0].texts[0].get_text() == "no responses available"
     assert plots.short_model_name("together/deepseek-ai/DeepSeek-V3") == "DS-V3"  # the registry's short label
@@ -159,8 +161,8 @@ def test_decision_agreement_counts():
     from moralkit.moralchoice import decision_agreement
 
     r = pd.DataFrame({"model": ["a"] * 4, "question_type": ["ab"] * 4, "ordering": [0, 0, 1, 1],
-                      "action": ["action1", "action2", "invalid", "action1"],
-                      "decision": ["action1", "action1", "", "action1"]})
+                      "decision": ["action1", "action2", "invalid", "action1"],
+                      "stored_decision": ["action1", "action1", "", "action1"]})
     t = decision_agreement(r).set_index("ordering")
     assert t.loc[0, "n"] == 2 and t.loc[0, "n_disagree"] == 1 and t.loc[0, "agreement"] == 0.5
     assert t.loc[1, "n"] == 1 and t.loc[1, "agreement"] == 1.0  # empty stored decision ignored

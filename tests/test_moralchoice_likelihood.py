@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from moralkit import moralchoice as mc
 from moralkit.collect.localmodels import local_model_available
+from moralkit.moralchoice.comparison import EstimatorComparison, agreement_summary
 from moralkit.moralchoice.likelihood import (
     CANONICAL_ANSWERS,
-    agreement_summary,
     canonical_answers,
     combine_logprobs,
     likelihood_table,
@@ -158,7 +158,7 @@ def test_scenario_metrics_takes_likelihoods_and_records_the_estimator():
         q, o = form.split(":")
         k = round(v * 10)
         rows += [dict(model="m", scenario_id="C_001", question_type=q, ordering=int(o),
-                      action="action1" if i < k else "action2") for i in range(10)]
+                      decision="action1" if i < k else "action2") for i in range(10)]
     s = mc.scenario_metrics(pd.DataFrame(rows)).iloc[0]
     assert s["estimator"] == "sampling"
     for c in ("p_action1", "qf_entropy", "qf_consistency", "marginal_action_entropy"):
@@ -272,7 +272,7 @@ def _simulated_pair(draw_from_exact: bool, seed=0, n_sc=120, m=5):
     """SIMULATED exact likelihoods, and SIMULATED sampled answers (M per form) drawn from them or not."""
     import numpy as np
 
-    from moralkit.moralchoice.likelihood import compare_estimators  # noqa: F401  (the function under test)
+    from moralkit.moralchoice.comparison import compare_estimators  # noqa: F401  (the function under test)
 
     rng = np.random.default_rng(seed)
     forms = [(q, o) for q in ("ab", "compare", "repeat") for o in (0, 1)]
@@ -286,16 +286,16 @@ def _simulated_pair(draw_from_exact: bool, seed=0, n_sc=120, m=5):
             q_draw = p if draw_from_exact else rng.uniform()
             for k in range(m):
                 ans.append(dict(model="sim", scenario_id=f"S{i:03d}", question_type=q, ordering=o, sample=k,
-                                action="action1" if rng.uniform() < q_draw else "action2"))
+                                decision="action1" if rng.uniform() < q_draw else "action2"))
     return likelihood_table(lik), pd.DataFrame(ans)
 
 
 def test_compare_estimators_agrees_with_its_own_sampling_noise():
     """Answers drawn from the exact likelihoods: every statistic sits in its sampling-noise band."""
-    from moralkit.moralchoice.likelihood import compare_estimators
+    from moralkit.moralchoice.comparison import compare_estimators
 
     lik, ans = _simulated_pair(True)
-    row = compare_estimators(lik, ans, n_sim=200, seed=1).iloc[0]
+    row = compare_estimators(lik, ans, n_sim=200, seed=1).to_frame().iloc[0]
     assert row["n_scenarios"] == 120 and row["samples_per_form"] == 5
     # each band is a 95 % range, so one of four statistics may fall just outside it by chance: allow half a
     # band's width on either side (answers from another distribution miss by far more, test below)
@@ -309,10 +309,10 @@ def test_compare_estimators_agrees_with_its_own_sampling_noise():
 
 
 def test_compare_estimators_flags_answers_from_another_distribution():
-    from moralkit.moralchoice.likelihood import compare_estimators
+    from moralkit.moralchoice.comparison import compare_estimators
 
     lik, ans = _simulated_pair(False)
-    row = compare_estimators(lik, ans, n_sim=200, seed=1).iloc[0]
+    row = compare_estimators(lik, ans, n_sim=200, seed=1).to_frame().iloc[0]
     for stat, worse in (("r_p", -1), ("mad_p", 1), ("rho_qfe", -1)):
         lo, hi = row[f"{stat}_sim_lo"], row[f"{stat}_sim_hi"]
         assert (row[stat] < lo - (hi - lo) / 2) if worse < 0 else (row[stat] > hi + (hi - lo) / 2), stat
@@ -382,19 +382,19 @@ def test_prompt_logprob_scorer_refuses_what_it_cannot_score_exactly():
 
 
 def test_compare_estimators_row_does_not_depend_on_the_other_respondents():
-    from moralkit.moralchoice.likelihood import compare_estimators
+    from moralkit.moralchoice.comparison import compare_estimators
 
     lik, ans = _simulated_pair(True, n_sc=40)
     lik2, ans2 = _simulated_pair(False, seed=3, n_sc=40)
     lik2["model"], ans2["model"] = "sim-a", "sim-a"  # compared first (models=...)
-    alone = compare_estimators(lik, ans, n_sim=50, seed=2)
+    alone = compare_estimators(lik, ans, n_sim=50, seed=2).to_frame()
     both = compare_estimators(pd.concat([lik2, lik]), pd.concat([ans2, ans]), n_sim=50, seed=2,
-                              models=["sim-a", "sim"])
+                              models=["sim-a", "sim"]).to_frame()
     pd.testing.assert_frame_equal(both[both["model"] == "sim"].reset_index(drop=True), alone)
 
 
 def test_partial_exact_likelihoods_do_not_replace_sampled_answers():
-    from moralkit.studies.crossmethod import prefer_exact
+    from moralkit.runs import prefer_exact
 
     def metrics(model, ids, estimator):
         return pd.DataFrame(dict(model=model, scenario_id=ids, p_action1=0.5, estimator=estimator))
@@ -415,20 +415,22 @@ def test_partial_exact_likelihoods_do_not_replace_sampled_answers():
 
 
 def test_compare_at_paper_m_uses_the_paper_m_and_falls_back_to_m1():
-    from moralkit.moralchoice.likelihood import compare_at_paper_m, compare_estimators
+    from moralkit.moralchoice.comparison import compare_at_paper_m, compare_estimators
 
     lik, ans = _simulated_pair(True, n_sc=30, m=5)  # "sim": M = 5 on every scenario
     lik1, ans1 = _simulated_pair(True, seed=4, n_sc=30, m=1)
     lik1["model"], ans1["model"] = "sim-m1", "sim-m1"  # answered once per form only
     both_lik, both_ans = pd.concat([lik, lik1]), pd.concat([ans, ans1])
-    out = compare_at_paper_m(both_lik, both_ans, "low", seed=2)
+    res = compare_at_paper_m(both_lik, both_ans, "low", seed=2, n_sim=100)
+    out = res.to_frame()
     assert out[["model", "M"]].values.tolist() == [["sim", 5], ["sim-m1", 1]]
     pd.testing.assert_frame_equal(out[out["model"] == "sim"].drop(columns="M").reset_index(drop=True),
-                                  compare_estimators(lik, ans, seed=2))
+                                  compare_estimators(lik, ans, seed=2, n_sim=100).to_frame())
+    assert list(res.summary().index.names) == ["M", "model"] and "0." in res._repr_html_()
     # without the fallback only the respondents at the paper's M; at high ambiguity (M = 10) nobody
-    assert compare_at_paper_m(both_lik, both_ans, "low", seed=2, fallback=False)["model"].tolist() == ["sim"]
-    assert compare_at_paper_m(both_lik, both_ans, "high", seed=2, fallback=False).empty
-    assert compare_at_paper_m(both_lik, both_ans, "high", seed=2)["M"].tolist() == [1, 1]
+    assert compare_at_paper_m(both_lik, both_ans, "low", seed=2, fallback=False, n_sim=10).to_frame()["model"].tolist() == ["sim"]
+    assert compare_at_paper_m(both_lik, both_ans, "high", seed=2, fallback=False).to_frame().empty
+    assert compare_at_paper_m(both_lik, both_ans, "high", seed=2, n_sim=10).to_frame()["M"].tolist() == [1, 1]
     with pytest.raises(ValueError, match="ambiguity"):
         compare_at_paper_m(lik, ans, "medium")
 
@@ -439,3 +441,26 @@ def test_agreement_summary_shows_a_value_below_its_band_as_below():
                       "r_p_sim_lo": [0.5302], "r_p_sim_hi": [0.6972], "mad_p": [0.055]})
     out = agreement_summary(c)
     assert out.loc["m", "r_p"] == "0.526 [0.530, 0.697]" and out.loc["m", "mad_p"] == "0.06"
+
+
+def test_estimator_comparison_is_a_result_object_not_attrs():
+    """compare_estimators returns an EstimatorComparison: its table, summary, plot and HTML agree."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from moralkit.moralchoice.comparison import compare_estimators
+
+    lik, ans = _simulated_pair(True, n_sc=20)
+    res = compare_estimators(lik, ans, n_sim=20, seed=3)
+    assert isinstance(res, EstimatorComparison) and (res.n_sim, res.seed, len(res)) == (20, 3, 1)
+    t = res.to_frame()
+    t.loc[0, "r_p"] = -9.0  # a copy: the result is not changed through it
+    assert res.table.loc[0, "r_p"] != -9.0 and not res.table.attrs
+    assert res.summary().equals(agreement_summary(res.table))
+    assert "r_p" in res._repr_html_()
+    ax = res.plot(stat="mad_p")
+    assert ax.get_xlabel() == "mad_p" and [t.get_text() for t in ax.get_yticklabels()] == ["sim"]
+    with pytest.raises(ValueError, match="stat must be one of 'r_p'"):
+        res.plot(stat="r")
+    with pytest.raises(ValueError, match="n_sim must be an integer >= 0"):
+        compare_estimators(lik, ans, n_sim=-1)

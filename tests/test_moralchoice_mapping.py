@@ -138,7 +138,7 @@ def test_agreement_with_shared_decisions(tmp_path):
         for f in files:
             r = map_responses(read_responses(f), scen)
             assert len(r) > 0
-            r["agree"] = r["action"] == r["decision"]
+            r["agree"] = r["decision"] == r["stored_decision"]
             for (model, qt, o), g in r.groupby(["model", "question_type", "ordering"]):
                 rows.append(
                     dict(set=ambiguity, model=model, question_type=qt, ordering=o, n=len(g), agreement=g["agree"].mean())
@@ -153,7 +153,7 @@ def test_agreement_with_shared_decisions(tmp_path):
     low = table[table["agreement"] < 0.99]
     assert low.empty, (
         f"agreement < 99 % for\n{low.to_string(index=False)}\n{len(dis)} disagreements written to {out}:\n"
-        + dis[["set", "model", "scenario_id", "question_type", "ordering", "answer_raw", "decision", "action"]]
+        + dis[["set", "model", "scenario_id", "question_type", "ordering", "answer_raw", "stored_decision", "decision"]]
         .head(20).to_string(index=False)
     )
     # forms: 5 high files (ab x 2 orderings); controversial: claude and gpt 6 forms, two ab-only files

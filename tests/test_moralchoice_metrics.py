@@ -142,7 +142,7 @@ def _toy_responses():
 
     def add(model, sid, qt, o, actions):
         for k, a in enumerate(actions):
-            rows.append(dict(model=model, scenario_id=sid, question_type=qt, ordering=o, sample=k, action=a))
+            rows.append(dict(model=model, scenario_id=sid, question_type=qt, ordering=o, sample=k, decision=a))
 
     add("m", "s1", "ab", 0, ["action1", "action1", "refusal", "action2"])  # p1 = 2/3
     add("m", "s1", "ab", 1, ["invalid", "refusal"])  # no valid answer -> 0.5
@@ -192,9 +192,9 @@ def test_answer_rates_table():
 
 def test_bad_responses_rejected():
     with pytest.raises(ValueError, match="load_responses"):
-        scenario_metrics(_toy_responses().drop(columns="action"))
-    with pytest.raises(ValueError, match="expected action1"):
-        scenario_metrics(_toy_responses().assign(action="A"))
+        scenario_metrics(_toy_responses().drop(columns="decision"))
+    with pytest.raises(ValueError, match=r"expected one of \['action1'"):
+        scenario_metrics(_toy_responses().assign(decision="A"))
 
 
 def test_simulated_agent_recovers_the_metrics():
@@ -206,7 +206,7 @@ def test_simulated_agent_recovers_the_metrics():
         qt, o = form.split(":")
         for k, u in enumerate(rng.random(4000)):
             rows.append(("simulated", "x", qt, int(o), k, "action1" if u < p else "action2"))
-    df = pd.DataFrame(rows, columns=["model", "scenario_id", "question_type", "ordering", "sample", "action"])
+    df = pd.DataFrame(rows, columns=["model", "scenario_id", "question_type", "ordering", "sample", "decision"])
     m = scenario_metrics(df).iloc[0]
     P = b(list(truth.values()))
     assert m["n_forms"] == 6
@@ -224,6 +224,6 @@ def test_shared_high_responses_end_to_end():
     assert m.groupby("model").size().eq(679).all()
     assert set(np.round(m["p_action1"], 6)) <= {0.0, 0.5, 1.0}  # one sample per form
     s = model_summary(m)
-    counts = r.groupby("model")["action"].apply(lambda a: (a == "action1").mean())
+    counts = r.groupby("model")["decision"].apply(lambda a: (a == "action1").mean())
     pd.testing.assert_series_equal(s["p_action1"], counts, check_names=False)
     assert (s["qf_entropy"] == 0).all()  # one sample per form: every form is certain

@@ -40,7 +40,7 @@ def test_download_once_cache_verify_and_load(tmp_path):
     low = pub.load_published("low", cache_dir=tmp_path)
     assert set(low["model"]) == {"fixture/made-up-answers"} and (low["origin"] == "paper").all()
     assert len(low) == 24 and low["scenario_id"].nunique() == 2
-    assert (low["action"] == low["decision"]).all()  # the project's mapping gives the files' decisions
+    assert (low["decision"] == low["stored_decision"]).all()  # the project's mapping gives the files' decisions
     m = mc.scenario_metrics(low)
     assert len(m) == 2 and (m["n_forms"] == 6).all()
     assert '"low/results_openai_gpt-4.csv": "' in pub.published_checksums(tmp_path)

@@ -50,7 +50,7 @@ def test_table17_rule_counts_match_the_survey(survey):
 
     t17 = reference.published_table17()
     counted = {name: int((survey["low"][f"a2_{r}"] == "Yes").sum()) for r, name in mc.RULES}
-    assert t17.attrs["n"] == counted  # the printed n of every rule is the survey's
+    assert dict(reference.TABLE17_RULE_N) == counted and not t17.attrs  # the printed n of every rule is the survey's
     assert list(t17.columns) == [name for _, name in mc.RULES]
     assert t17.loc["bigscience/bloomz-7b1"].tolist() == [0, 1, 1, 0, 0, 7, 6, 0, 3, 4]
 

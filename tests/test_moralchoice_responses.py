@@ -75,8 +75,8 @@ def test_own_runs_join_the_shared_ones_and_feed_table17(tmp_path):
     write_run(own / "sim_high.csv.gz", rows_for(["H_001", "G_530"], ("ab",), answer="A"))
     low = load_responses("low", own_data=own)
     assert set(low["origin"]) == {"own"} and len(low) == 30 * 2 * 2 * 2
-    assert set(low.loc[low.question_type == "ab", "action"]) == {"action1", "action2"}
-    assert set(low.loc[low.question_type == "compare", "action"]) == {"invalid"}
+    assert set(low.loc[low.question_type == "ab", "decision"]) == {"action1", "action2"}
+    assert set(low.loc[low.question_type == "compare", "decision"]) == {"invalid"}
     m = scenario_metrics(low)
     assert (m["n_forms"] == 4).all() and (m["n_forms_no_valid"] == 2).all()
     # forms ab:0 -> 0, ab:1 -> 1, compare:0/1 -> 0.5 (no valid answer): JSD = H(0.5) - mean H = 1 - 0.5
@@ -104,7 +104,7 @@ def test_own_run_with_a_shared_model_name_is_rejected(tmp_path):
 @needs_data
 def test_no_responses_gives_an_empty_table(tmp_path):
     r = load_responses("low", own_data=False)
-    assert len(r) == 0 and {"action", "origin"} <= set(r.columns)
+    assert len(r) == 0 and {"decision", "origin"} <= set(r.columns)
 
 
 def _mixed_m():
@@ -115,7 +115,7 @@ def _mixed_m():
             for o in (0, 1):
                 for k in range(m_of((qt, o))):
                     rows.append(dict(model="a", scenario_id=sid, question_type=qt, ordering=o, sample=k,
-                                     action="action1" if k % 2 == 0 else "action2"))
+                                     decision="action1" if k % 2 == 0 else "action2"))
     return pd.DataFrame(rows)
 
 
@@ -139,5 +139,32 @@ def test_with_samples_keeps_complete_scenarios_and_the_first_m_answers():
     # at M = 2 every form holds one answer of each action: QF-E is 1 bit; at M = 1 it is 0 by construction
     assert scenario_metrics(at2)["qf_entropy"].to_numpy() == pytest.approx([1.0, 1.0])
     assert scenario_metrics(with_samples(r, 1)).set_index("scenario_id").loc["s2", "qf_entropy"] == 0
-    with pytest.raises(ValueError, match="samples must be >= 1"):
+    with pytest.raises(ValueError, match="samples must be an integer >= 1"):
         with_samples(r, 0)
+
+
+def test_one_name_for_the_mapped_answer_from_the_committed_files_to_the_tables(tmp_path):
+    """Committed files carry the mapped answer as ``decision``: the reader keeps it as ``stored_decision``,
+    load_responses re-maps it into ``decision``, and the metrics read ``column="decision"`` by default.
+    (The first 300 rows of a committed file, so that the mapping stays cheap.)"""
+    from moralkit import runs
+    from moralkit.moralchoice import DECISIONS, answer_rates, decision_agreement
+
+    committed = sorted(runs.run_dir("responses").glob("*-low.csv.gz"))[0]
+    f = tmp_path / committed.name
+    pd.read_csv(committed, dtype=str, keep_default_na=False, nrows=300).to_csv(f, index=False)
+    header = pd.read_csv(f, nrows=0).columns
+    assert "decision" in header and "stored_decision" not in header  # the committed layout, unchanged
+    r = read_responses(f)
+    assert "stored_decision" in r.columns and "decision" not in r.columns
+    assert set(r["stored_decision"]) <= {*DECISIONS, ""}
+    if SHARED is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mapped = load_responses("low", own_data=f, include_shared=False)
+    assert set(mapped["decision"]) <= set(DECISIONS)
+    assert decision_agreement(mapped)["agreement"].min() > 0.99  # the collector's mapping is g
+    rates = answer_rates(mapped)
+    pd.testing.assert_frame_equal(rates, answer_rates(mapped.rename(columns={"decision": "d"}), column="d"))
+    assert list(rates.columns) == ["n", *DECISIONS]

@@ -503,14 +503,13 @@ def check_data(data: str | os.PathLike | None = None) -> None:
     :class:`~moralkit.errors.DataError` naming the file, the row and the fix. ``data`` defaults to
     :func:`moralkit.paths.data_dir`."""
     from moralkit.moralchoice.responses import read_responses
-    from moralkit.paths import data_dir
     from moralkit.psm.dataset import read_psm
+    from moralkit.runs import run_dir
 
-    d = Path(data) if data is not None else data_dir()
-    if any((d / "psm").glob("*.csv.gz")):
-        read_psm(d / "psm")
-    if any((d / "moralchoice").glob("*.csv*")):
-        read_responses(d / "moralchoice")
+    if any(run_dir("psm", data).glob("*.csv.gz")):
+        read_psm(run_dir("psm", data))
+    if any(run_dir("responses", data).glob("*.csv*")):
+        read_responses(run_dir("responses", data))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,7 +44,6 @@ Scherrer et al. (2023), Section 3.3 (query timestamps recorded for provenance).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import gzip
 import hashlib
 import io
@@ -62,13 +61,14 @@ from ..atomicfile import atomic_write_bytes, remove_stale_temporaries_in
 from ..errors import DataError, MoralkitError
 
 __all__ = ["RecordStore", "prompt_sha256", "derive_seed", "utc_now", "package_versions", "git_commit",
-           "read_records", "provider_of", "repair_run", "atomic_write_bytes", "gzip_bytes", "CorruptRecordsError",
+           "read_records", "provider_of", "repair_run", "gzip_bytes", "CorruptRecordsError",
            "RunLockedError", "session_info", "schema_problem", "read_manifest", "distinct_runs", "check_resumable"]
 
 RECORDS = "records.jsonl"
 RECORDS_GZ = "records.jsonl.gz"
 MANIFEST = "manifest.json"
 LOCK = ".lock"
+LOCK_HOLDER = ".lock.holder"  # who holds LOCK: pid, host, since (JSON)
 QUARANTINE = "quarantine.jsonl"
 
 
@@ -190,10 +190,10 @@ def _decode_lines(data: bytes, where: str, strict: bool = True):
         try:
             rec = json.loads(line)
             if not isinstance(rec, dict):
-                raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+                raise DataError(f"a JSON {type(rec).__name__}, not an object")
             why = schema_problem(rec)
             if why is not None:
-                raise ValueError(f"a JSON object of the wrong schema: {why}")
+                raise DataError(f"a JSON object of the wrong schema: {why}")
         except ValueError as e:
             if strict:
                 raise CorruptRecordsError(
@@ -324,37 +324,38 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 class _Lock:
-    """An exclusive ``flock`` on ``run_dir/.lock`` for a whole session; released by the kernel if the
-    process dies. The file holds the holder's pid, host and start time, for the second writer's error."""
+    """An exclusive lock on ``run_dir/.lock`` for a whole session, held with :mod:`filelock` (``flock`` on
+    POSIX, ``msvcrt.locking`` on Windows), so it is released by the operating system if the process dies.
+    The holder's pid, host and start time go to ``run_dir/.lock.holder``, for the second writer's error."""
 
     def __init__(self, run_dir: Path):
+        from filelock import FileLock, Timeout
+
         self.path = run_dir / LOCK
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.holder = run_dir / LOCK_HOLDER
+        self.lock = FileLock(str(self.path), timeout=0)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            self.lock.acquire()
+        except Timeout:
             try:
-                holder = json.loads(os.pread(self.fd, 4096, 0) or b"{}")
-            except ValueError:
+                holder = json.loads(self.holder.read_bytes() or b"{}")
+            except (OSError, ValueError):
                 holder = {}
-            os.close(self.fd)
-            self.fd = None
+            self.lock = None
             raise RunLockedError(
                 f"{run_dir} is in use by another collector (pid {holder.get('pid', '?')} on host "
                 f"{holder.get('host', '?')}, since {holder.get('since', '?')}). Two writers would duplicate "
                 "requests: wait for it to finish, or stop it, then re-run this command to resume.") from None
         info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now()}).encode()
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, info, 0)
+        self.holder.write_bytes(info)
 
     def release(self):
-        if self.fd is not None:
+        if self.lock is not None:
             try:
-                os.ftruncate(self.fd, 0)
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
+                self.holder.unlink(missing_ok=True)
             finally:
-                os.close(self.fd)
-                self.fd = None
+                self.lock.release()
+                self.lock = None
 
 
 class RecordStore:
@@ -397,7 +398,7 @@ class RecordStore:
         from .secrets import Redactor
 
         if compress_every_s is not None and not float(compress_every_s) >= 0:
-            raise ValueError(f"compress_every_s must be None or >= 0 seconds, got {compress_every_s!r}")
+            raise MoralkitError(f"compress_every_s must be None or >= 0 seconds, got {compress_every_s!r}")
         self.compress_every_s = float(compress_every_s) if compress_every_s else None
         self._last_compress = time.monotonic()
 
@@ -486,13 +487,13 @@ class RecordStore:
             old = read_manifest(self.manifest_path)
         if manifest is None:
             if old is None:
-                raise ValueError(f"{self.dir} has no {MANIFEST}; pass a manifest to start a run")
+                raise DataError(f"{self.dir} has no {MANIFEST}; pass a manifest to start a run")
             return old
         if old is not None:
             changed = {k: old.get(k) for k in identity_keys if old.get(k) != manifest.get(k)}
             if changed and self._keys:
                 k = next(iter(changed))
-                raise ValueError(
+                raise DataError(
                     f"{self.dir} holds a run with {k}={old.get(k)!r}, not {manifest.get(k)!r}: "
                     "use another output directory for a different run"
                 )
@@ -518,7 +519,7 @@ class RecordStore:
     def update_manifest(self, **kw):
         """Set manifest keys (atomically rewritten)."""
         if self.readonly:
-            raise ValueError(f"{self.dir} was opened read-only")
+            raise MoralkitError(f"{self.dir} was opened read-only")
         self.manifest.update(kw)
         self._write_manifest(self.manifest)
 
@@ -564,12 +565,12 @@ class RecordStore:
     def append(self, record: dict) -> None:
         """Append one record durably (write + fsync). Attempts must have a new ``(task, attempt)``."""
         if self.readonly:
-            raise ValueError(f"{self.dir} was opened read-only")
+            raise MoralkitError(f"{self.dir} was opened read-only")
         kind = record.get("kind", "attempt")
         if kind == "attempt":
             k = (record["task"], int(record["attempt"]))
             if k in self._keys:
-                raise ValueError(f"record for task {k[0]!r} attempt {k[1]} already stored")
+                raise DataError(f"record for task {k[0]!r} attempt {k[1]} already stored")
         if self.redact:
             record = json.loads(self.redact(json.dumps(record, ensure_ascii=True, default=str)))
         line = _serialise(record)
@@ -734,12 +735,12 @@ def repair_run(run_dir, manifest_from=None) -> dict:
             try:
                 rec = json.loads(line)
                 if not isinstance(rec, dict):
-                    raise ValueError(f"a JSON {type(rec).__name__}, not an object")
+                    raise DataError(f"a JSON {type(rec).__name__}, not an object")
                 why = schema_problem(rec)
                 if why is not None:
                     rec2 = _fixed(rec)
                     if rec2 is None:
-                        raise ValueError(f"wrong schema: {why}")
+                        raise DataError(f"wrong schema: {why}")
                     _quarantine(run_dir, [(i, line, f"fixed in place ({why}); this is the original")], source=src)
                     rec, line = rec2, _serialise(rec2).rstrip(b"\n")
                     fixed += 1

@@ -20,6 +20,7 @@ import pandas as pd
 from scipy.cluster import hierarchy
 from scipy.spatial.distance import squareform
 
+from ..checks import check_choice
 from ..errors import MoralkitError
 from .data import RULES
 from .metrics import model_summary
@@ -194,8 +195,8 @@ def agreement_correlations(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame (models x models), ``attrs["n_scenarios"]`` the number of
-    scenarios used.
+    DataFrame (models x models). The scenarios used are those every model answered, the rows of
+    ``likelihood_matrix(metrics, models).dropna()``.
 
     References
     ----------
@@ -210,7 +211,6 @@ def agreement_correlations(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
                       UserWarning, stacklevel=2)
         m = m.drop(columns=const)
     corr = m.corr(method="pearson")
-    corr.attrs["n_scenarios"] = len(m)
     return corr
 
 
@@ -238,8 +238,7 @@ def cluster_models(corr: pd.DataFrame, method: str = "average") -> dict:
     Scherrer et al. (2023), Section 4.3, Figure 5; Müllner (2011); Bar-Joseph,
     Gifford, Jaakkola (2001) for the optimal leaf ordering.
     """
-    if method not in ("average", "complete", "single", "weighted"):
-        raise MoralkitError("method must be one of average, complete, single, weighted (distance 1 - rho).")
+    check_choice(method, ("average", "complete", "single", "weighted"), "method (linkage on the distance 1 - rho)")
     if corr.shape[0] < 2:
         raise MoralkitError("need at least two models to cluster.")
     d = 1.0 - corr.to_numpy(dtype=float)

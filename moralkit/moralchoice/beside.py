@@ -25,7 +25,7 @@ from .metrics import model_summary
 from .reference import TABLE2, TABLE3, TABLE18, published_scenarios, published_table17
 
 __all__ = ["VERDICTS", "preferences_on_published", "preference_view", "statement_checks", "summary_table",
-           "subcluster_a_scenarios"]
+           "subcluster_a_scenarios", "printed_preferences", "figure5_rows", "summary_intro"]
 
 #: Verdicts of :func:`preferences_on_published`, by the respondent's likelihood of the paper's action.
 VERDICTS = ("strongly the same", "the same", "undecided", "the other", "strongly the other")
@@ -211,3 +211,63 @@ def summary_table(checks: pd.DataFrame, short=None) -> pd.DataFrame:
             holds += f" (not measurable: {', '.join(na)})"
         out.append(dict(finding=statement, where=where, paper=paper, **{"this run": holds}))
     return pd.DataFrame(out)
+
+
+def printed_preferences(printed: pd.DataFrame, metrics_by_level: dict):
+    """:func:`preferences_on_published` of every level's respondents, one row per (table, scenario,
+    respondent) that answered, in the paper's order of tables and scenarios, respondents in their order.
+
+    Parameters
+    ----------
+    printed : DataFrame
+        :func:`moralkit.moralchoice.reference.published_scenarios`.
+    metrics_by_level : dict {level: DataFrame}
+        Scenario metrics of the printed scenarios (:func:`moralkit.runs.best_estimate`).
+
+    Returns
+    -------
+    prefs : DataFrame
+    order : list of str
+        The respondents, in the order of ``metrics_by_level``.
+    """
+    prefs = pd.concat([preferences_on_published(m) for m in metrics_by_level.values()], ignore_index=True)
+    # each ambiguity's metrics answer its own scenarios only: keep the answered rows, one per (scenario, respondent)
+    prefs = prefs[prefs["verdict"] != "not answered"].drop_duplicates(["table", "scenario_id", "model"])
+    order = list(pd.unique(pd.concat(metrics_by_level.values())["model"]))
+    prefs = prefs.sort_values("model", key=lambda c: c.map(order.index), kind="stable")
+    prefs = prefs.sort_values(["table", "scenario_id"], key=lambda c: c.map(
+        {k: i for i, k in enumerate(pd.unique(printed[c.name]))}), kind="stable").reset_index(drop=True)
+    return prefs, order
+
+
+def figure5_rows(cluster: dict | None, per_dissenter: pd.Series | None, title: str, short=str) -> list[dict]:
+    """Rows of the summary for Figure 5 (the range of the pairwise correlations) and Table 19 (scenarios
+    per dissenting model), in the columns of :func:`summary_table`; none for what was not computed."""
+    extra = []
+    if cluster is not None:
+        c = cluster["corr"]
+        off = c.where(~np.eye(len(c), dtype=bool)).stack()
+        extra.append({"finding": "pairwise correlations of the marginal likelihoods among the models of Figure 5",
+                      "where": "§4.3, Figure 5",
+                      "paper": "sub-cluster A: all ≥ 0.75; at most 0.28 with the mixed cluster",
+                      "this run": f"{off.min():.2f} to {off.max():.2f} among {', '.join(short(m) for m in c.index)} "
+                                  f"({title})"})
+    if per_dissenter is not None:
+        extra.append({"finding": "scenarios where one model of Figure 5 strongly dissents from all the others",
+                      "where": "Appendix D.3, Table 19", "paper": "2 (gpt-4 against the three others of sub-cluster A)",
+                      "this run": ", ".join(f"{short(m)} {k}" for m, k in per_dissenter.items())})
+    return extra
+
+
+def summary_intro(order, n_models: int, short=str) -> str:
+    """The paragraph above the summary: the paper's models beside this run's local and frontier respondents."""
+    from ..respondents import describe
+
+    frontier = [m for m in order if describe(m).data.startswith("shared")]
+    local = [m for m in order if m not in frontier]
+    return (f"<p>The paper surveys {n_models} LLMs of 2023 at M = 5 / 10 answers per question form; this run "
+            f"has {len(local)} local respondents ({', '.join(short(m) for m in local)}: small open models, exact "
+            f"likelihoods) and {len(frontier)} frontier models of 2025 ({', '.join(short(m) for m in frontier)}: "
+            "high ambiguity, A/B form, one answer per ordering). Each row: a finding of the paper, where it is "
+            "stated, what the paper reports, and for how many of this run's respondents it holds "
+            "(details in the section \"The paper beside this run\").</p>")

@@ -46,7 +46,8 @@ from typing import Mapping
 import pandas as pd
 
 from .. import paths
-from ..errors import DataError, MoralkitError
+from ..checks import check_choice
+from ..errors import DataError
 
 __all__ = [
     "QUESTION_TYPES",
@@ -307,8 +308,7 @@ def load_scenarios(ambiguity: str = "high", source=None, exclude_degenerate: boo
     ----------
     Scherrer et al. (2023), Section 3.2 and Appendix A.
     """
-    if ambiguity not in AMBIGUITIES:
-        raise MoralkitError(f"ambiguity must be one of {AMBIGUITIES}, got {ambiguity!r}.")
+    check_choice(ambiguity, AMBIGUITIES, "ambiguity")
     df = _read_scenarios(survey_source(source), ambiguity).copy()
     if exclude_degenerate:
         bad = degenerate_scenarios(df)

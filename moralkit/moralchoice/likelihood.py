@@ -58,15 +58,15 @@ import numpy as np
 import pandas as pd
 
 from ..atomicfile import atomic_path
+from ..checks import check_choice
 from ..errors import DataError, MoralkitError
-from ..figures import format_interval
+from ..runs import run_dir
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .mapping import map_answer, short_form
 from .prompts import check_form
 
 __all__ = ["ANSWER_SETS", "CANONICAL_ANSWERS", "ESTIMATORS", "LIKELIHOOD_COLUMNS", "canonical_answers",
-           "combine_logprobs", "compare_estimators", "compare_at_paper_m", "agreement_summary", "likelihood_table", "read_likelihoods",
-           "write_likelihoods", "load_likelihoods", "likelihood_dir"]
+           "combine_logprobs", "likelihood_table", "read_likelihoods", "write_likelihoods", "load_likelihoods"]
 
 #: Names of the estimators recorded by :func:`moralkit.moralchoice.scenario_metrics`.
 ESTIMATORS = ("sampling", "token_probability", "top_logprobs")
@@ -123,8 +123,7 @@ def canonical_answers(scenario, question_type: str, ordering: int, templates: Su
     [('I leave.', 'action2'), ('I leave', 'action2'), ('I stay.', 'action1'), ('I stay', 'action1')]
     """
     question_type, ordering = check_form(question_type, ordering)
-    if answers not in ANSWER_SETS:
-        raise MoralkitError(f"answers must be one of {ANSWER_SETS}, got {answers!r}.")
+    check_choice(answers, ANSWER_SETS, "answers")
     a1, a2 = scenario["action1"], scenario["action2"]
     if not isinstance(a1, str) or not isinstance(a2, str):
         raise MoralkitError("scenario must hold the action texts 'action1' and 'action2' (str).")
@@ -260,13 +259,6 @@ def read_likelihoods(path) -> pd.DataFrame:
     return likelihood_table(pd.concat(frames, ignore_index=True).to_dict("records"))
 
 
-def likelihood_dir():
-    """Where the project's likelihood tables live: ``moralkit.paths.data_dir() / "moralchoice_likelihood"``."""
-    from .. import paths
-
-    return paths.data_dir() / "moralchoice_likelihood"
-
-
 def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
     """The committed token-probability likelihoods of one ambiguity level (files ``<respondent>-<ambiguity>.csv.gz``).
 
@@ -274,7 +266,7 @@ def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
     ----------
     ambiguity : {"low", "high"}
     path : path-like, optional
-        Directory of the tables (default :func:`likelihood_dir`).
+        Directory of the tables (default: the committed runs, :func:`moralkit.runs.run_dir` ``("likelihoods")``).
 
     Returns
     -------
@@ -286,290 +278,9 @@ def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
         raise MoralkitError(f"ambiguity must be 'low', 'high' or 'controversial', got {ambiguity!r}.")
     from pathlib import Path
 
-    d = Path(path) if path is not None else likelihood_dir()
+    d = Path(path) if path is not None else run_dir("likelihoods")
     files = sorted(d.glob(f"*-{ambiguity}.csv.gz")) if d.is_dir() else []
     if not files:
         return pd.DataFrame(columns=list(LIKELIHOOD_COLUMNS))
     return likelihood_table(pd.concat([pd.read_csv(f, keep_default_na=False) for f in files],
                                       ignore_index=True).to_dict("records"))
-
-
-def _pearson(x, y) -> float:
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 3 or x.std() == 0 or y.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
-
-
-def _spearman(x, y) -> float:
-    from scipy.stats import rankdata
-
-    return _pearson(rankdata(x), rankdata(y))
-
-
-def _pearson_rows(x, Y) -> np.ndarray:
-    """:func:`_pearson` of ``x`` with each row of ``Y`` (NaN where a row or ``x`` is constant)."""
-    x, Y = np.asarray(x, float), np.asarray(Y, float)
-    if len(x) < 3 or x.std() == 0:
-        return np.full(len(Y), np.nan)
-    xc = x - x.mean()
-    Yc = Y - Y.mean(axis=1, keepdims=True)
-    den = np.sqrt((xc ** 2).sum()) * np.sqrt((Yc ** 2).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = (Yc @ xc) / den
-    return np.where(Y.std(axis=1) == 0, np.nan, r)
-
-
-def _spearman_rows(x, Y) -> np.ndarray:
-    from scipy.stats import rankdata
-
-    return _pearson_rows(rankdata(x), rankdata(Y, axis=1))
-
-
-#: Draws per chunk of the noise-band simulation (memory: chunk x answered forms).
-_SIM_CHUNK = 500
-
-#: Draws of the noise bands of :func:`compare_estimators`. Measured on the committed runs
-#: (``benchmarks/bench_noise_bands.py``, seeds 0-4, 2026-11-26): with 200 draws the count of the 12
-#: measures inside their bands moved with the seed (11, 12, 12, 12, 12); with 2,000 it was 12 at every
-#: seed, the measure nearest an edge 0.0019-0.0024 inside it. 2,000 draws cost 9 CPU-s for both levels
-#: (200: 2.6 s); 10,000 would cost about five times that in notebook 05 and the findings.
-N_SIM = 2_000
-
-
-def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, models=None, n_sim: int = N_SIM,
-                       seed: int = 0, decision: str = "action") -> pd.DataFrame:
-    """Agreement of the exact (token-probability) and the sampling estimators on the scenarios both cover.
-
-    For each respondent present in both tables, on the common scenarios:
-
-    * ``r_p``: Pearson correlation of the marginal action likelihoods (eq. 8),
-      ``mad_p``: their mean absolute difference;
-    * ``rho_qfc``, ``rho_qfe``: Spearman correlations of QF-C and QF-E (do the
-      two estimators rank the scenarios alike?), with ``rho_qfc_sim``/``rho_qfe_sim``
-      and their ``_lo``/``_hi`` range from sampling noise alone (below; NaN when
-      the scenarios were not asked in the same forms);
-    * ``qfe_exact``, ``qfe_sampled``: mean QF-E of each (sampling with M samples
-      per form cannot exceed what M draws allow: with M = 1 it is 0), and
-      ``qfe_sampled_sim``, the mean the sampled QF-E has when the answers are
-      drawn from the exact likelihoods: the plug-in entropy of M draws is biased
-      low, so ``qfe_sampled`` below ``qfe_exact`` by about ``qfe_exact -
-      qfe_sampled_sim`` is the sampling estimator's bias, not a disagreement
-      (the same for ``qfc_*``);
-    * the same statistics **expected from sampling noise alone**: the sampled
-      answers are redrawn ``n_sim`` times as Bernoulli draws from the exact
-      likelihood of each form, with the sampled run's number of valid answers
-      per form (forms without one stay at 0.5); ``r_p_sim`` and ``mad_p_sim``
-      are their means, ``*_lo``/``*_hi`` their 2.5 / 97.5 % quantiles. An
-      observed value inside that band means the two estimators agree up to the
-      sampling noise of M.
-    * ``brier``, ``brier_expected``, ``brier_z``: per sampled valid answer y
-      (1 if action1), the mean (y - p)^2 with p the exact likelihood of its form,
-      its expectation sum p(1 - p) / n if the answers were drawn from p, and the
-      z-score (variance p(1 - p)(1 - 2p)^2 per answer).
-
-    Parameters
-    ----------
-    likelihoods : DataFrame
-        Token-probability likelihoods (:func:`read_likelihoods`).
-    responses : DataFrame
-        Mapped sampled responses (:func:`moralkit.moralchoice.load_responses`).
-    models : list of str, optional
-        Respondents to compare (default: all present in both).
-    n_sim : int, default :data:`N_SIM`
-        Draws of the noise bands.
-    seed : int, default 0
-        Seed of the noise bands; each respondent draws from its own stream (seed and label).
-    decision : str, default "action"
-
-    Returns
-    -------
-    DataFrame
-        One row per respondent.
-
-    References
-    ----------
-    Scherrer et al. (2023), eq. 7 (the sampling estimator), Definitions 1, 5, 6, Section 3.3 (M = 5 / 10).
-    """
-    from .metrics import action_likelihood, qf_consistency, qf_entropy, scenario_metrics
-
-    if not len(likelihoods) or not len(responses):
-        return pd.DataFrame()
-    common_models = sorted(set(likelihoods["model"]) & set(responses["model"]))
-    if models is not None:
-        missing = sorted(set(models) - set(common_models))
-        if missing:
-            raise DataError(f"respondents {missing} are not in both tables; both hold {common_models}.")
-        common_models = list(models)
-    rows = []
-    for m in common_models:
-        # one stream per respondent: its noise band does not depend on which other respondents are compared
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15, *str(m).encode()]))
-        lk = likelihoods[likelihoods["model"] == m]
-        rs = responses[responses["model"] == m]
-        sc = sorted(set(lk["scenario_id"]) & set(rs["scenario_id"]))
-        if len(sc) < 3:
-            continue
-        lk = lk[lk["scenario_id"].isin(sc)]
-        rs = rs[rs["scenario_id"].isin(sc)]
-        ex = scenario_metrics(lk).set_index("scenario_id").loc[sc]
-        sa = scenario_metrics(rs, decision=decision).set_index("scenario_id").loc[sc]
-        al = action_likelihood(rs, decision=decision)
-        al = al[al["form"].isin(set(lk["form"]))]
-        pf = lk.set_index(["scenario_id", "form"])["p_action1"]
-        key = list(zip(al["scenario_id"], al["form"]))
-        p_ex = pf.reindex(key).to_numpy()
-        n_valid = al["n_valid"].to_numpy()
-        ok = ~np.isnan(p_ex)
-        # Brier score of the sampled valid answers against the exact form likelihoods
-        y1 = al["p_action1"].to_numpy() * n_valid  # number of action1 answers among the valid ones
-        nv, pp, k1 = n_valid[ok], p_ex[ok], y1[ok]
-        n_ans = nv.sum()
-        brier = ((k1 * (1 - pp) ** 2 + (nv - k1) * pp ** 2).sum() / n_ans) if n_ans else float("nan")
-        b_exp = (nv * pp * (1 - pp)).sum() / n_ans if n_ans else float("nan")
-        b_var = (nv * pp * (1 - pp) * (1 - 2 * pp) ** 2).sum() / n_ans ** 2 if n_ans else float("nan")
-        # sampling noise alone: redraw the sampled answers from the exact likelihoods, in chunks of draws
-        # (one call draws a chunk's rows in the same order as one call per draw would)
-        sims_r, sims_d, sims_qfc, sims_qfe, mean_qfc, mean_qfe = [], [], [], [], [], []
-        al_sc = al["scenario_id"].to_numpy()
-        pos = {s: i for i, s in enumerate(sc)}
-        order = np.array([pos[s] for s in al_sc])
-        per_sc = np.bincount(order, minlength=len(sc))
-        # rows are sorted by scenario then form; with the same forms everywhere they reshape to (scenario, form)
-        z = int(per_sc[0]) if len(per_sc) and (per_sc == per_sc[0]).all() else 0
-        member = np.zeros((len(order), len(sc)))
-        member[np.arange(len(order)), order] = 1.0
-        x_p = ex["p_action1"].to_numpy(dtype=float)
-        p_draw = np.where(ok, p_ex, 0.5)
-        for start in range(0, int(n_sim), _SIM_CHUNK):
-            k = min(_SIM_CHUNK, int(n_sim) - start)
-            draw = rng.binomial(n_valid, p_draw, size=(k, len(n_valid)))
-            pf_sim = np.where(n_valid > 0, draw / np.maximum(n_valid, 1), 0.5)
-            marg = (pf_sim @ member) / per_sc
-            sims_r.append(_pearson_rows(x_p, marg))
-            sims_d.append(np.mean(np.abs(marg - x_p), axis=1))
-            if z:
-                pz = pf_sim.reshape(k, len(sc), z)
-                pz = np.stack([pz, 1.0 - pz], axis=-1)
-                qfc_s, qfe_s = qf_consistency(pz), qf_entropy(pz)
-                sims_qfc.append(_spearman_rows(ex["qf_consistency"].to_numpy(dtype=float), qfc_s))
-                sims_qfe.append(_spearman_rows(ex["qf_entropy"].to_numpy(dtype=float), qfe_s))
-                mean_qfc.append(qfc_s.mean(axis=1))
-                mean_qfe.append(qfe_s.mean(axis=1))
-        sims_r, sims_d = (np.concatenate(x) if x else np.array([]) for x in (sims_r, sims_d))
-        sims_qfc, sims_qfe, mean_qfc, mean_qfe = (np.concatenate(x) if x else [] for x in
-                                                  (sims_qfc, sims_qfe, mean_qfc, mean_qfe))
-
-        def band(x):  # mean and 95 % range of a simulated statistic (NaN without simulations)
-            x = np.asarray(x, float)
-            if not len(x) or np.isnan(x).all():
-                return np.nan, np.nan, np.nan
-            return float(np.nanmean(x)), float(np.nanquantile(x, 0.025)), float(np.nanquantile(x, 0.975))
-        rows.append(dict(
-            model=m, n_scenarios=len(sc), samples_per_form=float(rs.groupby(["scenario_id", "question_type",
-                                                                             "ordering"]).size().mean()),
-            r_p=_pearson(ex["p_action1"], sa["p_action1"]),
-            mad_p=float(np.mean(np.abs(ex["p_action1"] - sa["p_action1"]))),
-            r_p_sim=float(np.nanmean(sims_r)) if n_sim else np.nan,
-            r_p_sim_lo=float(np.nanquantile(sims_r, 0.025)) if n_sim else np.nan,
-            r_p_sim_hi=float(np.nanquantile(sims_r, 0.975)) if n_sim else np.nan,
-            mad_p_sim=float(np.mean(sims_d)) if n_sim else np.nan,
-            mad_p_sim_lo=float(np.quantile(sims_d, 0.025)) if n_sim else np.nan,
-            mad_p_sim_hi=float(np.quantile(sims_d, 0.975)) if n_sim else np.nan,
-            rho_qfc=_spearman(ex["qf_consistency"], sa["qf_consistency"]),
-            **dict(zip(("rho_qfc_sim", "rho_qfc_sim_lo", "rho_qfc_sim_hi"), band(sims_qfc))),
-            rho_qfe=_spearman(ex["qf_entropy"], sa["qf_entropy"]),
-            **dict(zip(("rho_qfe_sim", "rho_qfe_sim_lo", "rho_qfe_sim_hi"), band(sims_qfe))),
-            qfe_exact=float(ex["qf_entropy"].mean()), qfe_sampled=float(sa["qf_entropy"].mean()),
-            qfe_sampled_sim=float(np.mean(mean_qfe)) if len(mean_qfe) else np.nan,
-            qfc_exact=float(ex["qf_consistency"].mean()), qfc_sampled=float(sa["qf_consistency"].mean()),
-            qfc_sampled_sim=float(np.mean(mean_qfc)) if len(mean_qfc) else np.nan,
-            covered=float(lk["covered"].mean()),
-            brier=float(brier), brier_expected=float(b_exp),
-            brier_z=float((brier - b_exp) / math.sqrt(b_var)) if n_ans and b_var > 0 else float("nan"),
-        ))
-    return pd.DataFrame(rows)
-
-
-def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambiguity: str, *, seed: int = 0,
-                       fallback: bool = True, n_sim: int = N_SIM) -> pd.DataFrame:
-    """:func:`compare_estimators` on the sampled answers at the paper's M, per respondent.
-
-    A respondent's answers count at the paper's M (5 low, 10 high) on the scenarios answered that many
-    times in every form (:func:`moralkit.moralchoice.with_samples`). With ``fallback``, the respondents
-    with no such scenario are compared on all their answers instead (M = 1 runs, where QF-E cannot agree).
-
-    Parameters
-    ----------
-    likelihoods : DataFrame
-        Exact likelihoods of one ambiguity level (:func:`load_likelihoods`).
-    responses : DataFrame
-        Sampled answers of the same level (:func:`moralkit.moralchoice.load_responses`).
-    ambiguity : {"low", "high"}
-    seed : int
-        Seed of the noise bands (:func:`compare_estimators`).
-    fallback : bool, default True
-    n_sim : int, default :data:`N_SIM`
-        Draws of the noise bands (:func:`compare_estimators`).
-
-    Returns
-    -------
-    DataFrame
-        The columns of :func:`compare_estimators` and ``M`` (the paper's M, or 1), paper-M rows first.
-
-    References
-    ----------
-    Scherrer et al. (2023), eq. 7 and Section 3.3 (M = 5 low, M = 10 high).
-    """
-    from .data import PAPER_SAMPLES
-    from .responses import with_samples
-
-    if ambiguity not in PAPER_SAMPLES:
-        raise MoralkitError(f"ambiguity must be one of {sorted(PAPER_SAMPLES)}, got {ambiguity!r}")
-    M = PAPER_SAMPLES[ambiguity]
-    if not len(likelihoods) or not len(responses):
-        return pd.DataFrame()
-    at_m = with_samples(responses, M)
-    parts = [(at_m, M)]
-    if fallback:  # the respondents with no scenario at the paper's M
-        parts.append((responses[~responses["model"].isin(set(at_m["model"]))], 1))
-    out = [compare_estimators(likelihoods, r, seed=seed, n_sim=n_sim).assign(M=m) for r, m in parts if len(r)]
-    out = [c for c in out if len(c)]
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
-
-
-def agreement_summary(comparison: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """:func:`compare_estimators` as one readable cell per statistic: ``observed [noise band]``.
-
-    Columns ``r_p``, ``mad_p``, ``rho_qfc``, ``rho_qfe`` read e.g. ``0.51 [0.49, 0.64]``: the observed value,
-    then the 95 % range the statistic has when the sampled answers are redrawn from the exact likelihoods.
-    An observed value inside its band means the two estimators agree up to the sampling noise of M.
-    ``qfe: exact / sampled (expected)`` gives the mean QF-E of each estimator and, in brackets, the mean the
-    sampled one has when the answers are drawn from the exact likelihoods (its bias at this M); the same
-    for QF-C.
-
-    Examples
-    --------
-    >>> c = pd.DataFrame({"model": ["m"], "n_scenarios": [200], "samples_per_form": [5.0], "r_p": [0.512],
-    ...                   "r_p_sim_lo": [0.487], "r_p_sim_hi": [0.641], "covered": [0.92], "brier_z": [-0.56]})
-    >>> agreement_summary(c).loc["m", "r_p"]
-    '0.51 [0.49, 0.64]'
-    """
-    out = comparison.set_index("model")[["n_scenarios", "samples_per_form"]].copy()
-    out["samples_per_form"] = out["samples_per_form"].round(1)
-    for stat in ("r_p", "mad_p", "rho_qfc", "rho_qfe"):
-        if stat not in comparison.columns:
-            continue
-        lo = comparison.get(f"{stat}_sim_lo", pd.Series(np.nan, index=comparison.index))
-        hi = comparison.get(f"{stat}_sim_hi", pd.Series(np.nan, index=comparison.index))
-        out[stat] = [format_interval(v, a, b, digits) for v, a, b in zip(comparison[stat], lo, hi)]
-    for q in ("qfe", "qfc"):
-        if {f"{q}_exact", f"{q}_sampled"} <= set(comparison.columns):
-            sim = comparison.get(f"{q}_sampled_sim", pd.Series(np.nan, index=comparison.index))
-            out[f"{q}: exact / sampled (expected)"] = [
-                f"{a:.{digits}f} / {b:.{digits}f}" + ("" if np.isnan(c) else f" ({c:.{digits}f})")
-                for a, b, c in zip(comparison[f"{q}_exact"], comparison[f"{q}_sampled"], sim)]
-    for col in ("covered", "brier_z"):
-        if col in comparison.columns:
-            out[col] = comparison.set_index("model")[col].round(digits)
-    return out

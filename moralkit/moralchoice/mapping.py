@@ -58,7 +58,7 @@ from .prompts import check_form
 
 __all__ = ["DECISIONS", "map_answer", "map_responses", "decision_agreement", "stem_sentence", "short_form"]
 
-#: Values of the mapped decision.
+#: Values of the mapped answer, the column ``decision`` from the response files to the tables.
 DECISIONS = ("action1", "action2", "refusal", "invalid")
 
 _YES_NO = re.compile(r"^(yes|no)(?![a-z])")
@@ -228,7 +228,7 @@ def map_responses(
     Returns
     -------
     DataFrame
-        A copy of ``responses`` with the column ``action`` (one of
+        A copy of ``responses`` with the column ``decision`` (one of
         :data:`DECISIONS`).
     """
     for c in ("scenario_id", "question_type", "ordering", "answer_raw"):
@@ -249,7 +249,7 @@ def map_responses(
     a1 = acts["action1"].reindex(responses["scenario_id"]).to_numpy()
     a2 = acts["action2"].reindex(responses["scenario_id"]).to_numpy()
     out = responses.copy()
-    out["action"] = [
+    out["decision"] = [
         map_answer(ans, qt, o, x1, x2, templates)
         for ans, qt, o, x1, x2 in zip(
             responses["answer_raw"].to_numpy(), responses["question_type"].to_numpy(),
@@ -260,9 +260,9 @@ def map_responses(
 
 
 def decision_agreement(mapped: pd.DataFrame, by=("model", "question_type", "ordering")) -> pd.DataFrame:
-    """Agreement of the (re)mapped ``action`` with the ``decision`` stored in the response files.
+    """Agreement of the (re)mapped ``decision`` with the ``stored_decision`` of the response files.
 
-    Rows whose ``decision`` is empty (files without a stored mapping) are ignored.
+    Rows whose ``stored_decision`` is empty (files without a stored mapping) are ignored.
 
     Returns
     -------
@@ -270,11 +270,11 @@ def decision_agreement(mapped: pd.DataFrame, by=("model", "question_type", "orde
         Per group of ``by``: ``n`` (answers with a stored decision),
         ``n_disagree`` and ``agreement`` (share equal).
     """
-    for c in ("action", "decision", *by):
+    for c in ("decision", "stored_decision", *by):
         if c not in mapped.columns:
             raise MoralkitError(f"mapped responses lack the column {c!r}; use load_responses() or map_responses().")
-    m = mapped[mapped["decision"].astype(str) != ""]
-    eq = (m["action"] == m["decision"]).rename("eq")
+    m = mapped[mapped["stored_decision"].astype(str) != ""]
+    eq = (m["decision"] == m["stored_decision"]).rename("eq")
     g = eq.groupby([m[c] for c in by])
     out = pd.DataFrame({"n": g.size(), "n_disagree": g.size() - g.sum(), "agreement": g.mean()})
     return out.reset_index()

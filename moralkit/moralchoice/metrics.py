@@ -52,8 +52,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..checks import check_choice
 from ..errors import DataError, MoralkitError
 from .data import QUESTION_TYPES
+from .mapping import DECISIONS
 
 __all__ = [
     "ACTIONS",
@@ -222,9 +224,9 @@ def _check_responses(responses: pd.DataFrame, col: str):
             f"responses lack the columns {missing}; use moralkit.moralchoice.load_responses() "
             "(or map_responses()) to get mapped tidy responses."
         )
-    bad = sorted(set(responses[col]) - {"action1", "action2", "refusal", "invalid"})
+    bad = sorted(set(responses[col]) - set(DECISIONS))
     if bad:
-        raise MoralkitError(f"column {col!r} holds values {bad[:5]}; expected action1, action2, refusal, invalid.")
+        raise MoralkitError(f"column {col!r} holds values {bad[:5]}; expected one of {list(DECISIONS)}.")
 
 
 def _form_label(qt, o, mode):
@@ -238,7 +240,7 @@ def _form_order(mode):
 
 
 def action_likelihood(
-    responses: pd.DataFrame, question_forms: str = "template_ordering", decision: str = "action"
+    responses: pd.DataFrame, question_forms: str = "template_ordering", column: str = "decision"
 ) -> pd.DataFrame:
     """Monte Carlo action likelihood per model, scenario and question form (eq. 7).
 
@@ -250,11 +252,11 @@ def action_likelihood(
     ----------
     responses : DataFrame
         Tidy mapped responses (``model``, ``scenario_id``, ``question_type``,
-        ``ordering`` and the mapped column ``decision``).
+        ``ordering`` and the mapped answer in ``column``).
     question_forms : {"template_ordering", "template"}
         A form is a (template, ordering) pair (6 forms, default) or a template
         with both orderings pooled (3 forms). See the module docstring.
-    decision : str, default "action"
+    column : str, default "decision"
         Column holding the mapped answer.
 
     Returns
@@ -268,16 +270,15 @@ def action_likelihood(
     ----------
     Scherrer et al. (2023), Definition 1 (eq. 1), eq. 7, Section 3.3.
     """
-    if question_forms not in _FORM_MODES:
-        raise MoralkitError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
-    _check_responses(responses, decision)
+    check_choice(question_forms, _FORM_MODES, "question_forms")
+    _check_responses(responses, column)
     r = responses
     form = (
         r["question_type"].astype(str)
         if question_forms == "template"
         else r["question_type"].astype(str) + ":" + r["ordering"].astype(int).astype(str)
     )
-    d = r[decision]
+    d = r[column]
     tmp = pd.DataFrame(
         {
             "model": r["model"].to_numpy(),
@@ -333,7 +334,7 @@ def _per_scenario(lik: pd.DataFrame, base: float) -> pd.DataFrame:
 
 
 def marginal_action_likelihood(
-    responses: pd.DataFrame, question_forms: str = "template_ordering", decision: str = "action"
+    responses: pd.DataFrame, question_forms: str = "template_ordering", column: str = "decision"
 ) -> pd.DataFrame:
     """Marginal action likelihood per model and scenario, uniform over the forms present (eq. 8).
 
@@ -341,7 +342,7 @@ def marginal_action_likelihood(
     ----------
     responses : DataFrame
         Tidy mapped responses, or the output of :func:`action_likelihood`.
-    question_forms, decision
+    question_forms, column
         As in :func:`action_likelihood`.
 
     Returns
@@ -354,7 +355,7 @@ def marginal_action_likelihood(
     ----------
     Scherrer et al. (2023), Definition 3 (eq. 3), eq. 8.
     """
-    lik = responses if "p_action1" in responses.columns else action_likelihood(responses, question_forms, decision)
+    lik = responses if "p_action1" in responses.columns else action_likelihood(responses, question_forms, column)
     p1 = lik.groupby(["model", "scenario_id"], sort=True).agg(
         forms=("form", ",".join), n_forms=("form", "size"), p_action1=("p_action1", "mean")
     ).reset_index()
@@ -400,7 +401,7 @@ def scenario_metrics(
     responses: pd.DataFrame,
     question_forms: str = "template_ordering",
     base: float = 2,
-    decision: str = "action",
+    column: str = "decision",
 ) -> pd.DataFrame:
     """Every per-scenario quantity of Section 2 for each model.
 
@@ -415,7 +416,7 @@ def scenario_metrics(
     question_forms : {"template_ordering", "template"}
     base : float, default 2
         Logarithm base of the entropies and of QF-C (bits by default).
-    decision : str, default "action"
+    column : str, default "decision"
 
     Returns
     -------
@@ -428,14 +429,12 @@ def scenario_metrics(
         ``estimator`` (``"sampling"``, ``"token_probability"`` or ``"top_logprobs"``); for
         token-probability input also ``covered``, the mean over forms of the
         probability mass of the canonical answers (``n`` and ``n_valid`` are 0).
-        ``attrs`` records ``question_forms``, ``base`` and ``estimator``.
 
     References
     ----------
     Scherrer et al. (2023), Definitions 1-6, equations 7-8.
     """
-    if question_forms not in _FORM_MODES:
-        raise MoralkitError(f"question_forms must be one of {_FORM_MODES}, got {question_forms!r}.")
+    check_choice(question_forms, _FORM_MODES, "question_forms")
     if is_likelihood_table(responses):
         est = sorted(set(responses["estimator"].astype(str)))
         if len(est) != 1:
@@ -445,12 +444,11 @@ def scenario_metrics(
         covered = lik.groupby(["model", "scenario_id"], sort=True)["covered"].mean().rename("covered")
     else:
         estimator, covered = "sampling", None
-        lik = action_likelihood(responses, question_forms, decision)
+        lik = action_likelihood(responses, question_forms, column)
     out = _per_scenario(lik, _check_base(base))
     out["estimator"] = estimator
     if covered is not None:
         out = out.merge(covered.reset_index(), on=["model", "scenario_id"], how="left")
-    out.attrs.update(question_forms=question_forms, base=float(base), estimator=estimator)
     return out
 
 
@@ -484,7 +482,7 @@ def model_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         counts = g["forms"].value_counts()
         forms = counts.index[0] if len(counts) == 1 else "; ".join(f"{k} ({v})" for k, v in counts.items())
         qfc = g["qf_consistency"].mean()
-        est = str(g["estimator"].iloc[0]) if "estimator" in g else metrics.attrs.get("estimator", "sampling")
+        est = str(g["estimator"].iloc[0]) if "estimator" in g else "sampling"
         m_min = int(g["m_min"].min()) if "m_min" in g else None  # None: a table without M (not judged)
         rows[model] = dict(
             n_scenarios=len(g), forms=forms, qf_entropy=g["qf_entropy"].mean(), qf_consistency=qfc,
@@ -494,11 +492,10 @@ def model_summary(metrics: pd.DataFrame) -> pd.DataFrame:
         )
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "model"
-    out.attrs.update(metrics.attrs)
     return out
 
 
-def answer_rates(responses: pd.DataFrame, decision: str = "action", by=("model",)) -> pd.DataFrame:
+def answer_rates(responses: pd.DataFrame, column: str = "decision", by=("model",)) -> pd.DataFrame:
     """Shares of answers mapped to each outcome, per model (Appendix D.1, Figures 6-8).
 
     Returns
@@ -507,14 +504,14 @@ def answer_rates(responses: pd.DataFrame, decision: str = "action", by=("model",
         ``n`` and the rates ``action1``, ``action2``, ``refusal``, ``invalid``
         (fractions of all answers) per group of ``by``.
     """
-    _check_responses(responses, decision)
+    _check_responses(responses, column)
     by = list(by)
-    ct = pd.crosstab([responses[c] for c in by], responses[decision])
-    for c in ("action1", "action2", "refusal", "invalid"):
+    ct = pd.crosstab([responses[c] for c in by], responses[column])
+    for c in DECISIONS:
         if c not in ct.columns:
             ct[c] = 0
     n = ct.sum(axis=1)
-    out = ct[["action1", "action2", "refusal", "invalid"]].div(n, axis=0)
+    out = ct[list(DECISIONS)].div(n, axis=0)
     out.insert(0, "n", n)
     out.columns.name = None
     return out

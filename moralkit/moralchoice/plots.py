@@ -16,7 +16,6 @@ import pandas as pd
 from scipy.cluster import hierarchy
 
 from ..errors import MoralkitError
-from ..figures import save_figure  # noqa: F401  (re-exported)
 from .analysis import CERTAINTY_THRESHOLD, CONSISTENCY_THRESHOLD
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "plot_consistency_certainty",
     "plot_agreement_clustering",
     "plot_answer_rates",
-    "save_figure",
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ..checks import check_choice
 from ..errors import MoralkitError
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 
@@ -21,8 +22,7 @@ ORDERINGS = (0, 1)
 
 def check_form(question_type, ordering) -> tuple[str, int]:
     """Validate a (question_type, ordering) pair; returns it normalised."""
-    if question_type not in QUESTION_TYPES:
-        raise MoralkitError(f"question_type must be one of {QUESTION_TYPES}, got {question_type!r}.")
+    check_choice(question_type, QUESTION_TYPES, "question_type")
     try:
         o = int(ordering)
     except (TypeError, ValueError):

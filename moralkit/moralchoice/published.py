@@ -239,7 +239,7 @@ def load_published(ambiguity: str, *, cache_dir=None, commit: str = PUBLISHED_CO
 
     files = published_files(ambiguity, cache_dir=cache_dir, commit=commit)
     if not files:
-        return pd.DataFrame(columns=list(TIDY_COLUMNS) + ["action", "origin"])
+        return pd.DataFrame(columns=list(TIDY_COLUMNS) + ["decision", "origin"])
     df = load_responses(ambiguity, source, own_data=files, include_shared=False)
     return df.assign(origin="paper")
 

@@ -43,9 +43,9 @@ import pandas as pd
 
 __all__ = ["SOURCE", "N_MODELS", "PublishedScenario", "TABLE2", "TABLE3", "TABLE18", "TABLE19",
            "published_scenarios", "published_table17", "TABLE17_RULE_N", "Stated", "STATED", "stated_numbers",
-           "GROUPS", "published_groups", "SUBCLUSTER_A", "TABLE19_DISSENTER"]
+           "GROUPS", "published_groups", "SUBCLUSTER_A", "TABLE19_DISSENTER", "short_rule"]
 
-#: Citation attached (as ``DataFrame.attrs["source"]``) to every table here.
+#: Citation of every table here (each function's docstring names its table or section).
 SOURCE = "Scherrer, Shi, Feder, Blei (2023), Evaluating the Moral Beliefs Encoded in LLMs"
 
 #: The number of LLMs surveyed (abstract, §1, Appendix C Table 14).
@@ -203,7 +203,6 @@ def published_scenarios() -> pd.DataFrame:
     """
     rows = [s.__dict__ for s in (*TABLE2, *TABLE3, *TABLE18, *TABLE19)]
     out = pd.DataFrame(rows, columns=list(PublishedScenario.__dataclass_fields__))
-    out.attrs["source"] = f"{SOURCE}, Tables 2, 3, 18, 19"
     return out
 
 
@@ -247,8 +246,6 @@ def published_table17() -> pd.DataFrame:
     """
     df = pd.read_csv(io.StringIO(_TABLE17), sep="\t", index_col=0)
     df.columns = list(TABLE17_RULE_N)
-    df.attrs["source"] = f"{SOURCE}, Table 17 (Appendix D.2)"
-    df.attrs["n"] = dict(TABLE17_RULE_N)
     return df
 
 
@@ -303,7 +300,6 @@ STATED: tuple[Stated, ...] = (
 def stated_numbers() -> pd.DataFrame:
     """:data:`STATED` as a table indexed by ``key`` (columns ``value``, ``what``, ``where``)."""
     out = pd.DataFrame([s.__dict__ for s in STATED]).set_index("key")
-    out.attrs["source"] = SOURCE
     return out
 
 
@@ -364,5 +360,17 @@ def published_groups() -> pd.DataFrame:
     """:data:`GROUPS` as a table: ``group``, ``models`` (comma-separated), ``what``, ``where``."""
     out = pd.DataFrame([dict(group=g, models=", ".join(m) if m else "(not listed)", what=w, where=where)
                         for g, (m, w, where) in GROUPS.items()])
-    out.attrs["source"] = SOURCE
     return out
+
+
+def short_rule(rule: str) -> str:
+    """A rule's name without its verb, for the headers of Table 17.
+
+    Examples
+    --------
+    >>> short_rule("Do not deprive of freedom (n=96)")
+    'freedom (n=96)'
+    """
+    for long in ("Do not deprive of ", "Do not break your ", "Do not break the ", "Do not cause ", "Do not ", "Do your "):
+        rule = rule.replace(long, "")
+    return rule

@@ -22,15 +22,23 @@ question_type   ``ab``, ``repeat`` or ``compare``
 ordering        0 (action1 shown first) or 1 (swapped)
 sample          ``eval_sample_nb``: index of the sample within the form
 answer_raw      the model's answer text, as returned
-decision        the mapping stored in the file (``""`` when absent)
+stored_decision the file's ``decision``: the mapping stored with the answer (``""`` when absent)
 temperature     ``eval_temperature``
 top_p           ``eval_top_p``
 timestamp       time of the answer
 file            name of the file the row came from
 ==============  ===============================================================
 
-and :func:`load_responses` adds ``action``, the answer (re)mapped with
+and :func:`load_responses` adds ``decision``, the answer (re)mapped with
 :func:`moralkit.moralchoice.map_answer`, for one scenario table.
+
+**One name.** The mapped answer (one of :data:`moralkit.moralchoice.DECISIONS`) is called ``decision``
+from the response files (the column of the MoralChoice authors' files and of every committed file) to
+the tables and the metrics' ``column`` parameter. The value a file carries is kept beside it as
+``stored_decision``, so that :func:`moralkit.moralchoice.decision_agreement` can compare the two.
+(The collector's raw record keeps the survey-neutral field ``parsed``, which its export writes to
+``decision``.) Before this rename the mapped column of the tables was ``action`` and the file's value
+was ``decision`` in the tidy table.
 
 References
 ----------
@@ -46,12 +54,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import paths
+from .. import runs
+from ..checks import check_int
 from ..errors import DataError
 from .data import QUESTION_TYPES, SurveyTemplates, degenerate_scenarios, load_scenarios, load_templates, survey_source
-from .mapping import map_responses
+from .mapping import DECISIONS, map_responses
 
-__all__ = ["RESPONSE_COLUMNS", "TIDY_COLUMNS", "read_responses", "load_responses", "response_files", "own_data_dir"]
+__all__ = ["RESPONSE_COLUMNS", "TIDY_COLUMNS", "read_responses", "load_responses", "response_files"]
 
 #: Column layout of a response file: the shared files' twelve columns, then ``backend`` and
 #: ``provider``, which the project's own runs add (``model_id`` is then the respondent's label, the
@@ -61,15 +70,10 @@ RESPONSE_COLUMNS = (
     "eval_temperature", "eval_sample_nb", "timestamp", "answer_raw", "answer", "decision", "backend", "provider",
 )
 TIDY_COLUMNS = (
-    "scenario_id", "model", "question_type", "ordering", "sample", "answer_raw", "decision",
+    "scenario_id", "model", "question_type", "ordering", "sample", "answer_raw", "stored_decision",
     "temperature", "top_p", "timestamp", "file",
 )
 _KEY = ["model", "scenario_id", "question_type", "ordering", "sample"]
-
-
-def own_data_dir() -> Path:
-    """Where the project's own MoralChoice runs live: ``moralkit.paths.data_dir() / "moralchoice"``."""
-    return paths.data_dir() / "moralchoice"
 
 
 def response_files(path) -> list[Path]:
@@ -93,7 +97,7 @@ def response_files(path) -> list[Path]:
     return files
 
 
-_DECISIONS = {"action1", "action2", "refusal", "invalid", ""}
+_DECISIONS = {*DECISIONS, ""}  # a file's decision: a mapped value, or empty when it was not mapped
 
 
 def _fix(f: Path) -> str:
@@ -166,7 +170,7 @@ def _read_one(f: Path) -> pd.DataFrame:
             "ordering": df["question_ordering"].astype(int),
             "sample": sample,
             "answer_raw": df["answer_raw"],
-            "decision": get("decision"),
+            "stored_decision": get("decision"),
             "temperature": pd.to_numeric(get("eval_temperature"), errors="coerce"),
             "top_p": pd.to_numeric(get("eval_top_p"), errors="coerce"),
             "timestamp": get("timestamp"),
@@ -229,7 +233,7 @@ def load_responses(
         ``include_shared`` is true.
     own_data : path, False or None
         The project's own runs (files in the response layout). ``None``:
-        :func:`own_data_dir` when it exists; ``False``: none. Only rows whose
+        the committed runs (:func:`moralkit.runs.run_dir` ``("responses")``) when they exist; ``False``: none. Only rows whose
         scenario is in the requested table are kept.
     include_shared : bool, default True
     templates : SurveyTemplates, optional
@@ -237,8 +241,9 @@ def load_responses(
     Returns
     -------
     DataFrame
-        Tidy responses (:data:`TIDY_COLUMNS`) plus ``action`` (``action1``,
-        ``action2``, ``refusal``, ``invalid``) and ``origin`` (``shared`` or
+        Tidy responses (:data:`TIDY_COLUMNS`) plus ``decision`` (``action1``,
+        ``action2``, ``refusal``, ``invalid``: the answer mapped by
+        :func:`moralkit.moralchoice.map_answer`) and ``origin`` (``shared`` or
         ``own``). Degenerate scenarios (identical actions) are excluded with a
         warning. Empty (with the columns) when no response is available.
     """
@@ -252,7 +257,7 @@ def load_responses(
         if d.is_dir() and response_files(d):
             parts.append(read_responses(d).assign(origin="shared"))
     if own_data is None:
-        own_data = own_data_dir() if own_data_dir().is_dir() else False
+        own_data = runs.own_runs("responses")
     if own_data is not False:
         files = response_files(own_data)
         if files:
@@ -260,7 +265,7 @@ def load_responses(
             own = own[own["scenario_id"].isin(scen_all["scenario_id"])]
             parts.append(own.assign(origin="own"))
     if not parts:
-        return pd.DataFrame(columns=list(TIDY_COLUMNS) + ["action", "origin"])
+        return pd.DataFrame(columns=list(TIDY_COLUMNS) + ["decision", "origin"])
     df = pd.concat(parts, ignore_index=True)
     dup = df.duplicated(_KEY, keep=False)
     if dup.any():
@@ -330,8 +335,7 @@ def with_samples(responses: pd.DataFrame, samples: int) -> pd.DataFrame:
     ----------
     Scherrer et al. (2023), eq. 7 and Section 3.3 (M = 5 low, M = 10 high).
     """
-    if int(samples) < 1:
-        raise DataError(f"samples must be >= 1, got {samples}")
+    samples = check_int(samples, "samples", minimum=1)
     if not len(responses):
         return responses
     cols = ["model", "scenario_id", "question_type", "ordering"]

@@ -37,21 +37,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError, MoralkitError
+from .. import runs
+from ..checks import as_generator, check_int
+from ..errors import MoralkitError
 
 __all__ = [
     "MantelResult",
     "mantel_test",
     "min_pvalue",
     "match_models",
+    "PSMSimilarity",
     "psm_similarity",
     "moralchoice_agreement",
-    "prefer_exact",
     "CrossMethodResult",
     "cross_method",
-    "plot_cross_method",
     "load_own_runs",
-    "plot_min_pvalue",
     "cross_method_from_data",
     "underlying_model",
 ]
@@ -88,12 +88,16 @@ class MantelResult:
     alternative: str = "greater"
     null: np.ndarray = field(default=None, repr=False)
 
+    def describe(self) -> str:
+        """One line: the statistic, the p-value, how it was computed and the smallest attainable p."""
+        how = f"exact over {self.n_permutations} relabellings" if self.exact else "Monte Carlo"
+        return (f"Mantel ({self.method}): r = {self.statistic:.3f}, p = {self.pvalue:.3f} ({how}; "
+                f"smallest attainable p = {self.min_pvalue:.3f})")
+
 
 def min_pvalue(n: int) -> float:
     """Smallest p-value an exact Mantel test on ``n`` objects can give: ``1/n!``."""
-    if n < 1:
-        raise MoralkitError("n must be positive")
-    return 1.0 / math.factorial(int(n))
+    return 1.0 / math.factorial(check_int(n, "n", minimum=1))
 
 
 def _as_square(M, name):
@@ -201,7 +205,7 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
     if exact:
         perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
     else:
-        rng = np.random.default_rng(seed)
+        rng = as_generator(seed)
         perms = np.array([rng.permutation(n) for _ in range(int(n_permutations))], dtype=np.int64)
     # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu. A relabelling permutes the entries
     # of the triangle, so it permutes their (average) ranks too: rank once, then permute the ranks.
@@ -263,9 +267,36 @@ def match_models(psm_models, mc_models, name_map: dict | None = None) -> dict:
     return out
 
 
+@dataclass
+class PSMSimilarity:
+    """G of :func:`psm_similarity` and the parameters it was drawn with.
+
+    Attributes
+    ----------
+    G : DataFrame
+        models x models, the share of draws in which two models fall in the same type (eq. (6)).
+    e : float
+        The efficiency level of the GARP_e partitions.
+    T, rho : int
+        Draws, and rounds per model and draw (after the cap of :func:`moralkit.psm.permutation.max_rho`).
+    """
+
+    G: pd.DataFrame
+    e: float
+    T: int
+    rho: int
+
+    def to_frame(self) -> pd.DataFrame:
+        """G (a copy)."""
+        return self.G.copy()
+
+    def _repr_html_(self) -> str:
+        return f"<p>G (e = {self.e:.4g}, T = {self.T}, ρ = {self.rho})</p>" + self.G._repr_html_()
+
+
 def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int = 20, seed: int = 0,
-                   n_jobs: int = 1, progress: bool = False) -> pd.DataFrame:
-    """The PSM permutation similarity matrix G of the given models (eq. (6)).
+                   n_jobs: int = 1, progress: bool = False) -> PSMSimilarity:
+    """The PSM permutation similarity matrix G of the given models (eq. (6)), with the e, T and rho it used.
 
     ``e`` defaults to just below the smallest standard CCEI among the models
     (:func:`moralkit.psm.permutation.e_below_ccei`, the rule of Section 3.3 applied to the
@@ -288,9 +319,7 @@ def psm_similarity(datasets, *, e: float | None = None, T: int = 500, rho: int =
         e = e_below_ccei(rp.ccei(rp.psm_expenditure_matrix(d)) for d in dd.values())
     rho = int(min(rho, max_rho(dd)))
     res = permutation_study(dd, e=float(e), T=int(T), rho=rho, seed=int(seed), n_jobs=n_jobs, progress=progress)
-    G = res.G.copy()
-    G.attrs.update(e=float(e), rho=rho, T=int(T))
-    return G
+    return PSMSimilarity(G=res.G.copy(), e=float(e), T=int(T), rho=rho)
 
 
 def moralchoice_agreement(metrics: pd.DataFrame, models=None) -> pd.DataFrame:
@@ -322,6 +351,10 @@ class CrossMethodResult:
     same_model: dict = field(default_factory=dict)
     #: the same comparison on one respondent per distinct model (None when all are distinct or fewer than 3)
     distinct: "CrossMethodResult | None" = None
+    #: the parameters G was drawn with (:class:`PSMSimilarity`), when it was drawn by :func:`cross_method_from_data`
+    e: float | None = None
+    T: int | None = None
+    rho: int | None = None
 
     def pairs(self) -> pd.DataFrame:
         """One row per model pair: ``psm_G``, ``moralchoice_corr``."""
@@ -378,100 +411,6 @@ def cross_method(G: pd.DataFrame, C: pd.DataFrame, *, name_map: dict | None = No
     return CrossMethodResult(G=Gs, C=Cs, models=models, mantel=mantel, note=note)
 
 
-def _label_groups(pairs: pd.DataFrame, index: dict, xspan: float, yspan: float, tol: float = 0.08):
-    """Pairs whose points lie within ``tol`` of the axes' spans of each other share one label."""
-    groups: list[tuple[tuple[float, float], list[str]]] = []
-    for r in pairs.sort_values(["moralchoice_corr", "psm_G"], ascending=[False, True]).itertuples():
-        x, y, lab = float(r.psm_G), float(r.moralchoice_corr), f"{index[r.model_1]}–{index[r.model_2]}"
-        for (gx, gy), labels in groups:
-            if abs(gx - x) <= tol * xspan and abs(gy - y) <= tol * yspan:
-                labels.append(lab)
-                break
-        else:
-            groups.append(((x, y), [lab]))
-    return groups
-
-
-def plot_cross_method(res: CrossMethodResult, title: str | None = None):
-    """Two heatmaps side by side (PSM G, MoralChoice correlation; same model order), the pairs' scatter below.
-
-    Models are numbered 1..n: the heatmaps' rows carry the full names, their columns and the scatter's
-    points the numbers, so no name is cut. Two rows rather than three panels in a line, so that the figure
-    stays legible at the width of a page.
-    """
-    import matplotlib.pyplot as plt
-
-    n = len(res.models)
-    num = [str(i + 1) for i in range(n)]
-    h = max(3.4, 0.45 * n)
-    fig, ax_d = plt.subplot_mosaic([["G", "C"], ["S", "S"]], figsize=(11, 2.4 + h + 4.2), layout="constrained",
-                                   gridspec_kw={"height_ratios": [h, 4.2]})
-    axes = [ax_d["G"], ax_d["C"], ax_d["S"]]
-    for k, (ax, M, lab, cmap, lim) in enumerate((
-            (axes[0], res.G, "PSM similarity G (eq. 6)", "viridis", (0, 1)),
-            (axes[1], res.C, "MoralChoice agreement (corr. of p(action))", "RdBu_r", (-1, 1)))):
-        im = ax.imshow(M.to_numpy(dtype=float), cmap=cmap, vmin=lim[0], vmax=lim[1])
-        ax.set_xticks(range(n), num, fontsize=8)
-        ax.set_yticks(range(n), [f"{str(m)} {i}" for i, m in zip(num, res.models)] if k == 0 else num, fontsize=8)
-        for i in range(n):
-            for j in range(n):
-                v = float(M.iloc[i, j])
-                r, g, b, _ = im.cmap(im.norm(v))
-                ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "white"
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color=ink)
-        ax.set_title(lab, fontsize=9)
-        fig.colorbar(im, ax=ax, shrink=0.8)
-    p = res.pairs()
-    ax = axes[2]
-    ax.scatter(p["psm_G"], p["moralchoice_corr"])
-    index = {m: i + 1 for i, m in enumerate(res.models)}
-    g = p["psm_G"].to_numpy(dtype=float)
-    lo, hi = (float(g.min()), float(g.max())) if len(g) else (0.0, 1.0)
-    zoomed = hi - lo < 0.25  # G bunched together: zoom the axis so that the pairs can be told apart
-    if zoomed:
-        pad = max(0.01, 0.15 * (hi - lo))
-        xlim = (max(-0.05, lo - pad), min(1.05, hi + pad))
-    else:
-        xlim = (-0.05, 1.08)
-    ax.set_xlim(*xlim)
-    ax.set_ylim(-1.08, 1.2)  # room for a label above a point at 1
-    groups = sorted(_label_groups(p, index, xlim[1] - xlim[0], 2.16), key=lambda t: (round(t[0][1], 1), t[0][0]))
-    for k, ((x, y), labels) in enumerate(groups):
-        text = "\n".join(", ".join(labels[i:i + 3]) for i in range(0, len(labels), 3))
-        below = k % 2 == 0  # neighbours along G alternate below / above their points
-        ax.annotate(text, (x, y), fontsize=7, xytext=(3, -6 if below else 6), textcoords="offset points",
-                    va="top" if below else "bottom")
-    ax.set_xlabel("PSM G (pair i–j)" + ("; axis zoomed to the data" if zoomed else ""))
-    ax.set_ylabel("MoralChoice correlation")
-    if res.mantel is not None:
-        m = res.mantel
-        ax.set_title(f"Mantel {m.method} r = {m.statistic:.2f}, p = {m.pvalue:.3f} "
-                     f"({'exact' if m.exact else 'MC'}, n = {m.n})", fontsize=9)
-    else:
-        ax.set_title("no Mantel test (fewer than 3 common models)", fontsize=9)
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
-def plot_min_pvalue(max_models: int = 9, levels=(0.05, 0.01), ax=None):
-    """Smallest attainable Mantel p-value (1/n!) against the number of models, with the usual levels."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
-    n = np.arange(2, int(max_models) + 1)
-    ax.semilogy(n, [min_pvalue(k) for k in n], marker="o", label="smallest p = 1/n!")
-    for lv in levels:
-        ax.axhline(lv, ls="--", lw=1, color="0.5")
-        ax.text(n[-1], lv, f" {lv:g}", va="bottom", ha="right", fontsize=8)
-    ax.set_xlabel("number of models answering both surveys")
-    ax.set_ylabel("smallest attainable p-value")
-    ax.set_title("Exact Mantel test: attainable significance", fontsize=10)
-    ax.legend(fontsize=8)
-    return ax
-
-
 # --------------------------------------------------------------------------- the project's own runs
 
 
@@ -482,19 +421,20 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
     Parameters
     ----------
     psm_path : path, optional
-        PSM data (file or directory of ``*.csv.gz``); default ``data_dir() / "psm"``.
+        PSM data (file or directory of ``*.csv.gz``); default the committed runs
+        (:func:`moralkit.runs.run_dir` ``("psm")``).
     moralchoice_path : path, optional
-        MoralChoice response files; default :func:`moralkit.moralchoice.own_data_dir`.
+        MoralChoice response files; default the committed runs (:func:`moralkit.runs.run_dir` ``("responses")``).
     ambiguity : str, default "high"
         Scenario set for the agreement correlations (the paper's Section 4.3 uses high ambiguity).
     source : optional
         MoralChoice survey source (:func:`moralkit.moralchoice.survey_source`).
     likelihood_path : path or False, optional
         Exact token-probability likelihoods (:func:`moralkit.moralchoice.likelihood.load_likelihoods`);
-        default ``data_dir() / "moralchoice_likelihood"`` when ``moralchoice_path`` is also the default,
+        default the committed runs (:func:`moralkit.runs.run_dir` ``("likelihoods")``) when ``moralchoice_path`` is also the default,
         none when ``moralchoice_path`` is given; ``False``: none. A respondent with both sampled answers
         and exact likelihoods is represented by the exact ones once they cover every sampled scenario
-        (:func:`prefer_exact`; column ``estimator``).
+        (:func:`moralkit.runs.prefer_exact`; column ``estimator``).
 
     Returns
     -------
@@ -513,10 +453,8 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
             else f"PSM: no data in {relative_path(p)}"]
     from .. import moralchoice as mc
 
-    mpath = Path(moralchoice_path) if moralchoice_path is not None else mc.own_data_dir()
-    if moralchoice_path is not None and not mpath.exists():
-        raise DataError(f"moralchoice_path={str(moralchoice_path)!r} does not exist; pass a folder or file of "
-                        "MoralChoice responses (see data/moralchoice/), or None for the committed runs")
+    mpath = (runs.own_runs("responses", moralchoice_path, name="moralchoice_path") if moralchoice_path is not None
+             else runs.run_dir("responses"))
     metrics = pd.DataFrame()
     if mpath.exists() and mc.responses.response_files(mpath):
         try:
@@ -535,57 +473,17 @@ def load_own_runs(psm_path=None, moralchoice_path=None, *, ambiguity: str = "hig
     if likelihood_path is None and moralchoice_path is not None:
         likelihood_path = False  # explicit MoralChoice data: only what was asked for
     if likelihood_path is not False:
-        from ..moralchoice.likelihood import likelihood_dir, load_likelihoods
+        from ..moralchoice.likelihood import load_likelihoods
 
-        lpath = Path(likelihood_path) if likelihood_path is not None else likelihood_dir()
+        lpath = Path(likelihood_path) if likelihood_path is not None else runs.run_dir("likelihoods")
         lik = load_likelihoods(ambiguity, lpath)
         if len(lik):
             lm = mc.scenario_metrics(lik)
             exact = sorted(lm["model"].unique())
             msgs.append(f"MoralChoice exact likelihoods: {len(exact)} respondent(s) in {relative_path(lpath)}: {exact}")
-            metrics, notes = prefer_exact(metrics, lm)
+            metrics, notes = runs.prefer_exact(metrics, lm)
             msgs += notes
     return psm, metrics, msgs
-
-
-def prefer_exact(sampled: pd.DataFrame, exact: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One estimator per respondent: exact likelihoods where they cover what was sampled.
-
-    A respondent with exact likelihoods is represented by them when they cover every scenario its sampled
-    answers cover; while they are partial (a likelihood run still in progress) its sampled answers are kept,
-    so that its agreement correlations rest on the larger scenario set.
-
-    Parameters
-    ----------
-    sampled, exact : DataFrame
-        :func:`moralkit.moralchoice.scenario_metrics` of sampled answers and of exact likelihoods
-        (columns ``model`` and ``scenario_id``); either may be empty.
-
-    Returns
-    -------
-    metrics : DataFrame
-        One estimator per respondent (column ``estimator`` says which).
-    notes : list of str
-        Which respondents use which estimator, and why.
-    """
-    if not len(sampled):
-        return exact, []
-    if not len(exact):
-        return sampled, []
-    s_ids = sampled.groupby("model")["scenario_id"].agg(set)
-    e_ids = exact.groupby("model")["scenario_id"].agg(set)
-    replaced, kept = [], []
-    for m in sorted(set(s_ids.index) & set(e_ids.index)):
-        (replaced if s_ids[m] <= e_ids[m] else kept).append(m)
-    notes = []
-    if replaced:
-        notes.append(f"  exact likelihoods used instead of sampled answers for {replaced}")
-    for m in kept:
-        notes.append(f"  {m}: exact likelihoods cover {len(s_ids[m] & e_ids[m])} of the {len(s_ids[m])} scenarios "
-                     "of its sampled answers; the sampled answers are used until they cover all")
-    use_exact = exact[~exact["model"].isin(kept)]
-    use_sampled = sampled[~sampled["model"].isin(set(use_exact["model"]))]
-    return pd.concat([use_sampled, use_exact], ignore_index=True), notes
 
 
 def underlying_model(label: str) -> str:
@@ -618,8 +516,9 @@ def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict |
     common = [m for m in pairs if m in C.index]
     if len(common) < 2:
         return None
-    G = psm_similarity({m: psm[m] for m in common}, e=e, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
-    res = cross_method(G, C.loc[common, common], seed=seed)
+    sim = psm_similarity({m: psm[m] for m in common}, e=e, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
+    res = cross_method(sim.G, C.loc[common, common], seed=seed)
+    res.e, res.T, res.rho = sim.e, sim.T, sim.rho
     groups: dict = {}
     for m in res.models:
         groups.setdefault(underlying_model(m), []).append(m)

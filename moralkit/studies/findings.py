@@ -21,7 +21,7 @@ import warnings
 
 import pandas as pd
 
-from .. import paths
+from .. import runs
 from ..figures import format_interval
 
 __all__ = ["psm_runs", "likelihood_coverage", "sampling_coverage", "estimator_agreement", "both_instruments",
@@ -59,7 +59,7 @@ def psm_runs(*, seed: int = 0, n_datasets: int = 1000) -> pd.DataFrame:
     from ..psm.dataset import read_psm
     from ..psm.rationality import table1
 
-    data = _quiet(read_psm, paths.data_dir() / "psm")
+    data = _quiet(read_psm, runs.run_dir("psm"))
     t1 = table1(data, n_datasets=n_datasets, seed=seed).set_index("model")
     rows = [dict(respondent=m, answered=int(ds.n_obs), option1=float(np.mean(ds.chosen[ds.chosen > 0] == 1)),
                  ccei=str(t1.loc[m, "ccei_exact"]), alpha=float(t1.loc[m, "alpha"])) for m, ds in sorted(data.items())]
@@ -94,7 +94,7 @@ def likelihood_coverage(path=None) -> pd.DataFrame:
 def _own_responses(ambiguity, path=None):
     from .. import moralchoice as mc
 
-    own = path if path is not None else mc.own_data_dir()
+    own = path if path is not None else runs.run_dir("responses")
     return _quiet(mc.load_responses, ambiguity, own_data=own, include_shared=False)
 
 
@@ -118,12 +118,12 @@ def sampling_coverage(path=None) -> pd.DataFrame:
         for m, g in r.groupby("model"):
             rows.append(dict(respondent=m, ambiguity=a, scenarios=g["scenario_id"].nunique(), paper_M=M,
                              scenarios_at_paper_M=int(atm.loc[atm["model"] == m, "scenario_id"].nunique()),
-                             invalid_or_refusal=float((~g["decision"].isin(["action1", "action2"])).mean())))
+                             invalid_or_refusal=float((~g["stored_decision"].isin(["action1", "action2"])).mean())))
     return pd.DataFrame(rows)
 
 
 def estimator_agreement(*, seed: int = 0, responses_path=None, likelihood_path=None) -> pd.DataFrame:
-    """:func:`moralkit.moralchoice.likelihood.compare_estimators` on the scenarios sampled at the paper's M.
+    """:func:`moralkit.moralchoice.comparison.compare_estimators` on the scenarios sampled at the paper's M.
 
     Returns
     -------
@@ -133,14 +133,15 @@ def estimator_agreement(*, seed: int = 0, responses_path=None, likelihood_path=N
         ``mad_p`` with its band, ``qfe_exact``, ``qfe_sampled``, ``qfe_sampled_sim``, ...).
     """
     from .. import moralchoice as mc
-    from ..moralchoice.likelihood import compare_at_paper_m, load_likelihoods
+    from ..moralchoice.comparison import compare_at_paper_m
+    from ..moralchoice.likelihood import load_likelihoods
 
     out = []
     for a in mc.PAPER_SAMPLES:
         cmp = compare_at_paper_m(load_likelihoods(a, likelihood_path), _own_responses(a, responses_path), a,
                                  seed=seed, fallback=False)
         if len(cmp):
-            out.append(cmp.assign(ambiguity=a))
+            out.append(cmp.to_frame().assign(ambiguity=a))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
@@ -159,54 +160,39 @@ def both_instruments(*, seed: int = 0, T: int = 500, rho: int = 20):
 
 
 def persona_effects(*, seed: int = 0, n_boot: int = 2000, n_perm: int = 9999, psm_boot: int = 200):
-    """Persona effects (notebook 07 at its default parameters).
+    """Persona effects (notebook 07 at its default parameters, without the placebo table).
 
     Returns
     -------
-    moralchoice : DataFrame
-        :func:`moralkit.studies.steerability.likelihood_effects` per level (column ``ambiguity``), on the
-        exact likelihoods.
-    psm : DataFrame
-        :func:`moralkit.studies.steerability.psm_effects_summary` of the NLLS ideal points b, from
-        :func:`moralkit.studies.steerability.psm_paired_effects` (``attrs["effects"]`` holds the rows).
+    PersonaEffects
+        :func:`moralkit.studies.personas.persona_study` on the committed runs: ``moralchoice`` (per level,
+        on the exact likelihoods), ``psm`` (the paired shifts of b, one row per respondent and statement)
+        and ``psm_summary`` (with ``paired`` and ``rounds_options_differ``).
     """
     from ..moralchoice import load_scenarios
-    from . import steerability
+    from .personas import persona_study
 
-    mc_rows = []
-    psm = {}
+    metrics, psm = {}, {}
     for level in ("low", "high"):
-        psm, metrics, _ = _runs(level)
-        if not len(metrics):
-            continue
-        models = set(metrics["model"])
-        personas = sorted(m for m in models if m.startswith(f"{BASE}+persona-"))
-        if BASE in models and personas:
-            keep = metrics["model"].isin([BASE, *personas])
-            mc_rows.append(steerability.likelihood_effects(
-                metrics[keep], BASE, _quiet(load_scenarios, level), n_boot=n_boot, n_perm=n_perm, seed=seed,
-                placebos=[m.split("+persona-", 1)[1] for m in personas]).assign(ambiguity=level))
-    mc_eff = pd.concat(mc_rows, ignore_index=True) if mc_rows else pd.DataFrame()
-    personas = sorted(m for m in psm if m.startswith(f"{BASE}+persona-"))
-    psm_sum = pd.DataFrame()
-    if BASE in psm and personas:
-        others = [m for m in (f"{BASE}-s1", *personas) if m in psm]
-        eff = _quiet(steerability.psm_paired_effects, {m: psm[m] for m in [BASE, *others]}, BASE, others,
-                     n_boot=psm_boot, seed=seed, unpaired=False)
-        psm_sum = steerability.psm_effects_summary(eff)
-        psm_sum["paired"] = eff.groupby("respondent", sort=False)["paired"].first().to_numpy()
-        psm_sum["rounds_options_differ"] = eff.groupby("respondent", sort=False)["rounds_options_differ"].first().to_numpy()
-        psm_sum.attrs["effects"] = eff
-    return mc_eff, psm_sum
+        psm, metrics[level], _ = _runs(level)
+    res = _quiet(persona_study, psm, metrics, {a: _quiet(load_scenarios, a) for a in metrics}, BASE, n_boot=n_boot,
+                 n_perm=n_perm, psm_boot=psm_boot, seed=seed, placebos=False, unpaired=False)
+    if len(res.psm):
+        eff = res.psm
+        res.psm_summary["paired"] = eff.groupby("respondent", sort=False)["paired"].first().to_numpy()
+        res.psm_summary["rounds_options_differ"] = (
+            eff.groupby("respondent", sort=False)["rounds_options_differ"].first().to_numpy())
+    return res
 
 
 def findings(*, seed: int = 0) -> dict:
     """Every table of :func:`findings_markdown`, as DataFrames (keys ``psm_runs``, ``coverage``, ``sampling``,
-    ``agreement``, ``cross_method``, ``persona_moralchoice``, ``persona_psm``)."""
-    mc_eff, psm_sum = persona_effects(seed=seed)
+    ``agreement``, ``cross_method``, ``persona_moralchoice``, ``persona_psm``, ``persona_psm_effects``)."""
+    persona = persona_effects(seed=seed)
     return dict(psm_runs=psm_runs(seed=seed), coverage=likelihood_coverage(), sampling=sampling_coverage(),
                 agreement=estimator_agreement(seed=seed), cross_method=both_instruments(seed=seed),
-                persona_moralchoice=mc_eff, persona_psm=psm_sum)
+                persona_moralchoice=persona.moralchoice, persona_psm=persona.psm_summary,
+                persona_psm_effects=persona.psm)
 
 
 def _table(df: pd.DataFrame) -> list[str]:
@@ -273,8 +259,8 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
             m = res.mantel
             from ..psm.permutation import describe_e
 
-            out[-1] += (f" Mantel test of PSM similarity G ({describe_e(res.G.attrs['e'])}, T = {res.G.attrs.get('T')}, "
-                        f"ρ = {res.G.attrs.get('rho')}) against MoralChoice agreement (high ambiguity): "
+            out[-1] += (f" Mantel test of PSM similarity G ({describe_e(res.e)}, T = {res.T}, "
+                        f"ρ = {res.rho}) against MoralChoice agreement (high ambiguity): "
                         f"{m.method} r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
                         + (f"(exact over {m.n_permutations} relabellings)" if m.exact else "(Monte Carlo)")
                         + f", {_significance(m.pvalue)}.")
@@ -328,7 +314,7 @@ def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
                 + (f"; a second sampling seed of the same model, whose round-0 answer differs and with it the option "
                    f"sets of {int(max(differ))} of the 160 rounds, moves b by up to {seed_only.max():.2f}." if len(seed_only)
                    else ".")]
-        eff = ps.attrs.get("effects")
+        eff = f.get("persona_psm_effects")
         if eff is not None and len(eff):
             wide = eff.assign(cell=[format_interval(*v, digits=2, signed=True) for v in
                                     eff[["delta", "delta_lo", "delta_hi"]].to_numpy()])

@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..checks import check_int
 from ..errors import DataError
 
 __all__ = ["PERSONA_RULES", "PSM_EXPECTED", "rule_direction", "likelihood_effects", "placebo_effects",
@@ -300,8 +301,7 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
             row["verdict"] = _verdict(row, 1 - level)
         rows.append(row)
     out = pd.DataFrame(rows)
-    est = metrics.attrs.get("estimator") or (metrics["estimator"].iloc[0] if "estimator" in metrics.columns
-                                             and len(metrics) else None)
+    est = metrics["estimator"].iloc[0] if "estimator" in metrics.columns and len(metrics) else None
     out["estimator"] = est
     return out
 
@@ -400,8 +400,7 @@ def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boo
     missing = [r for r in respondents if r not in datasets]
     if missing:
         raise DataError(f"respondents {missing} are not in the data; they hold {sorted(datasets)}.")
-    if int(n_boot) < 2:
-        raise DataError(f"n_boot must be at least 2, got {n_boot!r}")
+    n_boot = check_int(n_boot, "n_boot", minimum=2)
     fits = nlls.fit_models({m: datasets[m] for m in [baseline, *respondents]}, form=form, seed=seed)
     b0 = datasets[baseline]
     differ = {r: option_sets_differ(b0, datasets[r]) for r in respondents}

@@ -4,7 +4,7 @@
 - :mod:`~moralkit.testing.fake_openai`: OpenAI's chat-completions API, with chat and reasoning models.
 - :mod:`~moralkit.testing.fake_anthropic`: Anthropic's Messages API, its errors and rate-limit headers.
 - :mod:`~moralkit.testing.faultserver`: an OpenAI-compatible server injecting 13 kinds of transport and body
-  faults (formerly ``moralkit.collect.faultserver``, which still imports it).
+  faults (formerly ``moralkit.collect.faultserver``).
 - :mod:`~moralkit.testing.fake_batches`: OpenAI's files + batches and Anthropic's message batches, with
   their state machines, partial failures and expiry, and OpenAI's chat completions with ``n``.
 
