@@ -247,3 +247,19 @@ def test_warmup_reaches_the_kernels_the_notebooks_use():
     for k in ("_rp_kernels.relation_signs", "_rp_kernels.scc_labels", "_partition_kernels.violation_models",
               "_hm_kernels.shortest_violating_cycles", "_hm_kernels.greedy_consistent"):
         assert k in r["compiled"]
+
+
+def test_combinatorial_bnb_and_scip_each_match_brute_force(monkeypatch):
+    """The combinatorial branch-and-bound alone (it finishes on small components) and SCIP alone (the
+    branch-and-bound given one node) both give the brute-force optimum, and decide ">= k" alike."""
+    import moralkit.psm.houtman_maks as hm
+
+    rng = np.random.default_rng(5)
+    Es = [_psm_subset(rng, int(rng.integers(6, 10))) for _ in range(12)]
+    truth = [brute_force_hm(E) for E in Es]
+    assert sum(t < len(E) for t, E in zip(truth, Es)) >= 6
+    for nodes in (1, hm._HEUR_NODES):
+        monkeypatch.setattr(hm, "_HEUR_NODES", nodes)
+        for E, t in zip(Es, truth):
+            assert houtman_maks(E).n_kept == t
+            assert houtman_maks_at_least(E, t) and not houtman_maks_at_least(E, t + 1)

@@ -70,7 +70,13 @@ import numpy as np
 
 from ..errors import MoralkitError
 from . import rp
-from ._hm_kernels import greedy_consistent, lightest_violating_cycles, shortest_violating_cycles
+from ._hm_kernels import (
+    greedy_consistent,
+    lightest_violating_cycles,
+    max_consistent_bnb,
+    rank_cuts,
+    shortest_violating_cycles,
+)
 
 __all__ = [
     "HMDecision",
@@ -240,6 +246,8 @@ def _conshdlr_class():
             self.seen = set()
             self.n_cuts = 0
             self.tvars = None
+            self.rank, self.rank_depth = 0, 0
+            self.conflict = (P & R.T) | (P & R.T).T
 
         def _values(self, sol=None):
             return np.array([self.model.getSolVal(sol, v) for v in self.y])
@@ -282,15 +290,22 @@ def _conshdlr_class():
 
         def conssepalp(self, constraints, nusefulconss):
             y = self._values()
+            rows = []
             flat, starts, _ = lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, True)
-            if len(starts) == 1:
+            for c in range(len(starts) - 1):
+                key = np.unique(flat[starts[c]:starts[c + 1]])
+                rows.append((key, len(key) - 1))
+            if self.rank > 0 and self.model.getDepth() <= self.rank_depth:
+                flat, starts, rhs = rank_cuts(self.R, self.P, self.conflict, y, self.rank, 40, 48)
+                for c in range(len(starts) - 1):
+                    rows.append((flat[starts[c]:starts[c + 1]], int(rhs[c])))
+            if not rows:
                 return {"result": SCIP_RESULT.DIDNOTFIND}
             if self.tvars is None:
                 self.tvars = [self.model.getTransformedVar(v) for v in self.y]
             added = False
-            for c in range(len(starts) - 1):
-                key = np.unique(flat[starts[c]:starts[c + 1]])
-                row = self.model.createEmptyRowUnspec(name="cc", lhs=None, rhs=len(key) - 1, local=False,
+            for key, rhs in rows:
+                row = self.model.createEmptyRowUnspec(name="cc", lhs=None, rhs=rhs, local=False,
                                                       removable=True)
                 self.model.cacheRowExtensions(row)
                 for i in key:
@@ -309,7 +324,25 @@ def _conshdlr_class():
     return GarpCycles
 
 
-def _solve_component_scip(R, P, time_limit, target=None, seed=0):
+# Nodes of the combinatorial branch-and-bound before SCIP takes over (about 0.5-1 s at T = 160; a node
+# budget, not a time, keeps the result independent of the machine's load).
+_HEUR_NODES = 20_000
+
+
+def _bnb(R, P, start, time_limit, max_nodes, stop_at=None, floor=None):
+    """:func:`max_consistent_bnb` from the consistent subset ``start``: (kept, n, upper, finished, nodes).
+
+    ``floor``: search only for subsets larger than it (a decision's ``target - 1``); then ``n`` is
+    ``max(floor, |kept|)`` and ``kept`` may be smaller than ``n``."""
+    two = P & R.T
+    order = np.argsort(-(two.sum(axis=0) + two.sum(axis=1)), kind="stable").astype(np.int64)
+    kept, n, up, fin, nodes = max_consistent_bnb(
+        R, P, order, max(int(start.sum()), -1 if floor is None else int(floor)), start.astype(np.bool_), 0 if stop_at is None else int(stop_at),
+        0.0 if time_limit is None else max(float(time_limit), 1e-3), int(max_nodes))
+    return kept, int(n), int(up), bool(fin), int(nodes)
+
+
+def _solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, params=None, stats=None):
     """Largest GARP_e-consistent subset of one SCC by branch-and-cut in SCIP.
 
     Returns (kept bool array, upper bound, optimal, n_cuts, n_nodes). With ``target``,
@@ -329,12 +362,29 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
         cand = greedy_consistent(R, P, rng.permutation(n).astype(np.int64))
         if cand.sum() > best.sum():
             best = cand
+    if start is not None and start.sum() > best.sum():
+        best = start
+    # the combinatorial branch-and-bound: on small or easy components it proves the optimum by
+    # itself; otherwise its incumbent (often the optimum on near-random data) starts SCIP
+    left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+    floor = None if target is None else int(target) - 1  # decide ">= target": only larger subsets matter
+    kept_b, n_b, up_b, fin, nodes_b = _bnb(R, P, best, left, _HEUR_NODES, stop_at=target, floor=floor)
+    if target is not None and int(kept_b.sum()) >= target:
+        return kept_b, max(up_b, int(kept_b.sum())), "solutionlimit", 0, nodes_b
+    if fin:  # proven: nothing larger than the incumbent (or than target - 1)
+        return kept_b, n_b, ("optimal" if target is None else "infeasible"), 0, nodes_b
+    best = kept_b
+    if time_limit is not None and time_limit - (time.perf_counter() - t0) <= 0.001:
+        return best, up_b, "timelimit", 0, nodes_b
     m = Model("houtman-maks")
     m.hideOutput()
     m.setParam("randomization/randomseedshift", 0)
     m.setParam("limits/gap", 0.0)
     m.setParam("limits/absgap", 0.0)
-    for key, val in _DEFAULT_PARAMS.items():
+    params = {**_DEFAULT_PARAMS, **(params or {})}
+    sepafreq = params.pop("_sepafreq", 1)
+    rank, rank_depth = params.pop("_rank", 0), params.pop("_rank_depth", 0)
+    for key, val in params.items():
         m.setParam(key, val)
     y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
     m.setMaximize()
@@ -342,10 +392,11 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     for a, b in zip(u.tolist(), v.tolist()):
         m.addCons(y[a] + y[b] <= 1)
     hdlr = _conshdlr_class()(R, P, y)
+    hdlr.rank, hdlr.rank_depth = rank, rank_depth
     for a, b in zip(u.tolist(), v.tolist()):
         hdlr.seen.add((a, b))
     m.includeConshdlr(hdlr, "garp_cycles", "GARP_e cycle constraints", sepapriority=1000, enfopriority=-10,
-                      chckpriority=-10, sepafreq=1, needscons=False)
+                      chckpriority=-10, sepafreq=sepafreq, needscons=False)
     if target is not None:
         m.setObjlimit(target - 0.5)
         m.setParam("limits/solutions", 1)
@@ -356,6 +407,8 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     if time_limit is not None:  # what is left of it once the model is built
         m.setParam("limits/time", max(float(time_limit) - (time.perf_counter() - t0), 0.001))
     m.optimize()
+    if stats is not None:
+        m.writeStatistics(stats)
     kept = best
     if m.getNSols() > 0:
         s = m.getBestSol()
@@ -366,7 +419,7 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0):
     if status == "infeasible":  # with an objective limit: nothing reaches target
         upper = int(target) - 1
     else:
-        upper = min(n, int(np.floor(m.getDualbound() + _EPS)))
+        upper = min(n, up_b, int(np.floor(m.getDualbound() + _EPS)))
     return kept, upper, status, hdlr.n_cuts, int(m.getNNodes())
 
 
