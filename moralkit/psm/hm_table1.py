@@ -33,7 +33,8 @@ import pandas as pd
 from ..errors import MoralkitError
 from ..paths import data_dir
 
-__all__ = ["COLUMNS", "alpha_text", "compute", "default_dir", "input_hashes", "load", "main", "write"]
+__all__ = ["COLUMNS", "alpha_text", "compute", "default_dir", "input_hashes", "load", "main", "random_expenditure",
+           "write", "beside", "describe"]
 
 COLUMNS = ["model", "n_obs", "ccei_exact", "alpha", "hm_exact", "hm", "hm_kept", "hm_upper", "alpha_hm", "alpha_hm_low",
            "alpha_hm_high", "stars_hm", "n_datasets", "n_at_least", "n_below", "n_undecided", "n_exact", "time_limit_s",
@@ -80,6 +81,23 @@ def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float =
     return pd.DataFrame(rows, columns=COLUMNS), dec
 
 
+def random_expenditure(dataset, i: int, n_datasets: int = 1000, seed: int = 0):
+    """The expenditure matrix of random dataset ``i`` of Table 1's test for this respondent (the same
+    draw as the CCEI's alpha and the committed decisions), to recompute one committed row."""
+    import numpy as np
+
+    from . import rationality as ra
+    from . import rp
+
+    v = ra._prepare(dataset)
+    T, n_opt = v.options.shape[0], v.options.shape[1]
+    sizes = ra._chunk_sizes(int(n_datasets))
+    chunk, pos = divmod(int(i), sizes[0])
+    C = ra._chunk_rng(seed, v.model, chunk).integers(0, n_opt, size=(sizes[chunk], T))
+    V = rp.option_expenditures(v.corners, v.prices, v.options).astype(np.int64)
+    return V[:, np.arange(T), C[pos]]
+
+
 def write(df: pd.DataFrame, meta: dict, out_dir=None, decisions: pd.DataFrame | None = None) -> Path:
     out = Path(out_dir) if out_dir is not None else default_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -107,6 +125,28 @@ def load(out_dir=None, psm_dir=None):
                             "recompute it with `.venv/bin/python -m moralkit.psm.hm_table1`")
     return pd.read_csv(f, dtype={"ccei_exact": str, "hm_exact": str, "stars_hm": str}, keep_default_na=False,
                        na_values=[""]), meta, None
+
+
+def beside(tab: pd.DataFrame, hm_tab: pd.DataFrame) -> pd.DataFrame:
+    """Table 1's CCEI columns (``tab``: :func:`moralkit.psm.rationality.table1`) with the committed HM
+    column beside them, one row per respondent of ``tab`` ("not computed" where the HM table has none)."""
+    rows = hm_tab.set_index("model")
+    out = tab[["model", "label", "alpha"]].rename(columns={"label": "CCEI", "alpha": "alpha (CCEI)"})
+    have = out["model"].isin(rows.index)
+    out["HM"] = [rows.loc[m, "hm_exact"] if h else "not computed" for m, h in zip(out["model"], have)]
+    out["alpha (HM)"] = [alpha_text(rows.loc[m]) if h else "not computed" for m, h in zip(out["model"], have)]
+    out["stars (HM)"] = [rows.loc[m, "stars_hm"] if h else "" for m, h in zip(out["model"], have)]
+    out["decided exactly"] = [int(rows.loc[m, "n_exact"]) if h else 0 for m, h in zip(out["model"], have)]
+    return out.set_index("model")
+
+
+def describe(meta: dict) -> str:
+    """One sentence on how the committed table was computed (datasets, limits, date, wall time, load)."""
+    own = meta.get("own_time_limit_s")
+    return (f"HM column: {meta['n_datasets']} random datasets per respondent (seed {meta['seed']}), at most "
+            f"{meta['time_limit_s']:g} s each" + (f", the respondent's own HM at most {own:g} s" if own else "")
+            + f"; computed {meta['date']} in {meta['wall_s']:.0f} s (load {meta['load_start'][0]:.1f}, "
+            f"{meta.get('cpus', '?')} cores).")
 
 
 def main(argv=None):

@@ -324,9 +324,9 @@ def _conshdlr_class():
     return GarpCycles
 
 
-# Nodes of the combinatorial branch-and-bound before SCIP takes over (about 0.5-1 s at T = 160; a node
+# Nodes of the combinatorial branch-and-bound before SCIP takes over (about 0.1-0.3 s at T = 160; a node
 # budget, not a time, keeps the result independent of the machine's load).
-_HEUR_NODES = 20_000
+_HEUR_NODES = 3_000
 
 
 def _bnb(R, P, start, time_limit, max_nodes, stop_at=None, floor=None):
