@@ -268,8 +268,9 @@ def test_combinatorial_bnb_and_scip_each_match_brute_force(monkeypatch):
     Es = [_psm_subset(rng, int(rng.integers(6, 10))) for _ in range(12)]
     truth = [brute_force_hm(E) for E in Es]
     assert sum(t < len(E) for t, E in zip(truth, Es)) >= 6
-    for nodes in (1, hm._HEUR_NODES):
+    for nodes in (1, 10**6):
         monkeypatch.setattr(hm, "_HEUR_NODES", nodes)
+        monkeypatch.setattr(hm, "_DECISION_NODES", nodes)
         for E, t in zip(Es, truth):
             assert houtman_maks(E).n_kept == t
             assert houtman_maks_at_least(E, t) and not houtman_maks_at_least(E, t + 1)
