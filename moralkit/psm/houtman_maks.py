@@ -523,7 +523,7 @@ def houtman_maks(E, e=1, *, time_limit: float | None = None, method: str = "scip
         else:
             kept_c, up_c, st, nc, ns = _solve_component_cuts(R, P, left)
         if st != "optimal":  # stopped early: the packing bound may be the better one
-            up_c = min(up_c, len(nodes) - _packing(R, P))
+            up_c = min(up_c, len(nodes) - _disjoint_cycles(R, P))
         keep[nodes] = kept_c
         upper -= len(nodes) - up_c
         n_cuts += nc
@@ -572,9 +572,10 @@ def _as_fraction(e) -> Fraction:
 def houtman_maks_upper_bound(E, e=1) -> int:
     """A quick upper bound on the number of rounds GARP_e can keep (exact, not a heuristic value).
 
-    Vertex-disjoint GARP_e-violating cycles are packed greedily, shortest first;
-    each needs at least one of its rounds removed, so ``T - (number packed)``
-    bounds the Houtman–Maks count from above.
+    Vertex-disjoint GARP_e-violating cycles are packed greedily (shortest first, and
+    as a maximal matching of violating 2-cycles; the larger packing is used); each
+    needs at least one of its rounds removed, so ``T - (number packed)`` bounds the
+    Houtman–Maks count from above.
 
     Examples
     --------
@@ -584,7 +585,7 @@ def houtman_maks_upper_bound(E, e=1) -> int:
     """
     E = rp.validate_expenditure_matrix(E)
     R0, P0 = rp.relations(E, _as_fraction(e))
-    return len(E) - _packing(R0, P0)
+    return len(E) - _disjoint_cycles(R0, P0)
 
 
 def houtman_maks_at_least(E, k: int, e=1, *, time_limit: float | None = None) -> bool | None:
@@ -638,7 +639,11 @@ def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) ->
         R = np.ascontiguousarray(R0[np.ix_(nodes, nodes)])
         P = np.ascontiguousarray(P0[np.ix_(nodes, nodes)])
         data.append((R, P))
-        hi[j] = len(nodes) - _packing(R, P)
+        hi[j] = len(nodes) - _two_cycle_matching(R, P)  # O(n^2); the cycle packing only if it does not decide
+    if free + hi.sum() < k:
+        return HMDecision(False, "bound")
+    for j, (R, P) in enumerate(data):
+        hi[j] = min(hi[j], R.shape[0] - _packing(R, P))  # (the matching is already in hi)
         two = P & R.T
         order = np.argsort(two.sum(axis=0) + two.sum(axis=1), kind="stable").astype(np.int64)
         lo[j] = int(greedy_consistent(R, P, order).sum())
@@ -664,6 +669,25 @@ def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) ->
         if free + lo.sum() >= k:
             return HMDecision(True, "exact")
     return HMDecision(None, "exact")
+
+
+def _disjoint_cycles(R, P):
+    """The more of two greedy packings of vertex-disjoint violating cycles (each costs one round)."""
+    return max(_packing(R, P), _two_cycle_matching(R, P))
+
+
+def _two_cycle_matching(R, P):
+    """A greedy maximal matching of violating 2-cycles: vertex-disjoint violating cycles, found in O(n^2)."""
+    two = (P & R.T) | (P & R.T).T
+    free = np.ones(R.shape[0], dtype=bool)
+    m = 0
+    for a in np.argsort(two.sum(axis=1), kind="stable"):  # rounds with few conflicts first
+        if free[a]:
+            b = np.nonzero(two[a] & free)[0]
+            if len(b):
+                free[a] = free[b[0]] = False
+                m += 1
+    return m
 
 
 def _packing(R, P):
