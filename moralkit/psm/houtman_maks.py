@@ -247,6 +247,10 @@ def _conshdlr_class():
             self.n_cuts = 0
             self.tvars = None
             self.rank, self.rank_depth = 0, 0
+            # one lightest cycle per round, not one per strict edge: measured on the 94-round LLM run
+            # (smollm2, load ~27) SCIP's CPU time fell from 1.61 to 1.34 s, separation from 4.4 to 2.0 s
+            # wall, nodes from 272 to 139
+            self.all_edges, self.max_cuts = False, None
             self.conflict = (P & R.T) | (P & R.T).T
 
         def _values(self, sol=None):
@@ -291,10 +295,13 @@ def _conshdlr_class():
         def conssepalp(self, constraints, nusefulconss):
             y = self._values()
             rows = []
-            flat, starts, _ = lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, True)
-            for c in range(len(starts) - 1):
+            flat, starts, w = lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, self.all_edges)
+            seen = set()
+            for c in np.argsort(w, kind="stable")[:self.max_cuts]:  # the most violated first
                 key = np.unique(flat[starts[c]:starts[c + 1]])
-                rows.append((key, len(key) - 1))
+                if key.tobytes() not in seen:
+                    seen.add(key.tobytes())
+                    rows.append((key, len(key) - 1))
             if self.rank > 0 and self.model.getDepth() <= self.rank_depth:
                 flat, starts, rhs = rank_cuts(self.R, self.P, self.conflict, y, self.rank, 40, 48)
                 for c in range(len(starts) - 1):
@@ -389,6 +396,7 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, par
     params = {**_DEFAULT_PARAMS, **(params or {})}
     sepafreq = params.pop("_sepafreq", 1)
     rank, rank_depth = params.pop("_rank", 0), params.pop("_rank_depth", 0)
+    all_edges, max_cuts = params.pop("_all_edges", False), params.pop("_max_cuts", None)
     for key, val in params.items():
         m.setParam(key, val)
     y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
@@ -398,6 +406,7 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, par
         m.addCons(y[a] + y[b] <= 1)
     hdlr = _conshdlr_class()(R, P, y)
     hdlr.rank, hdlr.rank_depth = rank, rank_depth
+    hdlr.all_edges, hdlr.max_cuts = all_edges, max_cuts
     for a, b in zip(u.tolist(), v.tolist()):
         hdlr.seen.add((a, b))
     m.includeConshdlr(hdlr, "garp_cycles", "GARP_e cycle constraints", sepapriority=1000, enfopriority=-10,
