@@ -192,18 +192,8 @@ if ready:
     if hm_tab is None:
         print(f"HM column not shown: {hm_why}")
     else:
-        hm_rows = hm_tab.set_index("model")
-        hm_view = tab[["model", "label", "alpha"]].rename(columns={"label": "CCEI", "alpha": "alpha (CCEI)"})
-        hm_view["HM"] = [hm_rows.loc[m, "hm_exact"] if m in hm_rows.index else "not computed" for m in hm_view["model"]]
-        hm_view["alpha (HM)"] = [hm_table1.alpha_text(hm_rows.loc[m]) if m in hm_rows.index else "not computed"
-                                 for m in hm_view["model"]]
-        hm_view["stars (HM)"] = [hm_rows.loc[m, "stars_hm"] if m in hm_rows.index else "" for m in hm_view["model"]]
-        hm_view["decided exactly"] = [int(hm_rows.loc[m, "n_exact"]) if m in hm_rows.index else 0
-                                      for m in hm_view["model"]]
-        print(f"HM column: {hm_meta['n_datasets']} random datasets per respondent (seed {hm_meta['seed']}), at most "
-              f"{hm_meta['time_limit_s']:g} s each; computed {hm_meta['date']} in {hm_meta['wall_s']:.0f} s "
-              f"(load {hm_meta['load_start'][0]:.1f}).")
-        show(hm_view.set_index("model"), "02_table1_hm",
+        print(hm_table1.describe(hm_meta))
+        show(hm_table1.beside(tab, hm_tab), "02_table1_hm",
              caption="This run's CCEI and the committed Houtman–Maks column (stars: ? when the interval spans a level)")
 
 # %% [markdown]

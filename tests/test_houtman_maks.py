@@ -206,6 +206,8 @@ def test_committed_hm_table_round_trip_and_hash_check(tmp_path):
     """moralkit.psm.hm_table1: the table is shown only for the data it was computed on."""
     import json
 
+    import pandas as pd
+
     from moralkit.psm import hm_table1
     from moralkit.psm.dataset import read_psm, write_psm
 
@@ -229,6 +231,12 @@ def test_committed_hm_table_round_trip_and_hash_check(tmp_path):
     assert why is None and m == json.loads(json.dumps(meta))
     pd_cols = got[["model", "hm_exact", "stars_hm", "n_exact"]].to_dict("records")
     assert pd_cols == tab[["model", "hm_exact", "stars_hm", "n_exact"]].to_dict("records")
+    ccei = pd.DataFrame({"model": ["sim-a", "other"], "label": ["0.9**", "0.5"], "alpha": [0.01, 0.5]})
+    view = hm_table1.beside(ccei, got)
+    assert view.loc["sim-a", "HM"] == tab.set_index("model").loc["sim-a", "hm_exact"]
+    assert view.loc["other", "HM"] == view.loc["other", "alpha (HM)"] == "not computed"
+    meta.update(time_limit_s=30, own_time_limit_s=None, date="d", wall_s=1.0, load_start=[1.0], cpus=2)
+    assert hm_table1.describe(meta).startswith("HM column: 12 random datasets")
     (psm / "sim-b.csv.gz").write_bytes((psm / "sim-a.csv.gz").read_bytes())  # the data changed
     got, m, why = hm_table1.load(out, psm)
     assert got is None and "sim-b.csv.gz" in why and "recompute" in why
@@ -237,6 +245,8 @@ def test_committed_hm_table_round_trip_and_hash_check(tmp_path):
     row = dict(n_undecided=3, n_datasets=100, alpha_hm_low=0.2, alpha_hm_high=0.23, alpha_hm=float("nan"),
                time_limit_s=10.0)
     assert hm_table1.alpha_text(row) == "[0.200, 0.230]: 3 of 100 random datasets undecided within 10 s each"
+    row.update(hm_kept=40, hm_upper=45, own_time_limit_s=60.0)
+    assert hm_table1.alpha_text(row).endswith("own HM only bounded to [40, 45] within 60 s")
 
 
 def test_warmup_reaches_the_kernels_the_notebooks_use():
@@ -247,3 +257,66 @@ def test_warmup_reaches_the_kernels_the_notebooks_use():
     for k in ("_rp_kernels.relation_signs", "_rp_kernels.scc_labels", "_partition_kernels.violation_models",
               "_hm_kernels.shortest_violating_cycles", "_hm_kernels.greedy_consistent"):
         assert k in r["compiled"]
+
+
+def test_combinatorial_bnb_and_scip_each_match_brute_force(monkeypatch):
+    """The combinatorial branch-and-bound alone (it finishes on small components) and SCIP alone (the
+    branch-and-bound given one node) both give the brute-force optimum, and decide ">= k" alike."""
+    import moralkit.psm.houtman_maks as hm
+
+    rng = np.random.default_rng(5)
+    Es = [_psm_subset(rng, int(rng.integers(6, 10))) for _ in range(12)]
+    truth = [brute_force_hm(E) for E in Es]
+    assert sum(t < len(E) for t, E in zip(truth, Es)) >= 6
+    for nodes in (1, 10**6):
+        monkeypatch.setattr(hm, "_HEUR_NODES", nodes)
+        monkeypatch.setattr(hm, "_DECISION_NODES", nodes)
+        for E, t in zip(Es, truth):
+            assert houtman_maks(E).n_kept == t
+            assert houtman_maks_at_least(E, t) and not houtman_maks_at_least(E, t + 1)
+
+
+def test_committed_hm_table_recomputes_on_a_sample():
+    """The committed HM Table 1 (data/derived, `python -m moralkit.psm.hm_table1`): its input hashes match
+    data/psm, each respondent's own HM bracket holds against quick exact bounds, and a sample of its
+    decided random datasets (three per respondent) is decided alike when recomputed."""
+    import pandas as pd
+
+    from moralkit.paths import data_dir
+    from moralkit.psm import hm_table1
+    from moralkit.psm.dataset import read_psm
+    from moralkit.psm.houtman_maks import houtman_maks_decision
+
+    tab, meta, why = hm_table1.load()
+    assert why is None, why
+    dec = pd.read_csv(data_dir() / "derived" / "table1_hm_decisions.csv.gz")
+    assert len(dec) == meta["n_datasets"] * len(tab)
+    data = read_psm(data_dir() / "psm")
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _, row in tab.iterrows():
+        E = rp.psm_expenditure_matrix(data[row["model"]])
+        assert row["hm_kept"] <= row["hm_upper"] <= houtman_maks_upper_bound(E)
+        mine = dec[(dec["model"] == row["model"]) & (dec["decision"] >= 0)]
+        assert int((dec[dec["model"] == row["model"]]["decision"] == 1).sum()) == row["n_at_least"]
+        for i in rng.permutation(mine["dataset"].to_numpy())[:3]:
+            Ei = hm_table1.random_expenditure(data[row["model"]], i, meta["n_datasets"], meta["seed"])
+            want = int(mine.set_index("dataset").loc[i, "decision"])
+            k = int(row["hm_upper"]) if want == 1 else int(row["hm_kept"])
+            got = houtman_maks_decision(Ei, k, time_limit=20).at_least
+            assert got is None or int(got) == want
+            checked += got is not None
+    assert checked >= 1
+
+
+def test_hm_alpha_with_a_time_limited_own_hm_is_an_interval():
+    """A respondent whose own HM the time limit leaves bounded: each random dataset is decided at both
+    ends of [kept, upper], and alpha is an interval (NaN as a point), never a guess."""
+    from moralkit.psm.rationality import hm_random_choice_test
+
+    ds = simulate_random(make_design(0), seed=9, model="sim-random")  # a SIMULATED random chooser
+    r = hm_random_choice_test(ds, n_datasets=3, seed=0, time_limit=0.2, own_time_limit=0.01)
+    assert not r.own_exact and r.n_kept < r.n_upper
+    assert r.hm_text == f"[{r.n_kept}, {r.n_upper}]/160"
+    assert r.n_at_least + r.n_below + r.n_undecided == 3 and set(r.decisions) <= {-1, 0, 1}
+    assert r.alpha_low <= r.alpha_high

@@ -7,8 +7,10 @@ is a strict edge ``u P0 v`` closed by an ``R0`` path from v back to u.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 
 @njit(cache=True)
@@ -196,3 +198,311 @@ def greedy_consistent(R, P, order):
                     if outof[b]:
                         reach[a, b] = True
     return kept
+
+
+# --------------------------------------------------------------------------- combinatorial branch-and-bound
+# Bitsets: a set of rounds of one component is a row of ``W = (n + 63) // 64`` uint64 words.
+
+
+@njit(cache=True)
+def _bits(M):
+    """Rows of the boolean matrix ``M`` as bitsets."""
+    n = M.shape[0]
+    W = (M.shape[1] + 63) // 64
+    out = np.zeros((n, W), np.uint64)
+    for i in range(n):
+        for j in range(M.shape[1]):
+            if M[i, j]:
+                out[i, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+    return out
+
+
+@njit(cache=True)
+def _has(bs, j):
+    return (bs[j >> 6] >> np.uint64(j & 63)) & np.uint64(1) != np.uint64(0)
+
+
+@njit(cache=True)
+def _consistent_with(c, sel, depth, R, P_bits, fwd, bwd, into, outof):
+    """Whether round c can join the kept rounds ``sel[:depth]`` (closure ``fwd``/``bwd``) without
+    closing a GARP_e-violating cycle; leaves c's in/out closure sets in ``into``/``outof``."""
+    W = into.shape[0]
+    for w in range(W):
+        into[w] = np.uint64(0)
+        outof[w] = np.uint64(0)
+    into[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    outof[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+    for t in range(depth):
+        s = sel[t]
+        if R[s, c]:
+            for w in range(W):
+                into[w] |= bwd[s, w]
+        if R[c, s]:
+            for w in range(W):
+                outof[w] |= fwd[s, w]
+    for w in range(W):  # a path a ->* c ->* b with b P0 a closes a violating cycle
+        word = outof[w]
+        while word != np.uint64(0):
+            low = word & (~word + np.uint64(1))
+            b = w * 64 + _bitpos(low)
+            word ^= low
+            for w2 in range(W):
+                if P_bits[b, w2] & into[w2] != np.uint64(0):
+                    return False
+    return True
+
+
+@njit(cache=True)
+def _bitpos(low):
+    k = 0
+    while low > np.uint64(1):
+        low >>= np.uint64(1)
+        k += 1
+    return k
+
+
+@njit(cache=True)
+def _color_sort(cands, m, conflict_bits, ord_out, col_out, W):
+    """Greedy sequential colouring of ``cands[:m]`` into classes of pairwise conflicting rounds (a
+    consistent subset holds at most one round of each class); ``ord_out``/``col_out`` list the
+    rounds by class (1, 2, ...). Returns the number of classes."""
+    n_cls = 0
+    allowed = np.empty((m, W), np.uint64)  # rounds in conflict with every member of class k
+    cls = np.empty(m, np.int64)
+    for i in range(m):
+        v = cands[i]
+        k = 0
+        while k < n_cls and not _has(allowed[k], v):
+            k += 1
+        if k == n_cls:
+            for w in range(W):
+                allowed[k, w] = conflict_bits[v, w]
+            n_cls += 1
+        else:
+            for w in range(W):
+                allowed[k, w] &= conflict_bits[v, w]
+        cls[i] = k
+    pos = 0
+    for k in range(n_cls):
+        for i in range(m):
+            if cls[i] == k:
+                ord_out[pos] = cands[i]
+                col_out[pos] = k + 1
+                pos += 1
+    return n_cls
+
+
+@njit(cache=True)
+def max_consistent_bnb(R, P, order, init_best, init_kept, stop_at, deadline_s, max_nodes):
+    """The largest GARP_e-consistent subset of one component, by a combinatorial branch-and-bound.
+
+    A clique search in the spirit of Tomita and Seki's MCQ on the *compatibility* graph (two rounds
+    are compatible unless they form a violating 2-cycle): a node holds the kept rounds S (with the
+    transitive closure of R0 over S) and the candidates that can join S without closing a violating
+    cycle of any length (checked exactly on the closure); the bound is ``|S| +`` the number of
+    classes of a greedy colouring of the candidates into sets of pairwise conflicting rounds.
+
+    ``init_best``/``init_kept``: an incumbent (a consistent subset); only strictly larger subsets
+    are searched for. ``stop_at`` > 0: stop at the first subset of that size. ``deadline_s`` > 0:
+    stop after that many seconds; ``max_nodes`` > 0: after that many nodes (deterministic).
+
+    Returns (kept, n_kept, upper, finished, nodes): ``upper`` is a proven bound on the optimum
+    (equal to ``n_kept`` when the search finished).
+    """
+    n = R.shape[0]
+    W = (n + 63) // 64
+    conflict = np.zeros((n, n), np.bool_)
+    for a in range(n):
+        for b in range(n):
+            if (P[a, b] and R[b, a]) or (P[b, a] and R[a, b]):
+                conflict[a, b] = True
+    conflict_bits = _bits(conflict)
+    P_bits = _bits(P)
+    fwd = np.zeros((n + 1, n, W), np.uint64)  # per depth: closure over S (row s: rounds of S s reaches)
+    bwd = np.zeros((n + 1, n, W), np.uint64)
+    ords = np.empty((n + 1, n), np.int64)
+    cols = np.empty((n + 1, n), np.int64)
+    cnt = np.zeros(n + 1, np.int64)
+    pos = np.zeros(n + 1, np.int64)
+    sel = np.empty(n + 1, np.int64)
+    into = np.empty(W, np.uint64)
+    outof = np.empty(W, np.uint64)
+    cand = np.empty(n, np.int64)
+    best = init_best
+    kept = init_kept.copy()
+    _color_sort(order, n, conflict_bits, ords[0], cols[0], W)
+    cnt[0] = n
+    pos[0] = n - 1
+    d = 0
+    nodes = 0
+    finished = True
+    with objmode(t0="f8"):
+        t0 = time.perf_counter()
+    while d >= 0:
+        i = pos[d]
+        if i < 0 or d + cols[d, i] <= best:
+            d -= 1
+            continue
+        pos[d] = i - 1
+        v = ords[d, i]
+        if not _consistent_with(v, sel, d, R, P_bits, fwd[d], bwd[d], into, outof):
+            continue  # cannot happen for candidates filtered below; the root's are unfiltered
+        nodes += 1
+        if max_nodes > 0 and nodes >= max_nodes:
+            finished = False
+            break
+        if deadline_s > 0 and (nodes & 1023) == 0:
+            with objmode(el="f8"):
+                el = time.perf_counter() - t0
+            if el > deadline_s:
+                finished = False
+                break
+        # S + v: the closure at depth d + 1
+        for t in range(d):
+            s = sel[t]
+            for w in range(W):
+                fwd[d + 1, s, w] = fwd[d, s, w]
+                bwd[d + 1, s, w] = bwd[d, s, w]
+        sel[d] = v
+        for w in range(W):
+            fwd[d + 1, v, w] = outof[w]
+            bwd[d + 1, v, w] = into[w]
+        for t in range(d):
+            s = sel[t]
+            if _has(into, s):
+                for w in range(W):
+                    fwd[d + 1, s, w] |= outof[w]
+            if _has(outof, s):
+                for w in range(W):
+                    bwd[d + 1, s, w] |= into[w]
+        # candidates: earlier in the order, compatible with v, consistent with S + v
+        m = 0
+        for j in range(i):
+            c = ords[d, j]
+            if not _has(conflict_bits[v], c) and _consistent_with(c, sel, d + 1, R, P_bits, fwd[d + 1],
+                                                                   bwd[d + 1], into, outof):
+                cand[m] = c
+                m += 1
+        if m == 0:
+            if d + 1 > best:
+                best = d + 1
+                kept[:] = False
+                for t in range(d + 1):
+                    kept[sel[t]] = True
+                if stop_at > 0 and best >= stop_at:
+                    finished = False
+                    break
+            continue
+        _color_sort(cand, m, conflict_bits, ords[d + 1], cols[d + 1], W)
+        cnt[d + 1] = m
+        pos[d + 1] = m - 1
+        d += 1
+    upper = best
+    if not finished:  # the root branches above pos[0] + 1 are done; the rest is bounded by its colour
+        j = pos[0] + 1
+        if j < n and cols[0, j] > upper:
+            upper = cols[0, j]
+        if stop_at > 0 and best >= stop_at:
+            upper = max(upper, best)
+    return kept, best, upper, finished, nodes
+
+
+@njit(cache=True)
+def _small_consistent(R, P, Z, k):
+    """Whether the rounds ``Z[:k]`` (k small) satisfy GARP_e together (closure by Warshall)."""
+    reach = np.zeros((k, k), np.bool_)
+    for a in range(k):
+        for b in range(k):
+            reach[a, b] = a == b or R[Z[a], Z[b]]
+    for m in range(k):
+        for a in range(k):
+            if reach[a, m]:
+                for b in range(k):
+                    if reach[m, b]:
+                        reach[a, b] = True
+    for a in range(k):
+        for b in range(k):
+            if reach[a, b] and P[Z[b], Z[a]]:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _rank_ok(R, P, conflict, X, nx, c, r):
+    """Whether no r rounds of ``X[:nx]`` are consistent together with c (so alpha(X + c) <= r,
+    given alpha(X) <= r)."""
+    Z = np.empty(4, np.int64)
+    Z[0] = c
+    if r == 1:
+        for i in range(nx):
+            if not conflict[c, X[i]]:
+                return False
+        return True
+    for i in range(nx):
+        if conflict[c, X[i]]:
+            continue
+        for j in range(i + 1, nx):
+            if conflict[c, X[j]] or conflict[X[i], X[j]]:
+                continue
+            Z[1] = X[i]
+            Z[2] = X[j]
+            if r == 2:
+                if _small_consistent(R, P, Z, 3):
+                    return False
+                continue
+            for k in range(j + 1, nx):
+                if conflict[c, X[k]] or conflict[X[i], X[k]] or conflict[X[j], X[k]]:
+                    continue
+                Z[3] = X[k]
+                if _small_consistent(R, P, Z, 4):
+                    return False
+    return True
+
+
+@njit(cache=True)
+def rank_cuts(R, P, conflict, y, rmax, n_seeds, max_size):
+    """Rank inequalities ``sum_{i in X} y_i <= r`` violated at a fractional point ``y``.
+
+    X is grown greedily (rounds by decreasing ``y``) from each of the ``n_seeds`` largest
+    rounds, keeping ``alpha(X) <= r`` (no r + 1 rounds of X satisfy GARP_e together; checked
+    exactly), for r = 1 (a clique of violating 2-cycles), 2, ..., ``rmax`` (<= 3) in turn. A
+    set whose y-sum exceeds r is returned. Returns (flat, starts, rhs).
+    """
+    n = R.shape[0]
+    order = np.argsort(-y)
+    m = 0
+    while m < n and y[order[m]] > 1e-4:
+        m += 1
+    flat = np.empty(n_seeds * (rmax + 1) * max_size + 1, np.int64)
+    starts = np.zeros(n_seeds * (rmax + 1) + 1, np.int64)
+    rhs = np.empty(n_seeds * (rmax + 1), np.int64)
+    inX = np.zeros(n, np.bool_)
+    X = np.empty(max_size, np.int64)
+    nc = 0
+    pos = 0
+    for s in range(min(n_seeds, m)):
+        seed = order[s]
+        for i in range(n):
+            inX[i] = False
+        X[0] = seed
+        inX[seed] = True
+        nx = 1
+        tot = y[seed]
+        for r in range(1, rmax + 1):
+            for t in range(m):
+                if nx >= max_size:
+                    break
+                c = order[t]
+                if not inX[c] and _rank_ok(R, P, conflict, X, nx, c, r):
+                    X[nx] = c
+                    nx += 1
+                    inX[c] = True
+                    tot += y[c]
+            if tot > r + 1e-3 and nx > r + 1:
+                for i in range(nx):
+                    flat[pos] = X[i]
+                    pos += 1
+                rhs[nc] = r
+                nc += 1
+                starts[nc] = pos
+    return flat[:pos].copy(), starts[:nc + 1].copy(), rhs[:nc].copy()

@@ -33,10 +33,12 @@ import pandas as pd
 from ..errors import MoralkitError
 from ..paths import data_dir
 
-__all__ = ["COLUMNS", "alpha_text", "compute", "default_dir", "input_hashes", "load", "main", "write"]
+__all__ = ["COLUMNS", "alpha_text", "compute", "default_dir", "input_hashes", "load", "main", "random_expenditure",
+           "write", "beside", "describe"]
 
-COLUMNS = ["model", "n_obs", "ccei_exact", "alpha", "hm_exact", "hm", "alpha_hm", "alpha_hm_low", "alpha_hm_high",
-           "stars_hm", "n_datasets", "n_at_least", "n_below", "n_undecided", "n_exact", "time_limit_s"]
+COLUMNS = ["model", "n_obs", "ccei_exact", "alpha", "hm_exact", "hm", "hm_kept", "hm_upper", "alpha_hm", "alpha_hm_low",
+           "alpha_hm_high", "stars_hm", "n_datasets", "n_at_least", "n_below", "n_undecided", "n_exact", "time_limit_s",
+           "own_time_limit_s"]
 
 
 def default_dir() -> Path:
@@ -50,29 +52,50 @@ def input_hashes(psm_dir=None) -> dict:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float = 10.0, n_jobs: int = 1):
+def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float = 10.0, n_jobs: int = 1,
+            own_time_limit: float | None = None):
     """Table 1 with the HM column (:func:`moralkit.psm.rationality.table1`, ``hm=True``) as tidy rows.
 
     Returns (table, decisions): one row per respondent, and one row per (respondent, random
     dataset) with its decision (1: HM at least the respondent's, 0: below, -1: undecided within
-    ``time_limit``) and what decided it (``bound``, ``greedy`` or ``exact``).
+    ``time_limit``) and what decided it (``bound``, ``greedy`` or ``exact``). ``own_time_limit``
+    bounds each respondent's own exact HM (then ``hm_kept``/``hm_upper`` bracket it).
     """
     from .rationality import table1
 
-    tab = table1(datasets, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, hm=True, hm_time_limit=time_limit)
+    tab = table1(datasets, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, hm=True, hm_time_limit=time_limit,
+                 hm_own_time_limit=own_time_limit)
     res = tab.attrs["hm_results"]
     rows = []
     for _, r in tab.iterrows():
         h = res[r["model"]]
         rows.append(dict(model=r["model"], n_obs=int(r["n_obs"]), ccei_exact=r["ccei_exact"], alpha=r["alpha"],
-                         hm_exact=r["hm_exact"], hm=r["hm"], alpha_hm=r["alpha_hm"], alpha_hm_low=h.alpha_low,
+                         hm_exact=r["hm_exact"], hm=r["hm"], hm_kept=h.n_kept,
+                         hm_upper=h.n_upper if h.n_upper >= 0 else h.n_kept, alpha_hm=r["alpha_hm"], alpha_hm_low=h.alpha_low,
                          alpha_hm_high=h.alpha_high, stars_hm=r["stars_hm"], n_datasets=h.n_datasets,
                          n_at_least=h.n_at_least, n_below=h.n_below, n_undecided=h.n_undecided, n_exact=h.n_exact,
-                         time_limit_s=time_limit))
+                         time_limit_s=time_limit, own_time_limit_s=own_time_limit))
     dec = pd.DataFrame([dict(model=m, dataset=i, decision=int(d), decided_by=b)
                         for m, h in res.items() for i, (d, b) in enumerate(zip(h.decisions, h.decided_by))],
                        columns=["model", "dataset", "decision", "decided_by"])
     return pd.DataFrame(rows, columns=COLUMNS), dec
+
+
+def random_expenditure(dataset, i: int, n_datasets: int = 1000, seed: int = 0):
+    """The expenditure matrix of random dataset ``i`` of Table 1's test for this respondent (the same
+    draw as the CCEI's alpha and the committed decisions), to recompute one committed row."""
+    import numpy as np
+
+    from . import rationality as ra
+    from . import rp
+
+    v = ra._prepare(dataset)
+    T, n_opt = v.options.shape[0], v.options.shape[1]
+    sizes = ra._chunk_sizes(int(n_datasets))
+    chunk, pos = divmod(int(i), sizes[0])
+    C = ra._chunk_rng(seed, v.model, chunk).integers(0, n_opt, size=(sizes[chunk], T))
+    V = rp.option_expenditures(v.corners, v.prices, v.options).astype(np.int64)
+    return V[:, np.arange(T), C[pos]]
 
 
 def write(df: pd.DataFrame, meta: dict, out_dir=None, decisions: pd.DataFrame | None = None) -> Path:
@@ -104,11 +127,35 @@ def load(out_dir=None, psm_dir=None):
                        na_values=[""]), meta, None
 
 
+def beside(tab: pd.DataFrame, hm_tab: pd.DataFrame) -> pd.DataFrame:
+    """Table 1's CCEI columns (``tab``: :func:`moralkit.psm.rationality.table1`) with the committed HM
+    column beside them, one row per respondent of ``tab`` ("not computed" where the HM table has none)."""
+    rows = hm_tab.set_index("model")
+    out = tab[["model", "label", "alpha"]].rename(columns={"label": "CCEI", "alpha": "alpha (CCEI)"})
+    have = out["model"].isin(rows.index)
+    out["HM"] = [rows.loc[m, "hm_exact"] if h else "not computed" for m, h in zip(out["model"], have)]
+    out["alpha (HM)"] = [alpha_text(rows.loc[m]) if h else "not computed" for m, h in zip(out["model"], have)]
+    out["stars (HM)"] = [rows.loc[m, "stars_hm"] if h else "" for m, h in zip(out["model"], have)]
+    out["decided exactly"] = [int(rows.loc[m, "n_exact"]) if h else 0 for m, h in zip(out["model"], have)]
+    return out.set_index("model")
+
+
+def describe(meta: dict) -> str:
+    """One sentence on how the committed table was computed (datasets, limits, date, wall time, load)."""
+    own = meta.get("own_time_limit_s")
+    return (f"HM column: {meta['n_datasets']} random datasets per respondent (seed {meta['seed']}), at most "
+            f"{meta['time_limit_s']:g} s each" + (f", the respondent's own HM at most {own:g} s" if own else "")
+            + f"; computed {meta['date']} in {meta['wall_s']:.0f} s (load {meta['load_start'][0]:.1f}, "
+            f"{meta.get('cpus', '?')} cores).")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m moralkit.psm.hm_table1", description=__doc__.split("\n")[0])
     ap.add_argument("--n-datasets", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per undecided random dataset")
+    ap.add_argument("--own-time-limit", type=float, default=None,
+                    help="seconds for each respondent's own exact HM (default: none; then bounds)")
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--psm-dir", default=None, help="default: data/psm")
     ap.add_argument("--out", default=None, help="default: data/derived")
@@ -121,10 +168,10 @@ def main(argv=None):
         raise MoralkitError(f"no answered PSM rounds in {psm_dir}")
     load0, t0 = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
     df, dec = compute(data, n_datasets=args.n_datasets, seed=args.seed, time_limit=args.time_limit,
-                      n_jobs=args.n_jobs)
+                      n_jobs=args.n_jobs, own_time_limit=args.own_time_limit)
     meta = {"command": "python -m moralkit.psm.hm_table1 " + " ".join(sys.argv[1:] if argv is None else argv),
             "n_datasets": args.n_datasets, "seed": args.seed, "time_limit_s": args.time_limit,
-            "n_jobs": args.n_jobs, "input_sha256": input_hashes(psm_dir),
+            "n_jobs": args.n_jobs, "own_time_limit_s": args.own_time_limit, "input_sha256": input_hashes(psm_dir),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "wall_s": round(time.perf_counter() - t0, 1), "load_start": load0,
             "load_end": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
@@ -141,5 +188,9 @@ def alpha_text(row) -> str:
     """alpha_HM as printed: exact when every random dataset was decided, else ``[low, high]`` and why."""
     if row["n_undecided"] == 0:
         return f"{row['alpha_hm']:.3f}"
-    return (f"[{row['alpha_hm_low']:.3f}, {row['alpha_hm_high']:.3f}]: {int(row['n_undecided'])} of "
-            f"{int(row['n_datasets'])} random datasets undecided within {row['time_limit_s']:g} s each")
+    why = (f"{int(row['n_undecided'])} of {int(row['n_datasets'])} random datasets undecided within "
+           f"{row['time_limit_s']:g} s each")
+    if "hm_upper" in row and int(row["hm_upper"]) != int(row["hm_kept"]):
+        why += (f"; the respondent's own HM only bounded to [{int(row['hm_kept'])}, {int(row['hm_upper'])}] "
+                f"within {row['own_time_limit_s']:g} s")
+    return f"[{row['alpha_hm_low']:.3f}, {row['alpha_hm_high']:.3f}]: {why}"

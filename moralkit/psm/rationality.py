@@ -361,7 +361,7 @@ def random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 
 
 def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, progress: bool = False,
            min_obs: int = 1, hm: bool = False, hm_time_limit: float = 10.0,
-           index=STANDARD_INDEX) -> Table1:
+           index=STANDARD_INDEX, hm_own_time_limit: float | None = None) -> Table1:
     """Table 1: the rationality test of every model, sorted by alpha.
 
     Parameters
@@ -379,6 +379,8 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         datasets the bounds did not decide, so that the branch-and-cut was run).
     hm_time_limit : float, default 10
         Seconds per random dataset for the Houtman–Maks decision (see there).
+    hm_own_time_limit : float, optional
+        Seconds for each model's own exact HM (default: no limit); see :func:`hm_random_choice_test`.
     index : str, default "ccei"
         The standard CCEI, or a convention of :mod:`moralkit.psm.indices` such as the
         paper-compatible ``"origin/1-e"`` (see :func:`random_choice_tests`). The
@@ -417,9 +419,10 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
             raise MoralkitError("hm=True needs the datasets themselves, not precomputed results; pass the datasets")
         by_model = {ds.model: ds for ds in items}
         hres = {m: hm_random_choice_test(by_model[m], n_datasets=n_datasets, seed=seed, n_jobs=n_jobs,
-                                         time_limit=hm_time_limit) for m in results}
+                                         time_limit=hm_time_limit, own_time_limit=hm_own_time_limit)
+                for m in results}
         df["hm"] = [float(hres[m].hm) for m in df["model"]]
-        df["hm_exact"] = [f"{hres[m].n_kept}/{hres[m].n_obs}" for m in df["model"]]
+        df["hm_exact"] = [hres[m].hm_text for m in df["model"]]
         df["alpha_hm"] = [hres[m].alpha for m in df["model"]]
         df["alpha_hm_low"] = [hres[m].alpha_low for m in df["model"]]
         df["alpha_hm_high"] = [hres[m].alpha_high for m in df["model"]]
@@ -467,9 +470,12 @@ class HMTestResult:
     hm : fractions.Fraction
         The model's Houtman–Maks index, ``n_kept / n_obs``.
     n_kept, n_obs : int
+    n_upper : int
+        The proven upper bound on the model's HM count (``n_kept`` when its HM is exact).
     n_at_least, n_below, n_undecided : int
-        Random datasets whose HM is at least the model's, below it, and not
-        decided within the time limit.
+        Random datasets whose HM is at least the model's, below it, and neither
+        decided within the time limit (nor, when the model's own HM is only known to
+        lie in ``[n_kept, n_upper]``, placed on one side of that whole interval).
     n_datasets, seed : int
     n_exact : int
         Random datasets that the bounds (packing bound, greedy subset) did not decide,
@@ -494,6 +500,19 @@ class HMTestResult:
     time_limit: float | None = None
     decisions: np.ndarray | None = field(default=None, repr=False, compare=False)
     decided_by: np.ndarray | None = field(default=None, repr=False, compare=False)
+    n_upper: int = -1
+
+    @property
+    def own_exact(self) -> bool:
+        """Whether the model's own HM was proven (else it lies in ``[n_kept, n_upper]``)."""
+        return self.n_upper < 0 or self.n_upper == self.n_kept
+
+    @property
+    def hm_text(self) -> str:
+        """``"41/160"``, or ``"[40, 45]/160"`` when the model's own HM is only bounded."""
+        if self.own_exact:
+            return f"{self.n_kept}/{self.n_obs}"
+        return f"[{self.n_kept}, {self.n_upper}]/{self.n_obs}"
 
     @property
     def alpha_low(self) -> float:
@@ -516,7 +535,8 @@ class HMTestResult:
         return lo if lo == hi else "?"
 
 
-def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_limit):
+def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_limit, k_hi=None):
+    """1 (HM >= k_hi, or >= k when k_hi is None), 0 (HM < k), -1 (undecided, or between k and k_hi)."""
     from .houtman_maks import houtman_maks_decision
 
     T, n_opt = options.shape[0], options.shape[1]
@@ -526,13 +546,23 @@ def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_
     for c, m in zip(chunks, sizes):
         C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))  # the CCEI test's random datasets
         for row in C:
-            d, how = houtman_maks_decision(V[:, cols, row], k, time_limit=time_limit)
-            out.append((-1 if d is None else int(d), how))
+            E = V[:, cols, row]
+            if k_hi is None or k_hi == k:
+                d, how = houtman_maks_decision(E, k, time_limit=time_limit)
+                out.append((-1 if d is None else int(d), how))
+                continue
+            d, how = houtman_maks_decision(E, k_hi, time_limit=time_limit)
+            if d:
+                out.append((1, how))
+                continue
+            d2, how2 = houtman_maks_decision(E, k, time_limit=time_limit)
+            how = "exact" if "exact" in (how, how2) else how2
+            out.append((0 if d2 is False else -1, how))
     return out
 
 
 def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 0, *, n_jobs: int = 1,
-                          time_limit: float = 10.0) -> HMTestResult:
+                          time_limit: float = 10.0, own_time_limit: float | None = None) -> HMTestResult:
     """The random-choice rationality test (Procedure 1) with the Houtman–Maks index in corner coordinates.
 
     The model's HM (:func:`moralkit.psm.houtman_maks.houtman_maks`, exact) is compared
@@ -545,6 +575,12 @@ def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int
     ``alpha`` is NaN. Near-random data at T = 160 are slow to decide (see
     ``benchmarks/bench_houtman_maks.py``).
 
+    ``own_time_limit`` (seconds, default none) bounds the model's own exact HM. When it
+    stops the search, the model's HM is only known to lie in ``[n_kept, n_upper]``; each
+    random dataset is then decided at both ends, and one whose HM is at least ``n_upper``
+    counts as at least the model's, one below ``n_kept`` as below it, and any other as
+    undecided (so alpha is again an interval, never a guess).
+
     References
     ----------
     Seror (2025), Section 2.3, eq. (4) and footnote 6; Houtman and Maks (1985).
@@ -554,10 +590,10 @@ def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int
     from .houtman_maks import houtman_maks
 
     v = _prepare(dataset)
-    own = houtman_maks(rp.psm_expenditure_matrix(v))
+    own = houtman_maks(rp.psm_expenditure_matrix(v), time_limit=own_time_limit)
     sizes = _chunk_sizes(int(n_datasets))
     tasks = [delayed(_hm_decisions)(v.model, v.corners, v.prices, v.options, int(seed), [c], [sizes[c]],
-                                    own.n_kept, time_limit) for c in range(len(sizes))]
+                                    own.n_kept, time_limit, own.n_upper) for c in range(len(sizes))]
     parts = Parallel(n_jobs=n_jobs)(tasks) if n_jobs != 1 else [f(*a, **kw) for f, a, kw in tasks]
     flat = [x for p in parts for x in p]
     d = np.array([x[0] for x in flat], dtype=np.int64)
@@ -565,4 +601,5 @@ def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int
     return HMTestResult(model=v.model, hm=own.index, n_kept=own.n_kept, n_obs=v.n_obs,
                         n_at_least=int((d == 1).sum()), n_below=int((d == 0).sum()),
                         n_undecided=int((d == -1).sum()), n_datasets=len(d), seed=int(seed),
-                        n_exact=int((how == "exact").sum()), time_limit=time_limit, decisions=d, decided_by=how)
+                        n_exact=int((how == "exact").sum()), time_limit=time_limit, decisions=d, decided_by=how,
+                        n_upper=own.n_upper)

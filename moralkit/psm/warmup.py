@@ -5,8 +5,9 @@ it, and the machine code is cached next to its source (``moralkit/psm/__pycache_
 ``NUMBA_CACHE_DIR``). On a fresh clone no cache exists yet, and ``run_all.py`` runs several notebooks
 side by side, each of which would compile the same kernels at the same time. :func:`warm_kernels`
 calls the public functions once on a small SIMULATED dataset, with the argument types the notebooks
-use, so that the cache is written once and every notebook then loads it (``run_all`` calls it
-first; ``python -m moralkit.psm.warmup`` does the same by hand).
+use, so that the cache is written once and every notebook then loads it
+(``python -m moralkit.psm.warmup``; ``run_all.py`` does not call it: numba compiles lazily, so a
+notebook compiles only the kernels it calls, and no notebook calls the Houtman–Maks kernels).
 """
 
 from __future__ import annotations
