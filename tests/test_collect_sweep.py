@@ -213,3 +213,124 @@ def test_sigkill_of_a_sweep_loses_and_duplicates_nothing(tmp_path):
     twice = sum((answered - stored).values())
     assert twice <= 3 * kills + 2 * kills  # only requests in flight at a kill (concurrency 3 + 2) are re-sent
     assert (status_table(path)["state"] == "done").all()
+
+
+# ------------------------------------------------------------------ batch sweeps (issue 27 item 1, for sweeps)
+def _batch_sweep(tmp_path, srv, data="data", batch_line=""):
+    text = f'''
+[sweep]
+data = "{data}"
+{batch_line}
+
+[providers.OpenAI]
+base_url = "{srv.openai_url}"
+api_key_env = "FAKE_KEY"
+backoff = 0.01
+
+[providers.Anthropic]
+base_url = "{srv.anthropic_url}"
+api_key_env = "FAKE_KEY"
+
+[[models]]
+label = "fake-o"
+backend = "openai"
+model = "fake-model"
+provider = "OpenAI"
+price_in = 2.0
+price_out = 8.0
+
+[[models]]
+label = "fake-c"
+backend = "anthropic"
+model = "fake-claude"
+provider = "Anthropic"
+
+[[surveys]]
+survey = "psm"
+limit = 4
+
+[[surveys]]
+survey = "moralchoice"
+ambiguity = "low"
+n_scenarios = 2
+samples = 2
+'''
+    p = tmp_path / f"{data}.toml"
+    p.write_text(text)
+    return p
+
+
+@needs_mc
+def test_batch_sweep_waits_resumes_and_equals_an_online_sweep(tmp_path):
+    """``sweep FILE --batch`` through the official SDKs against the fake batch APIs (OpenAI files + batches,
+    Anthropic message batches): ``--wait 0`` submits every job's first batch and exits 3 with a resume
+    command that keeps ``--batch``; the status table shows the open batches; the resumed sweep completes with
+    no request submitted twice, nothing sent online, batch-price costs, and exports equal to an online sweep
+    of the same answers (OpenAI's batch answers are its online answers in the fake)."""
+    import io
+
+    import pandas as pd
+
+    from moralkit.collect.sweep import run_sweep
+    from moralkit.testing.fake_batches import FakeBatchServer
+
+    env = dict(ENV, FAKE_KEY="sk-test-fake-batch-key-0000")
+    os.environ["FAKE_KEY"] = env["FAKE_KEY"]
+    with FakeBatchServer(polls_to_finish=2, fail_pct=10, seed=3) as srv:
+        path = _batch_sweep(tmp_path, srv)
+        r = subprocess.run([sys.executable, "-m", "moralkit", "sweep", str(path), "--batch", "--wait", "0",
+                            "--poll-interval", "0.01", "--no-progress"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 3, r.stderr[-2000:]
+        assert "batch pending" in r.stderr and f"re-run `python -m moralkit sweep {path} --batch`" in r.stderr
+        assert srv.counts["create"] == 4 and srv.counts.get("chat", 0) == 0  # one batch per job, all at once
+        t = status_table(load_sweep(path, batch=True)).set_index(["model", "survey"])
+        assert set(t["mode"]) == {"batch"} and set(t["state"]) == {"batch pending"}
+        assert t.loc[("fake-o", "psm"), "batch"].startswith("1 submitted; batch_0000")
+        assert "--batch" in t.loc[("fake-c", "psm"), "command"]
+        # without --batch, the open submissions still make the jobs batch jobs: nothing is paid twice
+        assert set(status_table(path)["mode"]) == {"batch"}
+        out = io.StringIO()
+        table = run_sweep(path, progress=False, out=out, poll_interval=0.01)
+        lines = len(srv.lines)  # request lines the fake processed (answered or failed): each one paid
+        assert srv.counts.get("chat", 0) == 0
+        online = _batch_sweep(tmp_path, srv, data="online")  # the same jobs online: the fake's chat endpoint
+        jobs = [f"fake-o/{s}" for s in ("psm", "moralchoice-low")]
+        run_sweep(online, only=jobs, progress=False, out=io.StringIO())
+    assert (table["state"] == "done").all(), table
+    assert "waiting for batches" in out.getvalue()
+    stored = 0
+    for d in (tmp_path / "data" / "raw").iterdir():
+        recs = read_records(d)
+        keys = [(x["task"], x["attempt"]) for x in recs if x["kind"] == "attempt"]
+        assert len(keys) == len(set(keys)) and keys
+        stored += len(recs)
+    # every line the fake processed is one stored record (an answer or a failure to resubmit): none paid twice
+    # (the fake's submitted_twice() cannot tell Anthropic's unseeded samples of one prompt apart)
+    assert lines == stored
+    t = table.set_index(["model", "survey"])
+    assert t.loc[("fake-o", "psm"), "batch"].endswith("all merged")
+    tin, tout = t.loc[("fake-o", "psm"), ["input_tokens", "output_tokens"]]
+    assert t.loc[("fake-o", "psm"), "cost_usd"] == pytest.approx((tin * 1.0 + tout * 4.0) / 1e6)  # half price
+    for sub, name in (("psm", "fake-o.csv.gz"), ("moralchoice", "fake-o-low.csv.gz")):
+        g = pd.read_csv(tmp_path / "data" / sub / name, keep_default_na=False)
+        e = pd.read_csv(tmp_path / "online" / sub / name, keep_default_na=False)
+        drop = [c for c in ("timestamp",) if c in g.columns]
+        pd.testing.assert_frame_equal(g.drop(columns=drop), e.drop(columns=drop))
+    assert (tmp_path / "data" / "psm" / "fake-c.csv.gz").exists()
+
+
+def test_batch_in_a_sweep_file_is_validated(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('[[models]]\nbackend = "transformers"\nmodel = "qwen2.5-0.5b"\nbatch = true\n[[surveys]]\nsurvey = "psm"\n')
+    with pytest.raises(MoralkitError, match="batch = true needs backend openai or anthropic"):
+        load_sweep(p)
+    p.write_text('[[models]]\nbackend = "openai"\nmodel = "m"\nmax_cost = 1.0\n[[surveys]]\nsurvey = "psm"\n')
+    assert not load_sweep(p).jobs[0].batch
+    with pytest.raises(MoralkitError, match="max_cost is not enforced in batch mode"):
+        load_sweep(p, batch=True)
+    p.write_text('[sweep]\nbatch = true\n[[models]]\nbackend = "openai"\nmodel = "m"\n[[models]]\nbackend = '
+                 '"openai"\nmodel = "v"\nbatch = false\n[[surveys]]\nsurvey = "psm"\n[[surveys]]\nsurvey = '
+                 '"likelihood"\nambiguity = "low"\nn_scenarios = 1\n')
+    assert [(j.key, j.batch) for j in load_sweep(p).jobs] == [
+        ("m/psm", True), ("m/likelihood-low", False), ("v/psm", False), ("v/likelihood-low", False)]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..errors import MoralkitError
 from .backends import MalformedResponse, Request, retry_delay, run_sync
-from .runner import RunReport, Task, iso_time
+from .runner import STOP, RunReport, Task, iso_time, stop_requested
 from .store import derive_seed, prompt_sha256, utc_now
 
 __all__ = ["Unit", "build_units", "store_result", "choices_from_json", "run_grouped_online",
@@ -236,6 +236,8 @@ def run_grouped_online(backend, store, tasks, parse, *, groups, seed: int, sampl
             async def one(u: Unit):
                 async with sem:
                     for k in range(max_retries + 1):
+                        if STOP.is_set() and not state["stopped"]:
+                            state["stopped"] = stop_requested()
                         if state["stopped"]:
                             return
                         c = await session.complete(u.request)
