@@ -334,3 +334,35 @@ def test_batch_in_a_sweep_file_is_validated(tmp_path):
                  '"likelihood"\nambiguity = "low"\nn_scenarios = 1\n')
     assert [(j.key, j.batch) for j in load_sweep(p).jobs] == [
         ("m/psm", True), ("m/likelihood-low", False), ("v/psm", False), ("v/likelihood-low", False)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_sigint_drain_the_requests_in_flight(tmp_path, sig):
+    """A first SIGTERM / SIGINT stops sending, awaits the requests in flight and stores their answers (they
+    are paid for), then the sweep exits 3 with the resume command; the resumed sweep finishes. Every answer
+    the server sent is stored once. (The server holds each answer 0.3 s, so that requests are in flight
+    when the signal comes: a wait for a condition, not a timing assertion.)"""
+    from moralkit.testing.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(latency=lambda path, body: 0.3) as srv:
+        p = tmp_path / "s.toml"
+        p.write_text(f'[sweep]\ndata = "data"\n[providers.P]\nconcurrency = 4\nbase_url = "{srv.url}"\n'
+                     'api_key_env = "FAULT_KEY"\n[[models]]\nlabel = "m"\nbackend = "openai"\nmodel = "fake-chat"\n'
+                     'provider = "P"\n[[surveys]]\nsurvey = "psm"\nlimit = 30\n')
+        proc = subprocess.Popen([sys.executable, "-m", "moralkit", "sweep", str(p), "--no-progress"], cwd=ROOT,
+                                env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rec = tmp_path / "data" / "raw" / "psm-m-t1-s0" / "records.jsonl"
+        t0 = time.time()
+        while proc.poll() is None and len(_lines(rec)) < 3 and time.time() - t0 < 120:
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 3, err[-2000:]
+        assert f"interrupted by {signal.Signals(sig).name}" in out and "re-run `python -m moralkit sweep" in err
+        stored = [r["response_id"] for r in read_records(rec.parent) if r["kind"] == "attempt"]
+        answered = [rid for rid, _ in srv.usable]
+        assert sorted(stored) == sorted(answered) and len(stored) < 31  # nothing answered was lost
+        r = _cli("sweep", p, "--no-progress")
+        assert r.returncode == 0, r.stderr[-2000:]
+        stored = [r["response_id"] for r in read_records(rec.parent) if r["kind"] == "attempt"]
+        assert sorted(stored) == sorted(rid for rid, _ in srv.usable) and len(set(stored)) == len(stored)

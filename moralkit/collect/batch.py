@@ -496,6 +496,17 @@ class BatchBackend(Backend):
         self.submissions = 0
         self._fresh: set = set()  # submissions whose intent this process wrote (nothing to find by listing)
 
+    @property
+    def reasoning(self) -> bool:
+        """Whether the model is a reasoning model (its online backend's judgement): its output budget."""
+        return bool(getattr(self.online, "reasoning", False))
+
+    def check_sampling(self, sampling) -> None:
+        """Refuse, before anything is sent, what the online backend would refuse."""
+        check = getattr(self.online, "check_sampling", None)
+        if check is not None:
+            check(sampling)
+
     def secrets(self) -> list[str]:
         from .secrets import url_secrets
 

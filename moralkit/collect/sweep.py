@@ -56,7 +56,8 @@ import pandas as pd
 from ..errors import MoralkitError
 from .runner import LABEL_RE, CollectionIncompleteError
 
-__all__ = ["SweepIncompleteError", "Sweep", "Job", "load_sweep", "run_sweep", "status_table", "status_markdown", "estimate_sweep"]
+__all__ = ["SweepIncompleteError", "Sweep", "Job", "load_sweep", "run_sweep", "status_table", "status_markdown", "estimate_sweep",
+           "estimate_sweep_table"]
 
 try:  # Python >= 3.11
     import tomllib
@@ -71,7 +72,8 @@ _PROVIDER = {"concurrency": int, "rpm": int, "tpm": int, "base_url": str, "api_k
 _MODEL = {"label": str, "backend": str, "model": str, "provider": str, "parameters": dict, "options": dict,
           "max_cost": (int, float), "price_in": (int, float), "price_out": (int, float), "surveys": list,
           "batch": bool}
-_PARAMS = {"temperature": (int, float), "top_p": (int, float), "top_k": int, "max_tokens": int, "system": str}
+_PARAMS = {"temperature": (int, float), "top_p": (int, float), "top_k": int, "max_tokens": int, "system": str,
+           "reasoning_effort": str}
 _SURVEY = {
     "psm": {"survey": str, "design_seed": int, "order": str, "limit": int, "attempts": int, "batch": bool},
     "moralchoice": {"survey": str, "ambiguity": str, "scenarios": list, "n_scenarios": int, "scenario_seed": int,
@@ -357,7 +359,7 @@ def _make_backend(sweep: Sweep, job: Job):
 
 def run_job(sweep: Sweep, job: Job, progress: bool = False):
     """Run (or resume) one model x survey; returns its report (``None`` for exact likelihoods)."""
-    from .backends import Sampling
+    from .backends import Sampling, survey_max_tokens
     from .moralchoice import run_moralchoice
     from .psm import run_psm
 
@@ -367,7 +369,8 @@ def run_job(sweep: Sweep, job: Job, progress: bool = False):
     try:
         if s["survey"] == "psm":
             sampling = Sampling(temperature=float(p.get("temperature", 1.0)), top_p=float(p.get("top_p", 1.0)),
-                                top_k=p.get("top_k"), max_tokens=int(p.get("max_tokens", 16)))
+                                top_k=p.get("top_k"), max_tokens=int(p.get("max_tokens") or survey_max_tokens(b, 16)),
+                                reasoning_effort=p.get("reasoning_effort"))
             _, rep = run_psm(b, job.run_dir, label=job.label, design_seed=s.get("design_seed", 0), seed=job.seed,
                              order=s.get("order", "paper"), sampling=sampling, system=p.get("system"),
                              max_attempts=s.get("attempts", 3), limit=s.get("limit"), progress=progress,
@@ -375,7 +378,7 @@ def run_job(sweep: Sweep, job: Job, progress: bool = False):
             return rep
         if s["survey"] == "moralchoice":
             sampling = Sampling(temperature=float(p.get("temperature", 1.0)), top_p=float(p.get("top_p", 1.0)),
-                                top_k=p.get("top_k"))
+                                top_k=p.get("top_k"), reasoning_effort=p.get("reasoning_effort"))
             _, rep = run_moralchoice(b, job.run_dir, ambiguity=s["ambiguity"], label=job.label,
                                      scenarios=s.get("scenarios"), n_scenarios=s.get("n_scenarios"),
                                      scenario_seed=s.get("scenario_seed", 0), samples=s.get("samples"),
@@ -601,7 +604,19 @@ def status_markdown(table) -> str:
 
 def estimate_sweep(path, output_tokens=None) -> str:
     """``moralkit estimate --sweep FILE``: per model x survey, requests, tokens and cost online and in batch."""
-    from .cost import TokenCounter, counter_for, estimate_table, format_usd, markdown_table, price_for, survey_parts
+    from .cost import format_usd, markdown_table
+
+    df = estimate_sweep_table(path, output_tokens)
+    total = (f"\n\nTotal: {int(df['requests'].sum()):,} requests, {int(df['input_tokens'].sum()):,} input and "
+             f"{int(df['output_tokens'].sum()):,} output tokens; online {format_usd(df['cost_online'].sum(min_count=1))}, "
+             f"batch {format_usd(df['cost_batch'].sum(min_count=1))}.") if len(df) else ""
+    return markdown_table(df) + total
+
+
+def estimate_sweep_table(path, output_tokens=None) -> pd.DataFrame:
+    """The rows of :func:`estimate_sweep`: model, survey, requests, input and output tokens, cost online,
+    in batch, and in batch with ``n = M``."""
+    from .cost import TokenCounter, counter_for, estimate_table, price_for, survey_parts
 
     sweep = load_sweep(path)
     rows, counters = [], {}
@@ -627,11 +642,7 @@ def estimate_sweep(path, output_tokens=None) -> str:
                          output_tokens=int(t.loc["online", "output_tokens"]),
                          cost_online=t.loc["online", "cost_usd"], cost_batch=t.loc["batch", "cost_usd"],
                          cost_batch_n=t.loc["batch + n=M", "cost_usd"]))
-    df = pd.DataFrame(rows)
-    total = (f"\n\nTotal: {int(df['requests'].sum()):,} requests, {int(df['input_tokens'].sum()):,} input and "
-             f"{int(df['output_tokens'].sum()):,} output tokens; online {format_usd(df['cost_online'].sum(min_count=1))}, "
-             f"batch {format_usd(df['cost_batch'].sum(min_count=1))}.") if len(df) else ""
-    return markdown_table(df) + total
+    return pd.DataFrame(rows)
 
 
 def sweep_summary_json(path) -> str:

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import MoralkitError
-from .backends import MalformedResponse, Request, retry_delay, run_sync
+from .backends import LENGTH_REASONS, MalformedResponse, Request, retry_delay, run_sync
 from .runner import STOP, RunReport, Task, iso_time, stop_requested
 from .store import derive_seed, prompt_sha256, utc_now
 
@@ -186,6 +186,8 @@ def store_result(store, unit: Unit, parse, *, common: dict, texts=None, reasons=
             store.append(rec)
             n_err += 1
             continue
+        if status != "ok" and base.get("finish_reason") in LENGTH_REASONS and not (texts[j] or "").strip():
+            status = "length"  # nothing to parse: the output budget ran out (as runner.run_tasks records it)
         store.append(dict(base, kind="attempt", attempt=unit.attempt, raw=texts[j], parsed=value, status=status))
         n_att += 1
     return n_att, n_err
