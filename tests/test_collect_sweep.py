@@ -113,16 +113,23 @@ def test_sweep_files_are_validated_strictly(tmp_path, bad, message):
     p.write_text(bad)
     with pytest.raises(MoralkitError, match=message):
         load_sweep(p)
-    r = _cli("sweep", p, "--status")
-    assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_a_bad_sweep_file_exits_2_with_one_line():
+    """The command line turns any of the errors above into status 2 and one line (checked once: each call
+    starts a Python process)."""
+    r = _cli("sweep", ROOT / "tests" / "no-such-sweep.toml", "--status")
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and "no such sweep file" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 @needs_mc
 def test_sweep_writes_the_same_runs_and_exports_as_single_runs(tmp_path):
     with FaultServer(rate=0.2, faults=("429", "500", "drop"), retry_after=0, hang=0.5) as a, FaultServer() as b:
         path = _sweep(tmp_path, (a.url, b.url))
-        st = _cli("sweep", path, "--status")
-        assert st.returncode == 0 and st.stdout.count("| not started |") == 4
+        from moralkit.collect.sweep import status_markdown
+
+        assert status_markdown(path).count("| not started |") == 4
         r = _cli("sweep", path, "--no-progress")
         assert r.returncode == 0, r.stderr[-2000:]
         single = tmp_path / "single"
@@ -183,7 +190,7 @@ def test_sigkill_of_a_sweep_loses_and_duplicates_nothing(tmp_path):
         runs = tmp_path / "data" / "raw"
         seen: dict = {}
         kills = 0
-        for k in range(5):
+        for k in range(3):  # 3 kills here; benchmarks/bench_sweep_kills.py kills a paper-size sweep 10 times
             target = sum(len(v) for v in seen.values()) + rng.randint(3, 25)
             proc = subprocess.Popen([sys.executable, "-m", "moralkit", "sweep", str(path), "--no-progress"], cwd=ROOT,
                                     env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -202,7 +209,7 @@ def test_sigkill_of_a_sweep_loses_and_duplicates_nothing(tmp_path):
         r = _cli("sweep", path, "--no-progress")
         assert r.returncode == 0, r.stderr[-2000:]
         answered = Counter(s for s, _ in a.usable) + Counter(s for s, _ in b.usable)
-    assert kills >= 3
+    assert kills >= 2
     stored = Counter()
     for d in runs.glob("*"):
         att = [x for x in read_records(d) if x["kind"] == "attempt"]

@@ -476,25 +476,23 @@ def run_sync(coro):
 
 
 class _RateLimiter:
-    """At most ``rpm`` request starts in any ``window``-second window (async; default one minute)."""
+    """``--rpm``: at most ``rpm`` request starts in any ``window``-second window (default one minute).
+
+    An :class:`aiolimiter.AsyncLimiter` (a leaky bucket) of capacity 1 that refills every ``window / rpm``
+    seconds: starts are evenly spaced, so no window of that length holds more than ``rpm`` of them (a
+    bucket of capacity ``rpm`` would let a burst of ``rpm`` follow a window's last starts). Create it inside
+    the event loop that uses it.
+    """
 
     def __init__(self, rpm, window=60.0):
+        from aiolimiter import AsyncLimiter
+
         self.rpm = rpm
-        self.window = float(window)
-        self.starts: list[float] = []
-        self.lock = asyncio.Lock()
+        self._limiter = AsyncLimiter(1, float(window) / rpm) if rpm else None
 
     async def wait(self):
-        if not self.rpm:
-            return
-        async with self.lock:
-            while True:
-                now = time.monotonic()
-                self.starts = [t for t in self.starts if now - t < self.window]
-                if len(self.starts) < self.rpm:
-                    self.starts.append(now)
-                    return
-                await asyncio.sleep(self.window - (now - self.starts[0]) + 1e-3)
+        if self._limiter is not None:
+            await self._limiter.acquire()
 
 
 #: HTTP statuses that no retry can fix: a request the server refuses (400, 422: the message names the parameter
