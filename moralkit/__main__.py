@@ -30,6 +30,7 @@ import math
 import sys
 
 from moralkit import __version__
+from moralkit.errors import MoralkitError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -274,7 +275,7 @@ def _collect_backend(a, default_batch):
                             poll_interval=a.poll_interval, max_retries=min(a.max_retries, 3), cache=cache,
                             timeout=max(a.timeout, 120.0))
     if a.wait is not None:
-        raise ValueError("--wait applies to --batch collections only")
+        raise MoralkitError("--wait applies to --batch collections only")
     b = _backend(a, default_batch)
     if cache is not None:
         from moralkit.collect.cache import CachedBackend
@@ -427,11 +428,11 @@ def cmd_estimate(a):
         print(estimate_sweep(a.sweep))
         return
     if not a.model:
-        raise ValueError("give one or more --model NAME (or --sweep FILE)")
+        raise MoralkitError("give one or more --model NAME (or --sweep FILE)")
     kw = {}
     if a.survey == "moralchoice":
         if a.ambiguity is None:
-            raise ValueError("--survey moralchoice needs --ambiguity low or high")
+            raise MoralkitError("--survey moralchoice needs --ambiguity low or high")
         kw = dict(ambiguity=a.ambiguity, n_scenarios=a.n_scenarios, samples=a.samples)
     print(estimate_markdown(a.model, a.survey, backend=a.backend, provider=a.provider, price_in=a.price_in,
                             price_out=a.price_out, output_tokens=a.output_tokens, **kw))
