@@ -30,6 +30,7 @@ import math
 import sys
 
 from moralkit import __version__
+from moralkit.errors import MoralkitError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -274,7 +275,7 @@ def _collect_backend(a, default_batch):
                             poll_interval=a.poll_interval, max_retries=min(a.max_retries, 3), cache=cache,
                             timeout=max(a.timeout, 120.0))
     if a.wait is not None:
-        raise ValueError("--wait applies to --batch collections only")
+        raise MoralkitError("--wait applies to --batch collections only")
     b = _backend(a, default_batch)
     if cache is not None:
         from moralkit.collect.cache import CachedBackend
@@ -427,26 +428,28 @@ def cmd_estimate(a):
         print(estimate_sweep(a.sweep))
         return
     if not a.model:
-        raise ValueError("give one or more --model NAME (or --sweep FILE)")
+        raise MoralkitError("give one or more --model NAME (or --sweep FILE)")
     kw = {}
     if a.survey == "moralchoice":
         if a.ambiguity is None:
-            raise ValueError("--survey moralchoice needs --ambiguity low or high")
+            raise MoralkitError("--survey moralchoice needs --ambiguity low or high")
         kw = dict(ambiguity=a.ambiguity, n_scenarios=a.n_scenarios, samples=a.samples)
     print(estimate_markdown(a.model, a.survey, backend=a.backend, provider=a.provider, price_in=a.price_in,
                             price_out=a.price_out, output_tokens=a.output_tokens, **kw))
 
 
 def cmd_sweep(a):
-    from moralkit.collect.sweep import SweepIncompleteError, run_sweep, status_markdown
+    from moralkit.collect.sweep import SweepIncompleteError, load_sweep, run_sweep, status_markdown, status_table
 
+    batch = True if a.batch else None
     if a.status:
-        print(status_markdown(a.file))
+        print(status_markdown(status_table(load_sweep(a.file, batch=batch))))
         return
-    table = run_sweep(a.file, only=a.only or None, progress=False if a.no_progress else None)
+    table = run_sweep(a.file, only=a.only or None, progress=False if a.no_progress else None, batch=batch,
+                      wait=a.wait, poll_interval=a.poll_interval)
     bad = table[table["state"] != "done"]
     if len(bad):
-        raise SweepIncompleteError(bad, a.file)
+        raise SweepIncompleteError(bad, a.file, batch=a.batch)
 
 
 def cmd_findings(a):
@@ -641,6 +644,14 @@ def build_parser():
                     help="print the status table (done/total, tokens, cost, errors, resume command) and send nothing")
     sw.add_argument("--only", action="append", default=[], help="run only this job, LABEL/SURVEY (repeatable)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sw.add_argument("--batch", action="store_true",
+                    help="send the jobs of the openai and anthropic backends through the providers' batch APIs "
+                         "(about half the price, results within 24 h), unless a model or survey sets batch = false")
+    sw.add_argument("--wait", type=_number(float, 0, what="a number of seconds >= 0"), default=None,
+                    help="with batches: stop waiting after this many seconds (exit status 3; re-run to resume); "
+                         "default: [sweep] wait, else until every batch has ended")
+    sw.add_argument("--poll-interval", type=_number(float, 0, lo_open=True, what="a number of seconds > 0"),
+                    default=None, help="with batches: seconds between polls (default: [sweep] poll_interval, else 30)")
     sw.set_defaults(func=cmd_sweep)
     f = sub.add_parser("findings", help="what the committed runs in data/ show, as Markdown (the README's section "
                                         "'What the committed runs show')", allow_abbrev=False)
@@ -711,7 +722,13 @@ def main(argv=None):
     if getattr(a, "scenarios", None):
         a.scenarios = [s.strip() for s in a.scenarios.split(",") if s.strip()]
     try:
-        a.func(a)
+        if a.func in (cmd_collect_psm, cmd_collect_moralchoice, cmd_sweep):
+            from moralkit.collect.runner import stop_on_signals
+
+            with stop_on_signals():  # SIGINT / SIGTERM: await and store the requests in flight, exit 3
+                a.func(a)
+        else:
+            a.func(a)
     except CollectionIncompleteError as e:
         print(redact.error_text(one_line(e)), file=sys.stderr)
         return 2 if getattr(e.report, "fatal", False) else 3  # a sweep's error has no single report

@@ -268,20 +268,27 @@ def _lines(p):
     return p.read_bytes().split(b"\n")[:-1] if p.exists() else []
 
 
-def test_twenty_sigkills_across_the_batch_life_cycle(tmp_path):
-    """The issue's acceptance run: 20 SIGKILLs at random points of the batch life cycle (after the intent,
-    after the upload, after the create, while polling, while merging), with invalid answers, failed
-    requests and an expired batch. 0 records lost or duplicated, 0 requests submitted twice, and the
-    exports equal online runs' byte for byte."""
+#: SIGKILLs of the life-cycle test: one per step by default (CI time); the issue's acceptance figure is
+#: ``MORALKIT_BATCH_KILLS=20 pytest tests/test_collect_batch.py -k sigkills -s``.
+N_KILLS = int(os.environ.get("MORALKIT_BATCH_KILLS", "5"))
+PHASES = ("intent", "upload", "create", "poll", "merge")
+
+
+def test_sigkills_across_the_batch_life_cycle(tmp_path):
+    """SIGKILLs at each step of the batch life cycle in turn (after the intent, after the upload, after the
+    create, while polling, while merging), with invalid answers, failed requests and an expired batch.
+    0 records lost or duplicated, 0 requests submitted twice, and the exports equal online runs' byte for
+    byte. Each kill starts a Python process (about 2 s on an idle machine): 5 kills by default, 20 for the
+    acceptance figure (``N_KILLS``)."""
     rng = random.Random(27)
     kills, phases, runs, lost = 0, Counter(), [], 0
     with FakeBatchServer(invalid_pct=20, fail_pct=10, expire_batches=(3,), polls_to_finish=4) as srv:
-        while kills < 20 and len(runs) < 8:
+        while kills < N_KILLS and len(runs) < 8:
             out = tmp_path / f"b{len(runs)}" / "run"
             runs.append(out)
             seen: list = []
             for _ in range(12):  # bounded: invocations of this run
-                phase = rng.choice(["intent", "upload", "create", "poll", "merge"])
+                phase = PHASES[kills % len(PHASES)]
                 J = out / "batches.jsonl"
                 n_int = sum(b'"intent"' in x for x in _lines(J))
                 c0 = dict(srv.counts)
@@ -313,7 +320,7 @@ def test_twenty_sigkills_across_the_batch_life_cycle(tmp_path):
                 lost += sum(a != b for a, b in zip(seen, now)) + max(0, len(seen) - len(now))
                 assert now[:len(seen)] == seen  # no stored record lost or changed
                 seen = now
-                if not killed or kills >= 20:
+                if not killed or kills >= N_KILLS:
                     break
         finals = []
         for i, out in enumerate(runs):
@@ -335,7 +342,7 @@ def test_twenty_sigkills_across_the_batch_life_cycle(tmp_path):
     print(f"\nbatch kills: {kills} SIGKILLs {dict(phases)} over {len(runs)} runs; records lost {lost}, duplicated {dup}, "
           f"requests submitted twice {twice}, batches created twice {sum(v > 1 for v in per_sub.values())}, "
           f"answers received but not stored {lost_paid}, exports byte-identical to online {identical}/{len(runs)}")
-    assert kills >= 20 and len([p for p in phases if phases[p]]) >= 4
+    assert kills >= N_KILLS and len([p for p in phases if phases[p]]) >= min(4, N_KILLS - 1)
     assert lost == 0 and dup == 0 and twice == 0 and lost_paid == 0 and max(per_sub.values()) == 1
     assert identical == len(runs)
 

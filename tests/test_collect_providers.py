@@ -377,3 +377,42 @@ def test_reasoning_effort_keeps_old_runs_identical_and_is_refused_by_local_model
         Sampling(reasoning_effort="sk-not a word")
     with pytest.raises(MoralkitError, match="local transformers models take none"):
         TransformersBackend.check_sampling(None, Sampling(reasoning_effort="low"))
+
+
+# ------------------------------------------------------------------ the README table's OpenAI-compatible rows
+@pytest.mark.parametrize("profile", ["gemini", "openrouter", "together", "vllm", "ollama", "llamacpp"])
+def test_what_moralkit_sends_each_openai_compatible_provider_is_accepted(tmp_path, profile):
+    """For each OpenAI-compatible row of the provider table, a fake that refuses any field the provider
+    does not document (:mod:`moralkit.testing.fake_compatible`) accepts every request of a PSM and a
+    MoralChoice collection as moralkit sends them by default (through the official ``openai`` SDK, at the
+    documented base-URL path). ``--top-k`` is accepted where the provider documents ``top_k`` and refused at
+    once, naming the flag, where it does not."""
+    import warnings
+
+    import moralkit.moralchoice as mc
+    from moralkit.collect.moralchoice import run_moralchoice
+    from moralkit.testing.fake_compatible import PROFILES, FakeCompatible
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sid = mc.load_scenarios("low")["scenario_id"].iloc[0]
+    with FakeCompatible(profile) as srv:
+        assert srv.url.endswith(PROFILES[profile].prefix)
+
+        def backend():
+            return OpenAIBackend("fake-chat", base_url=srv.url, api_key_env="PROVIDER_KEY", backoff=0.01)
+
+        ds = run_psm(backend(), tmp_path / "psm", limit=2, progress=False)
+        run_moralchoice(backend(), tmp_path / "mc", ambiguity="low", scenarios=[sid], samples=2, progress=False)
+        statuses = [r["path"] for r in srv.requests]
+        bodies = srv.bodies("/chat/completions")
+        assert len(bodies) == 3 + 6 * 2 and len(srv.usable) == len(bodies)  # every request answered, none refused
+        assert ds.n_rounds == 2 and all("top_p" not in b and "top_k" not in b for b in bodies)
+        assert all(p == PROFILES[profile].prefix + "/chat/completions" for p in statuses)
+        top_k = Sampling(top_k=40)
+        if "top_k" in PROFILES[profile].fields:
+            run_psm(backend(), tmp_path / "k", limit=1, sampling=top_k, progress=False)
+            assert srv.bodies("/chat/completions")[-1]["top_k"] == 40
+        else:
+            with pytest.raises(MoralkitError, match="--top-k"):
+                run_psm(backend(), tmp_path / "k", limit=1, sampling=top_k, progress=False)

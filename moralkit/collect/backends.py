@@ -42,6 +42,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..errors import MoralkitError
+
 __all__ = ["Sampling", "Request", "Completion", "Backend", "TransformersBackend", "APIBackend", "OpenAIBackend",
            "AnthropicBackend", "make_backend", "BACKENDS", "retry_delay", "parse_retry_after", "run_sync",
            "completion_from_json", "anthropic_completion_from_json", "MalformedResponse", "FATAL_STATUS",
@@ -72,15 +74,15 @@ class Sampling:
 
     def __post_init__(self):
         if not (0 <= self.temperature < float("inf")):
-            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
+            raise MoralkitError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not (0 < self.top_p <= 1):
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise MoralkitError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k is not None and self.top_k < 0:
-            raise ValueError(f"top_k must be None or >= 0, got {self.top_k}")
+            raise MoralkitError(f"top_k must be None or >= 0, got {self.top_k}")
         if int(self.max_tokens) < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+            raise MoralkitError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.reasoning_effort is not None and not re.fullmatch(r"[a-z_]{1,20}", str(self.reasoning_effort)):
-            raise ValueError(f"reasoning_effort must be a word such as 'low', 'medium' or 'high', "
+            raise MoralkitError(f"reasoning_effort must be a word such as 'low', 'medium' or 'high', "
                              f"got {self.reasoning_effort!r}")
 
     def to_dict(self) -> dict:
@@ -232,7 +234,7 @@ class TransformersBackend(Backend):
         from .localmodels import LOCAL_MODELS, is_local_model_name, local_model_path
 
         if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise MoralkitError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.source = str(model)
         self.upstream = None
@@ -258,7 +260,7 @@ class TransformersBackend(Backend):
             torch.set_num_threads(int(threads))
         td = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}.get(str(dtype))
         if td is None:
-            raise ValueError(f"dtype must be 'bfloat16', 'float16' or 'float32', got {dtype!r}")
+            raise MoralkitError(f"dtype must be 'bfloat16', 'float16' or 'float32', got {dtype!r}")
         self.dtype = str(dtype)
         kw = {"gguf_file": gguf_file} if gguf_file else {}
         self.dequantize = bool(dequantize) if gguf_file else None
@@ -272,7 +274,6 @@ class TransformersBackend(Backend):
             self.tokenizer = AutoTokenizer.from_pretrained(src, **kw)
             self.lm = AutoModelForCausalLM.from_pretrained(src, dtype=td, **mkw).to(self.device)
         except Exception as e:  # a missing model or a damaged file: one clear message, not a traceback
-            from ..errors import MoralkitError
 
             what = f"{src}/{gguf_file}" if gguf_file else src
             raise MoralkitError(
@@ -285,7 +286,7 @@ class TransformersBackend(Backend):
         self.lm.eval()
         self.load_seconds = time.perf_counter() - t0
         if getattr(self.tokenizer, "chat_template", None) is None:
-            raise ValueError(
+            raise MoralkitError(
                 f"model {label!r} has no chat template: it is not an instruction-tuned chat model "
                 "(pass an -Instruct/-chat model)"
             )
@@ -301,7 +302,6 @@ class TransformersBackend(Backend):
 
     def check_sampling(self, s: Sampling) -> None:
         """A local model has no reasoning-effort setting: refuse one rather than ignore it."""
-        from ..errors import MoralkitError
 
         if s.reasoning_effort is not None:
             raise MoralkitError("--reasoning-effort: local transformers models take none (it is sent to API "
@@ -476,25 +476,23 @@ def run_sync(coro):
 
 
 class _RateLimiter:
-    """At most ``rpm`` request starts in any ``window``-second window (async; default one minute)."""
+    """``--rpm``: at most ``rpm`` request starts in any ``window``-second window (default one minute).
+
+    An :class:`aiolimiter.AsyncLimiter` (a leaky bucket) of capacity 1 that refills every ``window / rpm``
+    seconds: starts are evenly spaced, so no window of that length holds more than ``rpm`` of them (a
+    bucket of capacity ``rpm`` would let a burst of ``rpm`` follow a window's last starts). Create it inside
+    the event loop that uses it.
+    """
 
     def __init__(self, rpm, window=60.0):
+        from aiolimiter import AsyncLimiter
+
         self.rpm = rpm
-        self.window = float(window)
-        self.starts: list[float] = []
-        self.lock = asyncio.Lock()
+        self._limiter = AsyncLimiter(1, float(window) / rpm) if rpm else None
 
     async def wait(self):
-        if not self.rpm:
-            return
-        async with self.lock:
-            while True:
-                now = time.monotonic()
-                self.starts = [t for t in self.starts if now - t < self.window]
-                if len(self.starts) < self.rpm:
-                    self.starts.append(now)
-                    return
-                await asyncio.sleep(self.window - (now - self.starts[0]) + 1e-3)
+        if self._limiter is not None:
+            await self._limiter.acquire()
 
 
 #: HTTP statuses that no retry can fix: a request the server refuses (400, 422: the message names the parameter
@@ -696,15 +694,15 @@ class APIBackend(Backend):
 
         api_key_env = api_key_env or self.default_key_env
         if not model:
-            raise ValueError("model must be a non-empty model name")
+            raise MoralkitError("model must be a non-empty model name")
         if int(concurrency) < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+            raise MoralkitError(f"concurrency must be >= 1, got {concurrency}")
         if rpm is not None and int(rpm) < 1:
-            raise ValueError(f"rpm must be None or >= 1, got {rpm}")
+            raise MoralkitError(f"rpm must be None or >= 1, got {rpm}")
         if int(max_retries) < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+            raise MoralkitError(f"max_retries must be >= 0, got {max_retries}")
         if not float(timeout) > 0 or not float(backoff) >= 0:
-            raise ValueError(f"timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}")
+            raise MoralkitError(f"timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}")
         self.remote_model = str(model)
         self.model = label or str(model)
         self._base_url = None if base_url is None else check_base_url(base_url)
@@ -717,7 +715,7 @@ class APIBackend(Backend):
         self.backoff = float(backoff)
         self.rate_window = 60.0
         if not os.environ.get(api_key_env) and base_url is None:
-            raise ValueError(
+            raise MoralkitError(
                 f"no API key: set the environment variable {api_key_env} (or pass base_url for a local server)"
             )
         self._redact = Redactor(self.secrets())  # error texts are redacted before they are cut
@@ -948,7 +946,7 @@ class OpenAIBackend(APIBackend):
         super().__init__(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, rpm=rpm,
                          max_retries=max_retries, timeout=timeout, backoff=backoff, label=label)
         if max_tokens_param not in ("auto", "max_tokens", "max_completion_tokens"):
-            raise ValueError("max_tokens_param must be 'auto', 'max_tokens' or 'max_completion_tokens', "
+            raise MoralkitError("max_tokens_param must be 'auto', 'max_tokens' or 'max_completion_tokens', "
                              f"got {max_tokens_param!r}")
         self.send_seed = bool(send_seed)
         self.reasoning = is_reasoning_model(self.remote_model) if reasoning is None else bool(reasoning)
@@ -972,7 +970,6 @@ class OpenAIBackend(APIBackend):
 
     def check_sampling(self, s: Sampling) -> None:
         """Refuse what this endpoint cannot take, before any request (:class:`~moralkit.errors.MoralkitError`)."""
-        from ..errors import MoralkitError
 
         if s.top_k is not None and self.openai_api:
             raise MoralkitError("--top-k: OpenAI's API has no top_k parameter (it would answer 400 "
@@ -1117,7 +1114,7 @@ class AnthropicBackend(APIBackend):
         super().__init__(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, rpm=rpm,
                          max_retries=max_retries, timeout=timeout, backoff=backoff, label=label)
         if api_version is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(api_version)):
-            raise ValueError(f"api_version must be a date such as '2023-06-01', got {api_version!r}")
+            raise MoralkitError(f"api_version must be a date such as '2023-06-01', got {api_version!r}")
         sdk_version = getattr(getattr(anthropic, "_constants", None), "ANTHROPIC_API_VERSION", "2026-10-21")
         self.api_version = str(api_version or sdk_version)
         self._anthropic = anthropic
@@ -1136,7 +1133,6 @@ class AnthropicBackend(APIBackend):
                 "anthropic": self._version}
 
     def check_sampling(self, s: Sampling) -> None:
-        from ..errors import MoralkitError
 
         default = float(s.temperature) == 1.0 and float(s.top_p) == 1.0 and s.top_k is None
         if not self.takes_sampling and not default:
@@ -1218,5 +1214,5 @@ def make_backend(kind: str, model, **kwargs) -> Backend:
     ``make_backend("openai", "gpt-4o-mini")``, ``make_backend("openai", "m", base_url="http://127.0.0.1:8000/v1")``,
     ``make_backend("anthropic", "claude-sonnet-4-5")``."""
     if kind not in BACKENDS:
-        raise ValueError(f"unknown backend {kind!r}; choose one of {sorted(BACKENDS)}")
+        raise MoralkitError(f"unknown backend {kind!r}; choose one of {sorted(BACKENDS)}")
     return BACKENDS[kind](model, **kwargs)

@@ -68,7 +68,7 @@ from .cache import (
     OPENAI_API,
     ResponseCache,
 )
-from .runner import CollectionIncompleteError, RunReport, run_tasks
+from .runner import STOP, CollectionIncompleteError, RunReport, run_tasks
 from .store import session_info
 from .units import (
     Unit,
@@ -80,7 +80,7 @@ from .units import (
     task_done,
 )
 
-__all__ = ["BatchBackend", "BatchPendingError", "Journal", "run_requests", "OPENAI_ENDED", "ANTHROPIC_ENDED",
+__all__ = ["BatchBackend", "BatchPendingError", "Journal", "run_requests", "batch_state", "OPENAI_ENDED", "ANTHROPIC_ENDED",
            "JOURNAL"]
 
 JOURNAL = "batches.jsonl"
@@ -180,6 +180,47 @@ class Journal:
 
     def known_batch_ids(self) -> set:
         return {e["batch_id"] for e in self.events if e["event"] == "batch"}
+
+
+def batch_state(run_dir) -> dict:
+    """What the batch journal of ``run_dir`` says, read only: ``submissions``, ``open`` (submitted, not
+    merged), ``requests_open``, ``ids`` of the open batches, and ``text``, a one-line summary for a status
+    table (empty when the run has no journal)."""
+    path = Path(run_dir) / JOURNAL
+    out = dict(submissions=0, open=0, requests_open=0, ids=[], text="")
+    if not path.exists():
+        return out
+    subs: dict = {}
+    for line in path.read_bytes().split(b"\n")[:-1]:  # a torn last line is not an event yet
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        s = e.get("sub")
+        if e.get("event") == "intent":
+            subs[s] = dict(n=len(e.get("requests", [])), unix=e.get("unix", 0), batch=None, ended=None, merged=False)
+        elif s in subs:
+            if e["event"] == "batch":
+                subs[s]["batch"] = e["batch_id"]
+            elif e["event"] == "ended":
+                subs[s]["ended"] = e.get("status")
+            elif e["event"] == "merged":
+                subs[s]["merged"] = True
+            elif e["event"] == "foreign":
+                subs[s]["batch"] = None
+    opened = [v for v in subs.values() if not v["merged"]]
+    out.update(submissions=len(subs), open=len(opened), requests_open=sum(v["n"] for v in opened),
+               ids=[v["batch"] for v in opened if v["batch"]])
+    parts = [f"{len(subs)} submitted"]
+    for v in opened[:3]:
+        st = "ended, not merged" if v["ended"] else ("running" if v["batch"] else "not uploaded")
+        parts.append(f"{v['batch'] or 'pending'}: {st}, {v['n']} requests, age {_age(time.time() - v['unix'])}")
+    if len(opened) > 3:
+        parts.append(f"... {len(opened) - 3} more open")
+    if not opened:
+        parts.append("all merged")
+    out["text"] = "; ".join(parts)
+    return out
 
 
 def _now() -> str:
@@ -408,11 +449,14 @@ class BatchBackend(Backend):
         OpenAI only: send each request's seed (Anthropic has none).
     status : file, optional
         Where the status line goes (default ``sys.stderr``; ``None`` for nothing).
+    options : dict, optional
+        Options of the online backend whose request bodies the batch lines are (e.g. ``max_tokens_param``,
+        ``reasoning``, ``api_version``); a sweep file's ``options``.
     """
 
     def __init__(self, provider, model, base_url=None, api_key_env=None, label=None, wait=None, poll_interval=30.0,
                  max_retries=3, cache: ResponseCache | None = None, send_seed=True, timeout=120.0,
-                 status="stderr", max_requests=None):
+                 status="stderr", max_requests=None, options=None):
         from .secrets import check_env_name, strip_url
 
         if provider not in ("openai", "anthropic"):
@@ -444,12 +488,24 @@ class BatchBackend(Backend):
         from .backends import make_backend
 
         online = dict(send_seed=send_seed) if provider == "openai" else {}
+        online.update(options or {})  # the online backend's options (max_tokens_param, reasoning, api_version)
         self.online = make_backend(provider, self.remote_model, base_url=base_url, api_key_env=self.api_key_env,
                                    **online)
         self.api = cls(self.online, base_url, key, timeout)
         self.sent = 0  # requests submitted in this object's life
         self.submissions = 0
         self._fresh: set = set()  # submissions whose intent this process wrote (nothing to find by listing)
+
+    @property
+    def reasoning(self) -> bool:
+        """Whether the model is a reasoning model (its online backend's judgement): its output budget."""
+        return bool(getattr(self.online, "reasoning", False))
+
+    def check_sampling(self, sampling) -> None:
+        """Refuse, before anything is sent, what the online backend would refuse."""
+        check = getattr(self.online, "check_sampling", None)
+        if check is not None:
+            check(sampling)
 
     def secrets(self) -> list[str]:
         from .secrets import url_secrets
@@ -646,10 +702,12 @@ class BatchBackend(Backend):
                     self._bar_done = done
             if not pending:
                 return
-            if deadline is not None and time.monotonic() >= deadline:
+            if (deadline is not None and time.monotonic() >= deadline) or STOP.is_set():
                 self._pending(J, by_id, store, rep, tasks, max_attempts, failed)
-            time.sleep(self.poll_interval if deadline is None
-                       else max(0.0, min(self.poll_interval, deadline - time.monotonic())))
+            end = time.monotonic() + (self.poll_interval if deadline is None
+                                      else max(0.0, min(self.poll_interval, deadline - time.monotonic())))
+            while time.monotonic() < end and not STOP.is_set():  # a stop signal (SIGINT, SIGTERM) ends the wait
+                time.sleep(min(0.2, max(0.0, end - time.monotonic())))
 
     def _merge(self, J, store, sub, st, by_id, parse, common, record_batch, rep, failed, errs) -> bool:
         """Store the results of an ended submission (idempotent). False: the batch was not ours."""

@@ -43,6 +43,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..errors import MoralkitError
 from .backends import Completion
 from .store import utc_now
 
@@ -182,7 +183,7 @@ class CachedBackend:
 
     def __init__(self, backend, cache: ResponseCache):
         if not hasattr(backend, "open_session"):
-            raise ValueError("the response cache serves API backends (openai); local models are not cached")
+            raise MoralkitError("the response cache serves API backends (openai); local models are not cached")
         self._backend = backend
         self.cache = cache
         self.sent = 0

@@ -59,9 +59,12 @@ Seror (2025), Section 2.1 (up to three attempts per round); Scherrer et al. (202
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as _dt
 import heapq
 import re
+import signal
+import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -354,6 +357,8 @@ class _Scheduler:
 
     def next_ready(self, like: Task | None = None) -> Task | None:
         """The next task to send, or None. With ``like``, only a task batchable with it."""
+        if STOP.is_set() and not self.stopped:
+            self.stopped = stop_requested()
         if self.stopped:
             return None
         self._promote()
@@ -549,6 +554,55 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
         rep.refused = sched.refused
         _record_sent(backend, store)
     return rep
+
+
+#: Set by the first SIGINT / SIGTERM while :func:`stop_on_signals` is active: every session stops sending,
+#: awaits the requests in flight and stores their answers, then ends incomplete (re-run to resume).
+STOP = threading.Event()
+STOP_REASON: dict = {}
+
+
+def stop_requested() -> str | None:
+    """Why the collection is stopping (a signal received), or None."""
+    return STOP_REASON.get("why") if STOP.is_set() else None
+
+
+@contextlib.contextmanager
+def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM)):
+    """Drain instead of dying: the first SIGINT or SIGTERM stops new requests, the requests in flight are
+    awaited and their answers stored (they are paid for), and the session ends incomplete (exit status 3,
+    re-run to resume). A second signal ends the process at once (SIGINT: ``KeyboardInterrupt``).
+
+    Only the main thread can install signal handlers; elsewhere this does nothing. A SIGKILL cannot be
+    caught: the answers of requests in flight at that moment are paid for and lost (their resume sends
+    them again).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {}
+
+    def handler(signum, frame):
+        if STOP.is_set():  # the second signal: do not wait any more
+            for s, h in old.items():
+                signal.signal(s, h)
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            signal.raise_signal(signum)
+            return
+        STOP_REASON["why"] = (f"interrupted by {signal.Signals(signum).name}: the requests in flight were awaited "
+                              "and stored; re-run the same command to resume")
+        STOP.set()
+
+    for s in signals:
+        old[s] = signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        STOP.clear()
+        STOP_REASON.clear()
 
 
 def _record_sent(backend, store) -> None:

@@ -47,6 +47,7 @@ import json
 import shlex
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,8 @@ import pandas as pd
 from ..errors import MoralkitError
 from .runner import LABEL_RE, CollectionIncompleteError
 
-__all__ = ["SweepIncompleteError", "Sweep", "Job", "load_sweep", "run_sweep", "status_table", "status_markdown", "estimate_sweep"]
+__all__ = ["SweepIncompleteError", "Sweep", "Job", "load_sweep", "run_sweep", "status_table", "status_markdown", "estimate_sweep",
+           "estimate_sweep_table"]
 
 try:  # Python >= 3.11
     import tomllib
@@ -63,16 +65,19 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 _TOP = {"sweep", "providers", "models", "surveys"}
-_SWEEP = {"data": str, "seed": int, "progress": bool}
+_SWEEP = {"data": str, "seed": int, "progress": bool, "batch": bool, "wait": (int, float),
+          "poll_interval": (int, float)}
 _PROVIDER = {"concurrency": int, "rpm": int, "tpm": int, "base_url": str, "api_key_env": str, "timeout": (int, float),
              "max_retries": int, "backoff": (int, float)}
 _MODEL = {"label": str, "backend": str, "model": str, "provider": str, "parameters": dict, "options": dict,
-          "max_cost": (int, float), "price_in": (int, float), "price_out": (int, float), "surveys": list}
-_PARAMS = {"temperature": (int, float), "top_p": (int, float), "top_k": int, "max_tokens": int, "system": str}
+          "max_cost": (int, float), "price_in": (int, float), "price_out": (int, float), "surveys": list,
+          "batch": bool}
+_PARAMS = {"temperature": (int, float), "top_p": (int, float), "top_k": int, "max_tokens": int, "system": str,
+           "reasoning_effort": str}
 _SURVEY = {
-    "psm": {"survey": str, "design_seed": int, "order": str, "limit": int, "attempts": int},
+    "psm": {"survey": str, "design_seed": int, "order": str, "limit": int, "attempts": int, "batch": bool},
     "moralchoice": {"survey": str, "ambiguity": str, "scenarios": list, "n_scenarios": int, "scenario_seed": int,
-                    "samples": int, "question_types": list, "order": str},
+                    "samples": int, "question_types": list, "order": str, "batch": bool},
     "likelihood": {"survey": str, "ambiguity": str, "scenarios": list, "n_scenarios": int, "scenario_seed": int,
                    "question_types": list},
 }
@@ -81,13 +86,16 @@ _SURVEY = {
 class SweepIncompleteError(CollectionIncompleteError):
     """Jobs of a sweep ended incomplete (exit status 3); every completed record is saved."""
 
-    def __init__(self, bad: pd.DataFrame, path):
+    def __init__(self, bad: pd.DataFrame, path, batch: bool = False):
         self.report = None
+        cmd = f"python -m moralkit sweep {shlex.quote(str(path))}" + (" --batch" if batch else "")
         MoralkitError.__init__(
             self, f"INCOMPLETE sweep: {len(bad)} job(s) not done: "
             + "; ".join(f"{m}/{s} {d}/{n} ({st})" for m, s, d, n, st in
                         zip(bad["model"], bad["survey"], bad["done"], bad["total"], bad["state"]))
-            + f". Completed records are saved; re-run `python -m moralkit sweep {path}` to resume.")
+            + ". Completed records are saved" + (", submitted batches are recorded" if
+                                                   (bad["state"] == "batch pending").any() else "")
+            + f"; re-run `{cmd}` to resume.")
 
 
 def _fail(where, msg):
@@ -127,6 +135,7 @@ class Job:
     export: Path
     provider: str
     seed: int
+    batch: bool = False  # through the provider's batch API (moralkit.collect.batch)
 
     @property
     def key(self) -> str:
@@ -145,10 +154,20 @@ class Sweep:
     surveys: list
     progress: bool = True
     jobs: list = field(default_factory=list)
+    batch: bool = False  # [sweep] batch, or --batch
+    wait: float | None = None  # seconds to wait for batches (None: until they end)
+    poll_interval: float = 30.0
 
 
-def load_sweep(path) -> Sweep:
+def load_sweep(path, batch: bool | None = None, wait: float | None = None, poll_interval: float | None = None) -> Sweep:
     """Read and validate a sweep file strictly: every error names the key and the fix.
+
+    ``batch``, ``wait`` and ``poll_interval`` (the command line's ``--batch``, ``--wait``,
+    ``--poll-interval``) override ``[sweep]``'s. Which jobs go through a batch API: a model's ``batch``
+    if it sets one, else its survey's, else the sweep's; a sweep- or survey-wide ``batch`` applies to the
+    ``openai`` and ``anthropic`` backends only (the others have no batch API and run online). A job whose
+    run directory still has batch submissions open runs in batch mode whatever the file says: sending
+    those requests online would pay for them twice.
 
     Raises
     ------
@@ -195,6 +214,9 @@ def load_sweep(path) -> Sweep:
             _fail(where, f"label {m['label']!r} is used twice; give each model its own label")
         labels.add(m["label"])
         _check_table(f"{where} parameters", m.get("parameters", {}), _PARAMS)
+        if m.get("batch") and m["backend"] not in _BATCH_BACKENDS:
+            _fail(where, f"batch = true needs backend openai or anthropic (the {m['backend']} backend has no batch "
+                         "API); remove it")
         if ("price_in" in m) != ("price_out" in m):
             _fail(where, "give both price_in and price_out (dollars per million tokens), or neither")
         prov = m.get("provider", "")
@@ -225,14 +247,39 @@ def load_sweep(path) -> Sweep:
     data = Path(sw["data"]) if "data" in sw else paths.data_dir()
     if not data.is_absolute() and "data" in sw:
         data = (path.parent / data).resolve()
+    if wait is None and "wait" in sw:
+        wait = sw["wait"]
+    if poll_interval is None:
+        poll_interval = sw.get("poll_interval", 30.0)
+    if wait is not None and not float(wait) >= 0:
+        _fail(f"{path} [sweep]", f"wait must be >= 0 seconds, got {wait}")
+    if not float(poll_interval) > 0:
+        _fail(f"{path} [sweep]", f"poll_interval must be > 0 seconds, got {poll_interval}")
     sweep = Sweep(path=path, data=data, seed=int(sw.get("seed", 0)), providers=providers, models=models,
-                  surveys=surveys, progress=bool(sw.get("progress", True)))
+                  surveys=surveys, progress=bool(sw.get("progress", True)),
+                  batch=bool(sw.get("batch", False)) if batch is None else bool(batch),
+                  wait=None if wait is None else float(wait), poll_interval=float(poll_interval))
     sweep.jobs = _jobs(sweep)
+    for j in sweep.jobs:
+        if j.batch and "max_cost" in j.model:
+            _fail(f"{path} [[models]] {j.label}", "max_cost is not enforced in batch mode (a batch is paid when it "
+                  "runs); check the cost first with `python -m moralkit estimate --sweep FILE`, then remove "
+                  "max_cost or set batch = false for this model")
     dirs = [j.run_dir for j in sweep.jobs]
     if len(set(dirs)) != len(dirs):
         dup = next(d for d in dirs if dirs.count(d) > 1)
         _fail(path, f"two entries write the same run directory {dup}: make the surveys or labels differ")
     return sweep
+
+
+#: Backends with a batch API (moralkit.collect.batch).
+_BATCH_BACKENDS = ("openai", "anthropic")
+
+
+def _open_batches(run_dir) -> bool:
+    from .batch import batch_state
+
+    return batch_state(run_dir)["open"] > 0
 
 
 def _survey_id(s) -> str:
@@ -260,7 +307,12 @@ def _jobs(sweep) -> list[Job]:
                 run = f"mcl-{s['ambiguity']}-{label}"
                 exp = sweep.data / "moralchoice_likelihood" / f"{label}-{s['ambiguity']}.csv.gz"
             provider = m.get("provider", "") if m["backend"] != "transformers" else f"local:{m['backend']}"
-            jobs.append(Job(label, sid, m, s, sweep.data / "raw" / run, exp, provider, seed))
+            run_dir = sweep.data / "raw" / run
+            if s["survey"] == "likelihood" or m["backend"] not in _BATCH_BACKENDS:
+                batch = False
+            else:
+                batch = bool(m.get("batch", s.get("batch", sweep.batch))) or _open_batches(run_dir)
+            jobs.append(Job(label, sid, m, s, run_dir, exp, provider, seed, batch))
     return jobs
 
 
@@ -273,6 +325,20 @@ def _make_backend(sweep: Sweep, job: Job):
 
     m = job.model
     kw = dict(m.get("options", {}))
+    if job.batch:
+        from .batch import BatchBackend
+
+        prov = dict(sweep.providers.get(m.get("provider", ""), {}))
+        online = {k: v for k, v in kw.items() if k in ("max_tokens_param", "reasoning", "api_version")}
+        try:
+            return BatchBackend(m["backend"], m["model"], base_url=prov.get("base_url"),
+                                api_key_env=prov.get("api_key_env"), wait=0, poll_interval=sweep.poll_interval,
+                                max_retries=min(int(prov.get("max_retries", 3)), 3),
+                                timeout=max(float(prov.get("timeout", 120.0)), 120.0), status=None,
+                                send_seed=kw.get("send_seed", True), options=online)
+        except TypeError as e:
+            raise MoralkitError(f"{sweep.path} [[models]] {job.label}: options not accepted by the {m['backend']} "
+                                f"batch backend ({e}); see moralkit.collect.batch") from None
     if m["backend"] != "transformers":
         prov = dict(sweep.providers.get(m.get("provider", ""), {}))
         tpm = prov.pop("tpm", None)
@@ -293,7 +359,7 @@ def _make_backend(sweep: Sweep, job: Job):
 
 def run_job(sweep: Sweep, job: Job, progress: bool = False):
     """Run (or resume) one model x survey; returns its report (``None`` for exact likelihoods)."""
-    from .backends import Sampling
+    from .backends import Sampling, survey_max_tokens
     from .moralchoice import run_moralchoice
     from .psm import run_psm
 
@@ -303,7 +369,8 @@ def run_job(sweep: Sweep, job: Job, progress: bool = False):
     try:
         if s["survey"] == "psm":
             sampling = Sampling(temperature=float(p.get("temperature", 1.0)), top_p=float(p.get("top_p", 1.0)),
-                                top_k=p.get("top_k"), max_tokens=int(p.get("max_tokens", 16)))
+                                top_k=p.get("top_k"), max_tokens=int(p.get("max_tokens") or survey_max_tokens(b, 16)),
+                                reasoning_effort=p.get("reasoning_effort"))
             _, rep = run_psm(b, job.run_dir, label=job.label, design_seed=s.get("design_seed", 0), seed=job.seed,
                              order=s.get("order", "paper"), sampling=sampling, system=p.get("system"),
                              max_attempts=s.get("attempts", 3), limit=s.get("limit"), progress=progress,
@@ -311,7 +378,7 @@ def run_job(sweep: Sweep, job: Job, progress: bool = False):
             return rep
         if s["survey"] == "moralchoice":
             sampling = Sampling(temperature=float(p.get("temperature", 1.0)), top_p=float(p.get("top_p", 1.0)),
-                                top_k=p.get("top_k"))
+                                top_k=p.get("top_k"), reasoning_effort=p.get("reasoning_effort"))
             _, rep = run_moralchoice(b, job.run_dir, ambiguity=s["ambiguity"], label=job.label,
                                      scenarios=s.get("scenarios"), n_scenarios=s.get("n_scenarios"),
                                      scenario_seed=s.get("scenario_seed", 0), samples=s.get("samples"),
@@ -331,24 +398,31 @@ def run_job(sweep: Sweep, job: Job, progress: bool = False):
         b.close()
 
 
-def run_sweep(path, only=None, progress=None, out=sys.stdout) -> pd.DataFrame:
+def run_sweep(path, only=None, progress=None, out=sys.stdout, batch=None, wait=None, poll_interval=None) -> pd.DataFrame:
     """Run every job of a sweep file (or those named in ``only``: ``label/survey`` keys); resumable.
 
-    One worker thread per provider runs that provider's jobs one after the other, within its limits;
-    local models share one worker. A job that ends incomplete (a request that kept failing, a budget
-    reached) is reported and the others go on. After each job, its status row is printed; at the end,
-    the whole table (:func:`status_table`).
+    One worker thread per provider runs that provider's online jobs one after the other, within its
+    limits; local models share one worker. The batch jobs (``batch``: see :func:`load_sweep`) are
+    submitted together by one more worker, which then polls all their batches every ``poll_interval``
+    seconds, merges what has ended and submits what is due next (the PSM's rounds after round 0, invalid
+    answers' next attempts, failed or expired requests), until every batch job is done or ``wait``
+    seconds have passed. A job that ends incomplete (a request that kept failing, a budget reached,
+    batches still running) is reported and the others go on. After each job, its status row is printed;
+    at the end, the whole table (:func:`status_table`). A first SIGINT or SIGTERM (under
+    :func:`moralkit.collect.runner.stop_on_signals`, as the command line runs it) stops every worker after
+    the requests in flight are stored.
 
     Returns
     -------
     DataFrame
         The status table. Its ``state`` column says which jobs are incomplete.
     """
+    from .batch import BatchPendingError
     from .cost import format_usd
-    from .runner import CollectionIncompleteError
+    from .runner import STOP, CollectionIncompleteError, stop_requested
     from .store import RunLockedError
 
-    sweep = load_sweep(path)
+    sweep = load_sweep(path, batch=batch, wait=wait, poll_interval=poll_interval)
     jobs = [j for j in sweep.jobs if not only or j.key in set(only)]
     if only:
         unknown = set(only) - {j.key for j in sweep.jobs}
@@ -357,23 +431,70 @@ def run_sweep(path, only=None, progress=None, out=sys.stdout) -> pd.DataFrame:
     progress = sweep.progress if progress is None else progress
     groups: dict = {}
     for j in jobs:
-        groups.setdefault(j.provider, []).append(j)
+        groups.setdefault("batch" if j.batch else j.provider, []).append(j)
     problems: dict = {}
     lock = threading.Lock()
+    errors = (CollectionIncompleteError, RunLockedError, MoralkitError, RuntimeError, OSError)
+
+    def report(j):
+        with lock:
+            row = status_table(sweep, [j], problems).iloc[0]
+            print(f"[sweep] {j.key}: {row['state']}, {row['done']}/{row['total']} done, tokens "
+                  f"{row['input_tokens']:,} in / {row['output_tokens']:,} out, cost {format_usd(row['cost_usd'])}"
+                  + (f", batches: {row['batch']}" if row["batch"] else "")
+                  + (f" -- {problems[j.key]}" if j.key in problems and not row["state"].startswith("incomplete")
+                     else ""), file=out, flush=True)
 
     def worker(group):
         for j in group:
+            if STOP.is_set():
+                problems[j.key] = stop_requested()
+                continue
             try:
                 run_job(sweep, j, progress=progress)
-            except (CollectionIncompleteError, RunLockedError, MoralkitError, RuntimeError, OSError) as e:
+            except errors as e:
                 problems[j.key] = str(e).splitlines()[0][:500]
-            with lock:
-                row = status_table(sweep, [j]).iloc[0]
-                print(f"[sweep] {j.key}: {row['state']}, {row['done']}/{row['total']} done, tokens "
-                      f"{row['input_tokens']:,} in / {row['output_tokens']:,} out, cost {format_usd(row['cost_usd'])}"
-                      + (f" -- {problems[j.key]}" if j.key in problems else ""), file=out, flush=True)
+            report(j)
 
-    threads = [threading.Thread(target=worker, args=(g,), name=f"sweep-{p}") for p, g in groups.items()]
+    def batch_worker(group):
+        pending = list(group)
+        deadline = None if sweep.wait is None else time.monotonic() + sweep.wait
+        seen: dict = {}
+        while pending:
+            still = []
+            for j in pending:
+                if STOP.is_set():
+                    still.append(j)
+                    continue
+                try:
+                    run_job(sweep, j)  # submits what is due, polls once, merges what has ended
+                    problems.pop(j.key, None)
+                    report(j)
+                except BatchPendingError:
+                    still.append(j)
+                    from .batch import batch_state
+
+                    text = batch_state(j.run_dir)["text"]
+                    if seen.get(j.key) != text.split(", age")[0]:  # a line when something changed
+                        seen[j.key] = text.split(", age")[0]
+                        with lock:
+                            print(f"[sweep] {j.key}: waiting for batches: {text}", file=out, flush=True)
+                except errors as e:
+                    problems[j.key] = str(e).splitlines()[0][:500]
+                    report(j)
+            pending = still
+            if not pending or STOP.is_set() or (deadline is not None and time.monotonic() >= deadline):
+                break
+            end = time.monotonic() + (sweep.poll_interval if deadline is None
+                                      else min(sweep.poll_interval, max(0.0, deadline - time.monotonic())))
+            while time.monotonic() < end and not STOP.is_set():
+                time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+        for j in pending:
+            problems[j.key] = stop_requested() or "stopped waiting for its batches (--wait)"
+            report(j)
+
+    threads = [threading.Thread(target=batch_worker if p == "batch" else worker, args=(g,), name=f"sweep-{p}")
+               for p, g in groups.items()]
     for t in threads:
         t.start()
     for t in threads:
@@ -424,7 +545,10 @@ def _done(job: Job, att) -> int:
 
 
 def status_table(sweep, jobs=None, problems=None) -> pd.DataFrame:
-    """One row per model x survey: run directory, state, done / total, tokens, cost, errors, resume command."""
+    """One row per model x survey: run directory, mode (online / batch), state (``done``, ``not started``,
+    ``incomplete``, ``batch pending``), done / total, tokens, cost, errors, batch state (submissions, the
+    open batches with their requests and age) and the command that resumes the job."""
+    from .batch import batch_state
     from .cost import price_for, records_usage
     from .store import read_records
 
@@ -441,16 +565,31 @@ def status_table(sweep, jobs=None, problems=None) -> pd.DataFrame:
         m = j.model
         price = price_for(m["model"], m.get("provider"), price_in=m.get("price_in"), price_out=m.get("price_out")) \
             if (m["backend"] != "transformers" or "price_in" in m) else None
-        state = "done" if done >= total else ("not started" if not recs else "incomplete")
-        if j.key in problems and state != "done":
+        bs = batch_state(j.run_dir)
+        state = "done" if done >= total else ("not started" if not recs and not bs["submissions"] else "incomplete")
+        if state != "done" and bs["open"]:
+            state = "batch pending"
+        if j.key in problems and state not in ("done", "batch pending"):
             state = "incomplete: " + problems[j.key]
-        cmd = ["python", "-m", "moralkit", "sweep", str(sweep.path), "--only", j.key]
-        rows.append(dict(model=j.label, survey=j.survey, run=j.run_dir.name, state=state, done=done, total=total,
-                         input_tokens=tin, output_tokens=tout,
-                         cost_usd=float("nan") if price is None else price.cost(tin, tout),
+        cmd = ["python", "-m", "moralkit", "sweep", str(sweep.path), "--only", j.key] + (["--batch"] if j.batch else [])
+        rows.append(dict(model=j.label, survey=j.survey, run=j.run_dir.name, mode="batch" if j.batch else "online",
+                         state=state, done=done, total=total, input_tokens=tin, output_tokens=tout,
+                         cost_usd=float("nan") if price is None else _cost(price, recs),
                          errors=sum(1 for r in recs if r.get("kind") == "error"),
-                         command=" ".join(shlex.quote(x) for x in cmd)))
+                         batch=bs["text"], command=" ".join(shlex.quote(x) for x in cmd)))
     return pd.DataFrame(rows)
+
+
+def _cost(price, recs) -> float:
+    """Dollars of a run's records: answers that came through a batch (``batch_submission``) at the batch price,
+    the others at the online price."""
+    from .cost import records_usage
+
+    b = [r for r in recs if r.get("batch_submission")]
+    o = [r for r in recs if not r.get("batch_submission")]
+    bi, bo, _ = records_usage(b)
+    oi, oo, _ = records_usage(o)
+    return price.cost(oi, oo) + price.cost(bi, bo, batch=True)
 
 
 def status_markdown(table) -> str:
@@ -465,7 +604,19 @@ def status_markdown(table) -> str:
 
 def estimate_sweep(path, output_tokens=None) -> str:
     """``moralkit estimate --sweep FILE``: per model x survey, requests, tokens and cost online and in batch."""
-    from .cost import TokenCounter, counter_for, estimate_table, format_usd, markdown_table, price_for, survey_parts
+    from .cost import format_usd, markdown_table
+
+    df = estimate_sweep_table(path, output_tokens)
+    total = (f"\n\nTotal: {int(df['requests'].sum()):,} requests, {int(df['input_tokens'].sum()):,} input and "
+             f"{int(df['output_tokens'].sum()):,} output tokens; online {format_usd(df['cost_online'].sum(min_count=1))}, "
+             f"batch {format_usd(df['cost_batch'].sum(min_count=1))}.") if len(df) else ""
+    return markdown_table(df) + total
+
+
+def estimate_sweep_table(path, output_tokens=None) -> pd.DataFrame:
+    """The rows of :func:`estimate_sweep`: model, survey, requests, input and output tokens, cost online,
+    in batch, and in batch with ``n = M``."""
+    from .cost import TokenCounter, counter_for, estimate_table, price_for, survey_parts
 
     sweep = load_sweep(path)
     rows, counters = [], {}
@@ -491,11 +642,7 @@ def estimate_sweep(path, output_tokens=None) -> str:
                          output_tokens=int(t.loc["online", "output_tokens"]),
                          cost_online=t.loc["online", "cost_usd"], cost_batch=t.loc["batch", "cost_usd"],
                          cost_batch_n=t.loc["batch + n=M", "cost_usd"]))
-    df = pd.DataFrame(rows)
-    total = (f"\n\nTotal: {int(df['requests'].sum()):,} requests, {int(df['input_tokens'].sum()):,} input and "
-             f"{int(df['output_tokens'].sum()):,} output tokens; online {format_usd(df['cost_online'].sum(min_count=1))}, "
-             f"batch {format_usd(df['cost_batch'].sum(min_count=1))}.") if len(df) else ""
-    return markdown_table(df) + total
+    return pd.DataFrame(rows)
 
 
 def sweep_summary_json(path) -> str:

@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 
 from ..errors import MoralkitError
-from .backends import MalformedResponse, Request, retry_delay, run_sync
-from .runner import RunReport, Task, iso_time
+from .backends import LENGTH_REASONS, MalformedResponse, Request, retry_delay, run_sync
+from .runner import STOP, RunReport, Task, iso_time, stop_requested
 from .store import derive_seed, prompt_sha256, utc_now
 
 __all__ = ["Unit", "build_units", "store_result", "choices_from_json", "run_grouped_online",
@@ -186,6 +186,8 @@ def store_result(store, unit: Unit, parse, *, common: dict, texts=None, reasons=
             store.append(rec)
             n_err += 1
             continue
+        if status != "ok" and base.get("finish_reason") in LENGTH_REASONS and not (texts[j] or "").strip():
+            status = "length"  # nothing to parse: the output budget ran out (as runner.run_tasks records it)
         store.append(dict(base, kind="attempt", attempt=unit.attempt, raw=texts[j], parsed=value, status=status))
         n_att += 1
     return n_att, n_err
@@ -236,6 +238,8 @@ def run_grouped_online(backend, store, tasks, parse, *, groups, seed: int, sampl
             async def one(u: Unit):
                 async with sem:
                     for k in range(max_retries + 1):
+                        if STOP.is_set() and not state["stopped"]:
+                            state["stopped"] = stop_requested()
                         if state["stopped"]:
                             return
                         c = await session.complete(u.request)

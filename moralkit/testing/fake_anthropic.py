@@ -186,8 +186,8 @@ class FakeAnthropic(FakeHTTPServer):
         if text is not None:
             content.append({"type": "text", "text": text})
         mid = self.next_id("msg_")
-        input_tokens = sum(count_tokens(m["content"] if isinstance(m["content"], str) else str(m["content"])) + 3
-                           for m in convo)
+        input_tokens = self.prompt_tokens(convo) if self.prompt_tokens is not None else sum(
+            count_tokens(m["content"] if isinstance(m["content"], str) else str(m["content"])) + 3 for m in convo)
         out = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": content,
                "stop_reason": stop, "stop_sequence": None,
                "usage": {"input_tokens": input_tokens, "output_tokens": used}}

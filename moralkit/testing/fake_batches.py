@@ -127,14 +127,23 @@ class FakeBatchServer(LoopbackServer):
         Seeds the per-line fault draws.
     max_seconds : float
         The server stops itself after this long.
+    openai_models : dict, optional
+        Model name -> :class:`moralkit.testing.fake_openai.ModelSpec`: each OpenAI batch line is checked as
+        the online endpoint checks it (:func:`moralkit.testing.fake_openai.reject`: a reasoning model refuses
+        ``max_tokens`` and ``top_p``; the line gets the 400 in the error file) and answered as it answers
+        (reasoning tokens spent from ``max_completion_tokens``). Default: any model, hash answers.
+    prompt_tokens : callable, optional
+        ``prompt_tokens(messages) -> int``, the input tokens billed per request (default 10).
     """
 
     def __init__(self, polls_to_finish=3, fail_pct=0, expire_batches=(), fail_batches=(), invalid_pct=0, seed=0,
-                 max_seconds=900.0):
+                 max_seconds=900.0, openai_models=None, prompt_tokens=None):
         self.polls_to_finish = int(polls_to_finish)
         self.fail_pct, self.invalid_pct, self.seed = int(fail_pct), int(invalid_pct), int(seed)
         self.expire_batches, self.fail_batches = set(expire_batches), set(fail_batches)
         self.max_seconds = float(max_seconds)
+        self.openai_models = openai_models
+        self.prompt_tokens = prompt_tokens
         self.files: dict = {}
         self.batches: dict = {}  # OpenAI
         self.mbatches: dict = {}  # Anthropic
@@ -242,11 +251,29 @@ class FakeBatchServer(LoopbackServer):
     # ------------------------------------------------------------------ answers
     def _completion(self, body):
         msgs, seed, n = body.get("messages", []), body.get("seed"), int(body.get("n", 1) or 1)
+        if self.openai_models is not None and n == 1:
+            from .fake_openai import completion
+
+            spec = self.openai_models[body.get("model")]
+            return completion(body, spec, prompt_tokens=self.prompt_tokens)
         texts = [batch_answer(msgs, seed, j, self.invalid_pct) for j in range(n)]
+        n_in = 10 if self.prompt_tokens is None else self.prompt_tokens(msgs)
         return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model"),
                 "choices": [{"index": j, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
                             for j, t in enumerate(texts)],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 2 * n, "total_tokens": 10 + 2 * n}}
+                "usage": {"prompt_tokens": n_in, "completion_tokens": 2 * n, "total_tokens": n_in + 2 * n}}
+
+    def _refused(self, body):
+        """The 400 body an OpenAI batch line earns (with ``openai_models``), or None."""
+        if self.openai_models is None:
+            return None
+        from .fake_openai import _openai_error, reject
+
+        spec = self.openai_models.get(body.get("model"))
+        if spec is None:
+            return _openai_error(f"The model `{body.get('model')}` does not exist or you do not have access to it.",
+                                 param="model", code="model_not_found")
+        return reject(body, spec)
 
     def _chat(self, h):
         body = json.loads(h._body() or b"{}")
@@ -334,6 +361,10 @@ class FakeBatchServer(LoopbackServer):
                 outcome = "expired"
             # keyed on the batch's ordinal and the request body, not on the custom_id (which carries the
             # submission's random token): the same run meets the same failures every time
+            elif self._refused(ln["body"]) is not None:
+                err.append({"id": rid, "custom_id": ln["custom_id"], "error": None,
+                            "response": {"status_code": 400, "request_id": rid, "body": self._refused(ln["body"])}})
+                outcome = "refused"
             elif random.Random(_h(self.seed, b["ordinal"], body_hash(ln["body"]))).randrange(100) < self.fail_pct:
                 err.append({"id": rid, "custom_id": ln["custom_id"], "error": None,
                             "response": {"status_code": 500, "request_id": rid,
@@ -402,7 +433,8 @@ class FakeBatchServer(LoopbackServer):
                 res = {"type": "succeeded", "message": {
                     "id": f"msg_{i}", "type": "message", "role": "assistant", "model": p["model"],
                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                    "usage": {"input_tokens": 10, "output_tokens": 2}}}
+                    "usage": {"input_tokens": 10 if self.prompt_tokens is None else self.prompt_tokens(msgs),
+                              "output_tokens": 2}}}
                 outcome = "succeeded"
             rc[outcome] += 1
             rows.append({"custom_id": r["custom_id"], "result": res})

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from .faultserver import fake_answer
 from .httpfake import FakeHTTPServer, Reply, count_tokens, stable_hash
 
-__all__ = ["FakeOpenAI", "ModelSpec", "REASONING_TOKENS", "DEFAULT_MODELS", "REASONING_EFFORTS"]
+__all__ = ["FakeOpenAI", "ModelSpec", "reject", "completion", "REASONING_TOKENS", "DEFAULT_MODELS", "REASONING_EFFORTS"]
 
 #: Hidden reasoning tokens a fake reasoning model spends per request, by ``reasoning_effort``.
 REASONING_TOKENS = {"none": 0, "minimal": 16, "low": 64, "medium": 192, "high": 640, "xhigh": 1280}
@@ -112,37 +112,7 @@ class FakeOpenAI(FakeHTTPServer):
                                                        for m in self.models]})
 
     def _reject(self, body, spec):
-        """The 400 a request earns, or None."""
-        if not isinstance(body.get("messages"), list) or not body["messages"]:
-            return _openai_error("Missing required parameter: 'messages'.", param="messages",
-                                 code="missing_required_parameter")
-        if "top_k" in body and not self.accepts_top_k:
-            return _openai_error("Unrecognized request argument supplied: top_k")
-        if "max_tokens" in body and "max_completion_tokens" in body:
-            return _openai_error("max_tokens and max_completion_tokens cannot both be set", param="max_tokens",
-                                 code="invalid_value")
-        if spec.kind == "reasoning":
-            if "max_tokens" in body:
-                return _openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
-                                     "Use 'max_completion_tokens' instead.", param="max_tokens",
-                                     code="unsupported_parameter")
-            if "top_p" in body:
-                return _openai_error("Unsupported parameter: 'top_p' is not supported with this model.",
-                                     param="top_p", code="unsupported_parameter")
-            t = body.get("temperature")
-            if t is not None and float(t) != 1.0:
-                return _openai_error(f"Unsupported value: 'temperature' does not support {t} with this model. "
-                                     "Only the default (1) value is supported.", param="temperature",
-                                     code="unsupported_value")
-            eff = body.get("reasoning_effort")
-            if eff is not None and eff not in REASONING_TOKENS:
-                return _openai_error(f"Unsupported value: 'reasoning_effort' does not support {eff!r} with this "
-                                     f"model. Supported values are: {', '.join(map(repr, REASONING_EFFORTS))}.",
-                                     param="reasoning_effort", code="unsupported_value")
-        elif "reasoning_effort" in body:
-            return _openai_error("Unsupported parameter: 'reasoning_effort' is not supported with this model.",
-                                 param="reasoning_effort", code="unsupported_parameter")
-        return None
+        return reject(body, spec, self.accepts_top_k)
 
     def chat_completions(self, body, headers, match):
         model = body.get("model")
@@ -153,31 +123,76 @@ class FakeOpenAI(FakeHTTPServer):
         bad = self._reject(body, spec)
         if bad is not None:
             return Reply(400, bad)
-        messages = body["messages"]
-        answer = fake_answer(messages, body.get("seed"))
-        budget = body.get("max_completion_tokens", body.get("max_tokens"))
-        reasoning = REASONING_TOKENS[body.get("reasoning_effort") or "medium"] if spec.kind == "reasoning" else 0
-        words = answer.split(" ")
-        need = reasoning + count_tokens(answer)
-        if budget is None or int(budget) >= need:
-            text, finish, used = answer, "stop", need
-        elif int(budget) <= reasoning:  # the budget went to hidden reasoning: no visible answer
-            text, finish, used = "", "length", int(budget)
-        else:  # cut the answer to what the budget leaves
-            left, kept = int(budget) - reasoning, []
-            for w in words:
-                if count_tokens(" ".join(kept + [w])) > left:
-                    break
-                kept.append(w)
-            text, finish, used = " ".join(kept), "length", int(budget)
-        rid = self.next_id("chatcmpl-")
-        prompt_tokens = sum(count_tokens(str(m.get("content", ""))) + 4 for m in messages)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used, "total_tokens": prompt_tokens + used,
-                 "completion_tokens_details": {"reasoning_tokens": min(reasoning, used)}}
-        out = {"id": rid, "object": "chat.completion", "created": 1_764_000_000, "model": model,
-               "system_fingerprint": self.fingerprint,
-               "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                            "logprobs": None, "finish_reason": finish}],
-               "usage": usage}
-        self.log_usable(rid, text)
+        return self.answer(body, spec)
+
+    def answer(self, body, spec):
+        """The 200 answer to a valid request (also a batch line's, :mod:`moralkit.testing.fake_batches`)."""
+        out = completion(body, spec, self.fingerprint, self.next_id("chatcmpl-"), self.prompt_tokens)
+        self.log_usable(out["id"], out["choices"][0]["message"]["content"])
         return Reply(200, out)
+
+
+def reject(body, spec, accepts_top_k=False):
+    """The 400 body a chat-completions request earns from a model ``spec``, or None."""
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        return _openai_error("Missing required parameter: 'messages'.", param="messages",
+                             code="missing_required_parameter")
+    if "top_k" in body and not accepts_top_k:
+        return _openai_error("Unrecognized request argument supplied: top_k")
+    if "max_tokens" in body and "max_completion_tokens" in body:
+        return _openai_error("max_tokens and max_completion_tokens cannot both be set", param="max_tokens",
+                             code="invalid_value")
+    if spec.kind == "reasoning":
+        if "max_tokens" in body:
+            return _openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                 "Use 'max_completion_tokens' instead.", param="max_tokens",
+                                 code="unsupported_parameter")
+        if "top_p" in body:
+            return _openai_error("Unsupported parameter: 'top_p' is not supported with this model.",
+                                 param="top_p", code="unsupported_parameter")
+        t = body.get("temperature")
+        if t is not None and float(t) != 1.0:
+            return _openai_error(f"Unsupported value: 'temperature' does not support {t} with this model. "
+                                 "Only the default (1) value is supported.", param="temperature",
+                                 code="unsupported_value")
+        eff = body.get("reasoning_effort")
+        if eff is not None and eff not in REASONING_TOKENS:
+            return _openai_error(f"Unsupported value: 'reasoning_effort' does not support {eff!r} with this "
+                                 f"model. Supported values are: {', '.join(map(repr, REASONING_EFFORTS))}.",
+                                 param="reasoning_effort", code="unsupported_value")
+    elif "reasoning_effort" in body:
+        return _openai_error("Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+                             param="reasoning_effort", code="unsupported_parameter")
+    return None
+
+
+def completion(body, spec, fingerprint="fp_fake0001", rid="chatcmpl-fake", prompt_tokens=None) -> dict:
+    """The chat-completion body a valid request gets: the fake answer, cut by the output budget after a
+    reasoning model's hidden reasoning, with its usage."""
+    messages, model = body["messages"], body.get("model")
+    answer = fake_answer(messages, body.get("seed"))
+    budget = body.get("max_completion_tokens", body.get("max_tokens"))
+    reasoning = REASONING_TOKENS[body.get("reasoning_effort") or "medium"] if spec.kind == "reasoning" else 0
+    words = answer.split(" ")
+    need = reasoning + count_tokens(answer)
+    if budget is None or int(budget) >= need:
+        text, finish, used = answer, "stop", need
+    elif int(budget) <= reasoning:  # the budget went to hidden reasoning: no visible answer
+        text, finish, used = "", "length", int(budget)
+    else:  # cut the answer to what the budget leaves
+        left, kept = int(budget) - reasoning, []
+        for w in words:
+            if count_tokens(" ".join(kept + [w])) > left:
+                break
+            kept.append(w)
+        text, finish, used = " ".join(kept), "length", int(budget)
+    n_in = (prompt_tokens(messages) if prompt_tokens is not None
+            else sum(count_tokens(str(m.get("content", ""))) + 4 for m in messages))
+    usage = {"prompt_tokens": n_in, "completion_tokens": used, "total_tokens": n_in + used,
+             "completion_tokens_details": {"reasoning_tokens": min(reasoning, used)}}
+    out = {"id": rid, "object": "chat.completion", "created": 1_764_000_000, "model": model,
+           "system_fingerprint": fingerprint,
+           "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                        "logprobs": None, "finish_reason": finish}],
+           "usage": usage}
+    return out

@@ -156,6 +156,10 @@ class FakeHTTPServer(LoopbackServer):
         Seconds a ``timeout`` fault holds the connection.
     latency : callable, optional
         ``latency(path, body) -> seconds`` to sleep before answering.
+    prompt_tokens : callable, optional
+        ``prompt_tokens(messages) -> int``: the input tokens billed for a chat (``messages`` with the system
+        message first, if any); default: the provider's convention over :func:`count_tokens`. A benchmark
+        passes a real tokenizer here to compare ``moralkit estimate`` with what a server would bill.
     max_seconds : float
         The server shuts itself down after this long.
     """
@@ -166,7 +170,7 @@ class FakeHTTPServer(LoopbackServer):
     prefix = "/v1"
 
     def __init__(self, api_key=None, fault_rate=0.0, faults=("429", "500"), seed=0, retry_after=1, hang=3.0,
-                 latency=None, max_seconds=600.0):
+                 latency=None, max_seconds=600.0, prompt_tokens=None):
         bad = [f for f in faults if f not in TRANSPORT_FAULTS]
         if bad or not 0 <= fault_rate <= 1:
             raise ValueError(f"unknown faults {bad} or fault_rate {fault_rate} outside [0, 1]; "
@@ -175,6 +179,7 @@ class FakeHTTPServer(LoopbackServer):
         self.fault_rate, self.faults, self.seed = float(fault_rate), tuple(faults), int(seed)
         self.retry_after, self.hang, self.latency = int(retry_after), float(hang), latency
         self.max_seconds = float(max_seconds)
+        self.prompt_tokens = prompt_tokens
         self.n = 0
         self.counts: dict = {}
         #: every request: ``{"method", "path", "headers", "body"}`` (the body as parsed JSON)
