@@ -73,7 +73,13 @@ from .store import RecordStore, git_commit, package_versions, read_records, sess
 __all__ = ["TreeScorer", "PromptLogprobScorer", "make_scorer", "run_likelihood", "scoring_order", "scenario_items", "likelihood_frame", "export_likelihood", "persona_system",
            "LIKELIHOOD_IDENTITY"]
 
-LIKELIHOOD_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "persona", "answers", "dtype")
+LIKELIHOOD_IDENTITY = ("survey", "label", "backend", "model", "ambiguity", "persona", "answers", "dtype", "estimator")
+
+#: What a ``top_logprobs`` run adds to its identity (the alternatives asked for, the repeat form's samples, the seed).
+TOP_LOGPROBS_IDENTITY = ("top_logprobs", "repeat_samples", "seed")
+
+#: The estimators :func:`run_likelihood` collects with (``estimator`` column of the likelihood table).
+LIKELIHOOD_ESTIMATORS = ("token_probability", "top_logprobs")
 
 #: How :func:`run_likelihood` names its units in the completeness line.
 LIKELIHOOD_LINE = {"tree": ("scenarios", "scored", "not scored"), "api": ("requests", "answered", "not usable")}
@@ -531,15 +537,19 @@ def scoring_order(chosen, table, order: str = "overlap-first", seed: int = 0):
 def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = "none", label=None, scenarios=None,
                    n_scenarios=None, scenario_seed: int = 0, answers: str = "canonical", question_types=None,
                    order: str = "overlap-first", source=None, progress: bool = True, export=None, limit=None,
-                   compress_every: int = 20, return_report: bool = False):
-    """Exact action likelihoods of every scenario and question form (resumable run).
+                   compress_every: int = 20, return_report: bool = False, estimator: str = "token_probability",
+                   samples=None, top_logprobs: int = 20, seed: int = 0):
+    """Action likelihoods of every scenario and question form (resumable run), exact or from ``top_logprobs``.
 
     Parameters
     ----------
     backend : TransformersBackend or OpenAIBackend
-        A local model (scored by :class:`TreeScorer`), or an OpenAI-compatible server that returns
-        ``prompt_logprobs`` (vLLM, ``python -m moralkit serve``; scored by :class:`PromptLogprobScorer`
-        through :func:`moralkit.collect.runner.run_tasks`).
+        ``estimator="token_probability"``: a local model (scored by :class:`TreeScorer`), or an
+        OpenAI-compatible server that returns ``prompt_logprobs`` (vLLM, ``python -m moralkit serve``; scored
+        by :class:`PromptLogprobScorer` through :func:`moralkit.collect.runner.run_tasks`).
+        ``estimator="top_logprobs"``: any OpenAI-compatible API that returns ``top_logprobs`` (OpenAI's
+        non-reasoning chat models, vLLM, Together, ``moralkit serve``; see
+        :mod:`moralkit.collect.logprob_api`).
     run_dir : path-like
         Run directory (``records.jsonl``, ``manifest.json``): one record per scenario (local model) or
         per request (server); re-running resumes.
@@ -572,12 +582,24 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
         it holds the complete scenarios).
     return_report : bool
         Also return the session's :class:`~moralkit.collect.runner.RunReport`.
+    estimator : {"token_probability", "top_logprobs"}
+        ``token_probability`` (default): the exact likelihoods of the canonical answers (teacher forcing).
+        ``top_logprobs``: the first output token's ``top_logprobs`` of one request per ``ab`` and ``compare``
+        form (:mod:`moralkit.collect.logprob_api`); the ``repeat`` form cannot be scored so and is **sampled**
+        (``samples`` answers per ordering at temperature 1; its rows carry ``estimator = "sampling"``, and
+        the manifest says so under ``form_estimators`` and ``fallback``).
+    samples : int, optional
+        ``top_logprobs`` only: samples of each ``repeat`` form (default the paper's M: 5 low, 10 high).
+    top_logprobs : int, default 20
+        ``top_logprobs`` only: alternatives asked for (1..20; OpenAI's maximum is 20).
+    seed : int, default 0
+        ``top_logprobs`` only: the run seed (a seed per request is derived from it).
 
     Returns
     -------
     DataFrame
         The tidy likelihood table of the run (:func:`likelihood_frame`); with ``return_report``,
-        ``(frame, report)``.
+        ``(frame, report)``. Its ``estimator`` column names each row's estimator.
 
     Raises
     ------
@@ -594,9 +616,25 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
     """
     from .. import moralchoice as mc
     from ..moralchoice.likelihood import ANSWER_SETS
-    from .moralchoice import select_scenarios
+    from .moralchoice import DEFAULT_SAMPLES, select_scenarios
     from .personas import get_persona, persona_label
 
+    if estimator not in LIKELIHOOD_ESTIMATORS:
+        raise MoralkitError(f"estimator must be one of {LIKELIHOOD_ESTIMATORS}, got {estimator!r}")
+    api = estimator == "top_logprobs"
+    if api and getattr(backend, "name", None) != "openai":
+        raise MoralkitError(f"the top_logprobs estimator asks an OpenAI-compatible API for log-probabilities; got a "
+                            f"{getattr(backend, 'name', type(backend).__name__)!r} backend. For a local model use "
+                            "estimator='token_probability' (exact); Anthropic's API returns no log-probabilities")
+    if api:
+        M = DEFAULT_SAMPLES.get(ambiguity, 5) if samples is None else samples
+        if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or M < 1:
+            raise MoralkitError(f"samples must be a positive integer, got {samples!r}")
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, (int, np.integer)) or \
+                not 1 <= top_logprobs <= 20:
+            raise MoralkitError(f"top_logprobs must be an integer in [1, 20] (OpenAI's range), got {top_logprobs!r}")
+    elif samples is not None:
+        raise MoralkitError("samples applies to estimator='top_logprobs' only (its sampled repeat form)")
     if answers not in ANSWER_SETS:
         raise MoralkitError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
@@ -612,24 +650,39 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
     table = mc.load_scenarios(ambiguity, source=source)
     chosen = select_scenarios(table, scenarios, n_scenarios, scenario_seed)
     templates = mc.load_templates(source)
-    scorer = make_scorer(backend)
+    scorer = None if api else make_scorer(backend)
     systems = {q: persona_system(templates.questions[q].question_header, p.name) for q in qts}
     manifest = dict(
         survey="moralchoice-likelihood", label=label, backend=backend.name, model=backend.model, ambiguity=ambiguity,
-        persona=p.name, persona_system=p.system, persona_source=p.source, answers=answers,
-        dtype=getattr(backend, "dtype", None), estimator="token_probability",
-        eos_token_ids=scorer.eos_ids, backend_info=backend.info(), versions=package_versions(),
+        persona=p.name, persona_system=p.system, persona_source=p.source, answers=None if api else answers,
+        dtype=getattr(backend, "dtype", None), estimator=estimator,
+        eos_token_ids=None if api else scorer.eos_ids, backend_info=backend.info(), versions=package_versions(),
         git_commit=git_commit(),
         session=dict(session_info(), scenarios=len(chosen), question_types=list(qts), n_scenarios=n_scenarios,
                      scenario_seed=scenario_seed, limit=limit, order=order),
     )
-    store = RecordStore(run_dir, manifest, identity_keys=LIKELIHOOD_IDENTITY,
-                        secrets=getattr(backend, "secrets", list)())
+    identity = LIKELIHOOD_IDENTITY
+    if api:
+        from .logprob_api import FORM_ESTIMATORS, REPEAT_FALLBACK
+
+        manifest.update(top_logprobs=int(top_logprobs), repeat_samples=int(M) if "repeat" in qts else None,
+                        seed=int(seed), form_estimators={q: FORM_ESTIMATORS[q] for q in qts},
+                        sampling={"temperature": 1.0, "top_p": 1.0},
+                        fallback={"repeat": REPEAT_FALLBACK} if "repeat" in qts else {})
+        identity = LIKELIHOOD_IDENTITY + TOP_LOGPROBS_IDENTITY
+    store = RecordStore(run_dir, manifest, identity_keys=identity, secrets=getattr(backend, "secrets", list)())
     ordered = [sc for _, sc in scoring_order(chosen, table, order).iterrows()]
     common = dict(run=Path(run_dir).name, survey="moralchoice-likelihood", label=label, backend=backend.name,
-                  model=backend.model, ambiguity=ambiguity, persona=p.name, answers=answers)
+                  model=backend.model, ambiguity=ambiguity, persona=p.name, answers=None if api else answers)
     try:
-        if isinstance(scorer, PromptLogprobScorer):
+        if api:
+            from .logprob_api import collect_top_logprobs
+
+            report = collect_top_logprobs(backend, store, ordered, templates, systems, qts, common, samples=int(M),
+                                          top_logprobs=int(top_logprobs), seed=int(seed), limit=limit,
+                                          compress_every=compress_every, progress=progress,
+                                          desc=f"top_logprobs {ambiguity} {label}")
+        elif isinstance(scorer, PromptLogprobScorer):
             report = _score_by_requests(scorer, store, ordered, templates, systems, answers, common, limit,
                                         compress_every, progress, f"likelihood {ambiguity} {label}")
         else:
@@ -646,7 +699,8 @@ def run_likelihood(backend, run_dir, *, ambiguity: str = "high", persona: str = 
     if export is not None:
         export_likelihood([run_dir], export)
     if not report.complete:
-        raise incomplete_error(report, *LIKELIHOOD_LINE["api" if isinstance(scorer, PromptLogprobScorer) else "tree"])
+        raise incomplete_error(report, *LIKELIHOOD_LINE["api" if api or isinstance(scorer, PromptLogprobScorer)
+                                                        else "tree"])
     return (df, report) if return_report else df
 
 
@@ -806,13 +860,18 @@ def _score_by_requests(scorer, store, ordered, templates, systems, answers, comm
 def likelihood_frame(run_dir_or_records, label=None):
     """The tidy likelihood table of a run (:data:`moralkit.moralchoice.likelihood.LIKELIHOOD_COLUMNS`).
 
+    Every estimator's records: one per scenario (local model), one per scoring request (a server's
+    ``prompt_logprobs``), or a ``top_logprobs`` run's (:func:`moralkit.collect.logprob_api.top_logprob_rows`);
+    the ``estimator`` column says which.
+
     ``model`` is the respondent's label, as ``model_id`` in the MoralChoice response files and ``model``
     in the PSM files.
     """
     from ..moralchoice.likelihood import combine_logprobs, likelihood_table
+    from .logprob_api import top_logprob_rows
 
     recs = run_dir_or_records if isinstance(run_dir_or_records, list) else read_records(run_dir_or_records)
-    rows = []
+    rows = top_logprob_rows(recs, label)
     scored: dict = {}  # per-request records (a server): scenario -> form -> {index: (answer, action, logprob)}
     for r in recs:
         if r.get("kind", "attempt") != "attempt":
@@ -822,7 +881,8 @@ def likelihood_frame(run_dir_or_records, label=None):
                 q, o = form.split(":")
                 lp = [(-math.inf if a[2] is None else float(a[2])) for a in ans]
                 rows.append(dict(model=label or r["label"], scenario_id=r["scenario_id"], question_type=q,
-                                 ordering=int(o), **combine_logprobs(lp, [a[1] for a in ans])))
+                                 ordering=int(o), **combine_logprobs(lp, [a[1] for a in ans]),
+                                 estimator="token_probability"))
         elif r.get("part") == "answer" and r.get("status") == "ok":
             sc = scored.setdefault(r["scenario_id"], {"label": r["label"], "n_forms": int(r["n_forms"]), "forms": {}})
             form = sc["forms"].setdefault((r["question_type"], int(r["ordering"])), {"n": int(r["n_answers"])})
@@ -834,7 +894,8 @@ def likelihood_frame(run_dir_or_records, label=None):
         for (q, o), f in forms.items():
             ans = [f[k] for k in range(f["n"])]
             rows.append(dict(model=label or sc["label"], scenario_id=sid, question_type=q, ordering=o,
-                             **combine_logprobs([a[2] for a in ans], [a[1] for a in ans])))
+                             **combine_logprobs([a[2] for a in ans], [a[1] for a in ans]),
+                             estimator="token_probability"))
     return likelihood_table(rows)
 
 
