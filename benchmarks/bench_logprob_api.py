@@ -110,7 +110,8 @@ def main():
     recheck = None
     if a.recheck:
         from moralkit.collect.backends import TransformersBackend
-        from moralkit.collect.likelihood import TreeScorer, likelihood_frame, persona_system, scenario_items
+        from moralkit.collect.exact_scoring import TreeScorer, persona_system, scenario_items
+        from moralkit.collect.likelihood_run import likelihood_frame
 
         b = TransformersBackend(MODEL, dtype=a.dtype, batch_size=1)
         ts = TreeScorer(b)

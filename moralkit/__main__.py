@@ -344,7 +344,7 @@ def cmd_collect_moralchoice(a):
 
 
 def cmd_likelihood(a):
-    from moralkit.collect.likelihood import LIKELIHOOD_LINE, run_likelihood
+    from moralkit.collect.likelihood_run import LIKELIHOOD_LINE, run_likelihood
     from moralkit.errors import MoralkitError
 
     top = a.estimator == "top_logprobs"
@@ -396,7 +396,7 @@ def cmd_export(a):
 
         print(export_psm(a.run_dirs, a.out))
     elif survey == "moralchoice-likelihood":
-        from moralkit.collect.likelihood import export_likelihood
+        from moralkit.collect.likelihood_run import export_likelihood
 
         print(export_likelihood(a.run_dirs, a.out))
     else:

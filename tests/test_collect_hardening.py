@@ -103,7 +103,7 @@ def test_likelihood_under_faults_discards_nothing_and_resumes_to_the_fault_free_
     """Before: all-or-nothing per scenario; at 0.7, 8 invocations recorded 0 of 3 scenarios and threw away
     all 125 usable answers. After: every usable answer is recorded once, each invocation keeps its
     progress, and the result equals a fault-free run's."""
-    from moralkit.collect.likelihood import run_likelihood
+    from moralkit.collect.likelihood_run import run_likelihood
 
     kw = dict(ambiguity="low", n_scenarios=3, question_types=("ab", "repeat"), progress=False)
     out = tmp_path / "run"
@@ -244,10 +244,10 @@ def test_sigkill_during_likelihood_collection_loses_and_duplicates_nothing(tmp_p
     hit, lost, dup, in_flight = likelihood_kill_run(tmp_path, kills=5)
     assert hit >= 3 and lost == 0 and dup == 0
     assert in_flight <= 4 * hit  # only requests in flight at a kill can be missing (and are re-sent)
-    from moralkit.collect.likelihood import likelihood_frame
+    from moralkit.collect.likelihood_run import likelihood_frame
 
     with FaultServer(rate=0.0) as clean:
-        from moralkit.collect.likelihood import run_likelihood
+        from moralkit.collect.likelihood_run import run_likelihood
 
         ref = run_likelihood(_api(clean), tmp_path / "ref", ambiguity="low", n_scenarios=3,
                              question_types=("ab", "repeat"), progress=False)
@@ -262,7 +262,7 @@ def test_sigkill_during_a_top_logprobs_collection_loses_and_duplicates_nothing(t
     hit, lost, dup, in_flight = likelihood_kill_run(tmp_path, kills=2, extra=extra)
     assert hit >= 1 and lost == 0 and dup == 0
     assert in_flight <= 4 * hit
-    from moralkit.collect.likelihood import likelihood_frame, run_likelihood
+    from moralkit.collect.likelihood_run import likelihood_frame, run_likelihood
 
     with FaultServer(rate=0.0) as clean:
         ref = run_likelihood(_api(clean), tmp_path / "ref", ambiguity="low", n_scenarios=3,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from moralkit.collect.backends import OpenAIBackend
-from moralkit.collect.likelihood import export_likelihood, run_likelihood
+from moralkit.collect.likelihood_run import export_likelihood, run_likelihood
 from moralkit.collect.runner import CollectionRefusedError
 from moralkit.collect.store import read_manifest, read_records
 from moralkit.errors import MoralkitError

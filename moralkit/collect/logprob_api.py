@@ -13,7 +13,7 @@ a batch file) can use them: :func:`logprob_request` (form -> request body),
 ``openai`` SDK for a few scenarios.
 
 As a collection (``python -m moralkit likelihood --estimator top_logprobs``,
-:func:`moralkit.collect.likelihood.run_likelihood` with ``estimator="top_logprobs"``),
+:func:`moralkit.collect.likelihood_run.run_likelihood` with ``estimator="top_logprobs"``),
 :func:`collect_top_logprobs` sends the same requests through the shared request runner
 (:func:`moralkit.collect.runner.run_tasks`): one record per response as it arrives, failed requests
 recorded and re-sent with backoff, a run stopped at any point resumed by re-running the command, and the
@@ -73,7 +73,7 @@ def logprob_request(scenario, question_type: str, ordering: int, model: str, tem
     """
     from ..moralchoice import build_prompt, load_templates
     from ..moralchoice.logprobs import LOGPROB_QUESTION_TYPES
-    from .likelihood import persona_system
+    from .exact_scoring import persona_system
 
     if question_type not in LOGPROB_QUESTION_TYPES:
         raise MoralkitError(f"the {question_type!r} form cannot be scored from log-probabilities (only "

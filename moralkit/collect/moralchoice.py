@@ -255,12 +255,10 @@ def run_moralchoice(backend: Backend, run_dir, spec: MoralChoiceSpec | None = No
 
     Raises
     ------
-    CollectionIncompleteError
-        Answers are left undone (requests that kept failing); the message names them and the
-        server's last message. Completed records are saved and re-running resumes.
-    CollectionRefusedError
-        A response no retry can fix (HTTP 401, 403, 404: wrong key, no access, unknown model) stopped
-        the session; the message carries the server's (redacted) message.
+    CollectionIncompleteError, CollectionRefusedError
+        Answers are left undone (requests that kept failing; saved, re-running resumes), or a response no
+        retry can fix (HTTP 401, 403, 404) stopped the session; the message names them and the server's
+        (redacted) last message.
 
     References
     ----------
