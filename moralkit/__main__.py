@@ -274,7 +274,9 @@ def _collect_backend(a, default_batch):
                             poll_interval=a.poll_interval, max_retries=min(a.max_retries, 3), cache=cache,
                             timeout=max(a.timeout, 120.0))
     if a.wait is not None:
-        raise ValueError("--wait applies to --batch collections only")
+        from moralkit.errors import MoralkitError
+
+        raise MoralkitError("--wait applies to --batch collections only")
     b = _backend(a, default_batch)
     if cache is not None:
         from moralkit.collect.cache import CachedBackend
@@ -297,10 +299,11 @@ def _apply_persona(a):
         return
     from moralkit.collect.localmodels import DEFAULT_MODEL
     from moralkit.collect.personas import get_persona, persona_label
+    from moralkit.errors import MoralkitError
 
     p = get_persona(a.persona)
     if a.system is not None:
-        raise ValueError("give either --persona or --system, not both")
+        raise MoralkitError("give either --persona or --system, not both")
     a.system = p.system
     a.label = persona_label(a.label or a.model or DEFAULT_MODEL, p.name)
 

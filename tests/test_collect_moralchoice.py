@@ -184,3 +184,32 @@ def test_the_spec_is_the_manifests_identity_and_options_build_the_same_run(tmp_p
     with pytest.raises(MoralkitError, match="samples must be"):
         run_moralchoice(EchoFirst(), tmp_path / "c", spec, MoralChoicePlan(samples=0), progress=False)
     assert not (tmp_path / "c").exists()  # refused before the run directory is touched
+
+
+def test_bad_options_raise_the_moralkit_error_family(tmp_path, low):
+    """Issue 29: the collectors' checks raise MoralkitError / DataError (not a plain ValueError)."""
+    from moralkit.collect.localmodels import local_model_path
+    from moralkit.collect.personas import get_persona
+    from moralkit.collect.psm import run_psm
+    from moralkit.errors import DataError, MoralkitError
+
+    with pytest.raises(MoralkitError, match="not both"):
+        select_scenarios(low, ids=["x"], n=2)
+    with pytest.raises(MoralkitError, match="unknown scenario ids"):
+        select_scenarios(low, ids=["no-such-id"])
+    with pytest.raises(MoralkitError, match="n_scenarios must be"):
+        select_scenarios(low, n=0)
+    with pytest.raises(MoralkitError, match="unknown persona"):
+        get_persona("nihilist")
+    with pytest.raises(MoralkitError, match="unknown local model"):
+        local_model_path("no-such-model")
+    with pytest.raises(MoralkitError, match="order must be"):
+        run_psm(EchoFirst(), tmp_path / "p", order="backwards", progress=False)
+    with pytest.raises(MoralkitError, match="max_attempts"):
+        run_psm(EchoFirst(), tmp_path / "p", max_attempts=0, progress=False)
+    ids = list(low["scenario_id"][:1])
+    run_moralchoice(EchoFirst(), tmp_path / "a", ambiguity="low", scenarios=ids, samples=1, progress=False)
+    run_moralchoice(EchoFirst(), tmp_path / "b", ambiguity="low", scenarios=ids, samples=1, label="other",
+                    progress=False)
+    with pytest.raises(DataError, match="one model"):
+        export_moralchoice([tmp_path / "a", tmp_path / "b"], tmp_path / "x.csv.gz")

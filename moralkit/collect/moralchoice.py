@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomicfile import atomic_path
-from ..errors import MoralkitError
+from ..errors import DataError, MoralkitError
 from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
 from .backends import REASONING_MAX_TOKENS, Backend, Sampling, check_sampling
@@ -69,17 +69,17 @@ def select_scenarios(scenarios: pd.DataFrame, ids=None, n=None, seed: int = 0) -
     """A subset of a scenario table: given ``ids`` (in that order), a seeded random ``n``
     (kept in table order), or all rows."""
     if ids is not None and n is not None:
-        raise ValueError("pass either scenario ids or n_scenarios, not both")
+        raise MoralkitError("pass either scenario ids or n_scenarios, not both")
     if ids is not None:
         ids = list(ids)
         known = set(scenarios["scenario_id"])
         bad = [i for i in ids if i not in known]
         if bad:
-            raise ValueError(f"unknown scenario ids {bad[:5]} (of {len(bad)}); see load_scenarios()")
+            raise MoralkitError(f"unknown scenario ids {bad[:5]} (of {len(bad)}); see load_scenarios()")
         return scenarios.set_index("scenario_id").loc[ids].reset_index()
     if n is not None:
         if not 1 <= int(n) <= len(scenarios):
-            raise ValueError(f"n_scenarios must be in 1..{len(scenarios)}, got {n}")
+            raise MoralkitError(f"n_scenarios must be in 1..{len(scenarios)}, got {n}")
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 3_2023]))
         idx = np.sort(rng.choice(len(scenarios), size=int(n), replace=False))
         return scenarios.iloc[idx].reset_index(drop=True)
@@ -480,7 +480,7 @@ def export_moralchoice(run_dirs, path) -> Path:
     run_dirs = distinct_runs(run_dirs)  # a run given twice would be counted twice
     df = pd.concat([moralchoice_frame(d) for d in run_dirs], ignore_index=True)
     if df["model_id"].nunique() > 1:
-        raise ValueError(f"one response file holds one model; got {sorted(df['model_id'].unique())}")
+        raise DataError(f"one response file holds one model; got {sorted(df['model_id'].unique())}")
     return _write(df, path)
 
 
