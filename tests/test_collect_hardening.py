@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from moralkit.collect.backends import Completion, OpenAIBackend, Sampling, _short
-from moralkit.collect.faultserver import FaultServer
+from moralkit.testing.faultserver import FaultServer
 from moralkit.collect.runner import CollectionIncompleteError, CollectionRefusedError, Task, run_tasks
 from moralkit.collect.secrets import Redactor, encoded_forms
 from moralkit.collect.store import CorruptRecordsError, RecordStore, read_records
@@ -241,8 +241,9 @@ def likelihood_kill_run(tmp_path, kills, seed=2026, rate=0.3, max_seconds=1800.0
 
 @needs_mc
 def test_sigkill_during_likelihood_collection_loses_and_duplicates_nothing(tmp_path):
-    hit, lost, dup, in_flight = likelihood_kill_run(tmp_path, kills=5)
-    assert hit >= 3 and lost == 0 and dup == 0
+    # 3 kills here (CI time); benchmarks/bench_likelihood_faults.py kills 20 times
+    hit, lost, dup, in_flight = likelihood_kill_run(tmp_path, kills=3)
+    assert hit >= 2 and lost == 0 and dup == 0
     assert in_flight <= 4 * hit  # only requests in flight at a kill can be missing (and are re-sent)
     from moralkit.collect.likelihood_run import likelihood_frame
 
