@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from moralkit.collect.backends import Completion, OpenAIBackend, Sampling, _short
-from moralkit.testing.faultserver import FaultServer
 from moralkit.collect.runner import CollectionIncompleteError, CollectionRefusedError, Task, run_tasks
 from moralkit.collect.secrets import Redactor, encoded_forms
 from moralkit.collect.store import CorruptRecordsError, RecordStore, read_records
+from moralkit.testing.faultserver import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-test-fault-server-key-0000"
