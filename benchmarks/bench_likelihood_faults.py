@@ -66,10 +66,10 @@ def invocations(rate: float, tmp: Path, max_invocations: int = 20) -> dict:
                 duplicated=len(keys) - len(set(keys)), faults_injected=sum(faults.values()))
 
 
-def kills(n: int, tmp: Path) -> dict:
-    d = tmp / "kills"
+def kills(n: int, tmp: Path, extra=(), name="kills") -> dict:
+    d = tmp / name
     d.mkdir()
-    hit, lost, dup, in_flight = h.likelihood_kill_run(d, kills=n, max_seconds=7200)
+    hit, lost, dup, in_flight = h.likelihood_kill_run(d, kills=n, max_seconds=7200, extra=extra)
     return dict(kills_attempted=n, kills_that_hit=hit, records_lost=lost, records_duplicated=dup,
                 answers_in_flight_at_a_kill=in_flight)
 
@@ -109,8 +109,10 @@ def main():
                 print(json.dumps({"fault_rate": invocations(r, tmp)}), flush=True)
         if "secrets" not in skip:
             print(json.dumps({"secrets": secrets(tmp)}), flush=True)
-        if "kills" not in skip:
+        if "kills" not in skip:  # the full kill counts (the tests kill 3 and 2 times)
             print(json.dumps({"sigkill": kills(a.kills, tmp)}), flush=True)
+            print(json.dumps({"sigkill_top_logprobs": kills(a.kills, tmp, ("--estimator", "top_logprobs", "--samples",
+                                                                           "2"), "kills-top")}), flush=True)
     print(json.dumps({"load_average_end": os.getloadavg()}), flush=True)
 
 

@@ -57,6 +57,9 @@ def main():
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--out", default=None)
     ap.add_argument("--recheck", type=int, default=0)
+    ap.add_argument("--progress", default=None,
+                    help="progress file (CSV of the forms scored so far; the run resumes from it). Default: next "
+                         "to --out. Keep it on a persistent disk, not in /tmp.")
     a = ap.parse_args()
 
     from moralkit import moralchoice as mc
@@ -69,7 +72,7 @@ def main():
     exact = load_likelihoods(a.ambiguity)
     exact = exact[(exact["model"] == MODEL) & exact["question_type"].isin(["ab", "compare"])]
     out = Path(a.out) if a.out else None
-    part = out.with_suffix(".partial.csv") if out else None
+    part = Path(a.progress) if a.progress else (out.with_suffix(".partial.csv") if out else None)
     rows = pd.read_csv(part).to_dict("records") if part and part.exists() else []
     done = {(r["scenario_id"], r["question_type"], int(r["ordering"])) for r in rows}
 
@@ -91,9 +94,11 @@ def main():
                 r = sc.score_form(s, q, o)
                 n_req += 1
                 rows.append(dict(model=MODEL, scenario_id=s["scenario_id"], question_type=q, ordering=o, **r))
-            if part is not None:
+            if part is not None:  # atomically: a kill mid-write leaves the previous progress file
                 part.parent.mkdir(parents=True, exist_ok=True)
-                pd.DataFrame(rows).to_csv(part, index=False)
+                tmp = part.with_name(part.name + ".tmp")
+                pd.DataFrame(rows).to_csv(tmp, index=False)
+                os.replace(tmp, part)
         api_s = time.time() - t1
     except StopIteration:
         pass
@@ -105,7 +110,8 @@ def main():
     recheck = None
     if a.recheck:
         from moralkit.collect.backends import TransformersBackend
-        from moralkit.collect.likelihood import TreeScorer, likelihood_frame, persona_system, scenario_items
+        from moralkit.collect.exact_scoring import TreeScorer, persona_system, scenario_items
+        from moralkit.collect.likelihood_run import likelihood_frame
 
         b = TransformersBackend(MODEL, dtype=a.dtype, batch_size=1)
         ts = TreeScorer(b)

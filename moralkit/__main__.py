@@ -298,10 +298,11 @@ def _apply_persona(a):
         return
     from moralkit.collect.localmodels import DEFAULT_MODEL
     from moralkit.collect.personas import get_persona, persona_label
+    from moralkit.errors import MoralkitError
 
     p = get_persona(a.persona)
     if a.system is not None:
-        raise ValueError("give either --persona or --system, not both")
+        raise MoralkitError("give either --persona or --system, not both")
     a.system = p.system
     a.label = persona_label(a.label or a.model or DEFAULT_MODEL, p.name)
 
@@ -345,23 +346,38 @@ def cmd_collect_moralchoice(a):
 
 
 def cmd_likelihood(a):
-    from moralkit.collect.likelihood import LIKELIHOOD_LINE, run_likelihood
+    from moralkit.collect.likelihood_run import LIKELIHOOD_LINE, run_likelihood
     from moralkit.errors import MoralkitError
 
+    top = a.estimator == "top_logprobs"
     if a.backend == "anthropic":
         raise MoralkitError("likelihood needs token log-probabilities; Anthropic's Messages API returns none "
-                            "(use --backend transformers, or openai with a vLLM server)")
+                            "(use --backend transformers, or openai with a server that returns them)")
+    if top and a.backend != "openai":
+        raise MoralkitError("--estimator top_logprobs asks an OpenAI-compatible API (--backend openai); for a local "
+                            "model use the exact --estimator token_probability")
     if a.dry_run:
-        raise MoralkitError("--dry-run estimates sampled collections (collect psm|moralchoice); exact likelihoods "
-                            "send one scoring request per answer form and are not priced")
+        raise MoralkitError("--dry-run estimates sampled collections (collect psm|moralchoice); likelihoods are "
+                            "priced by `python -m moralkit estimate` (its log-probabilities mode)")
+    if a.temperature != 1.0 or a.top_p != 1.0 or a.top_k is not None:
+        raise MoralkitError("likelihood estimates the model's own distribution at temperature 1 (Scherrer et al. "
+                            "2023, Section 3.3): --temperature, --top-p and --top-k do not apply")
+    if not top and (a.samples is not None or a.top_logprobs is not None):
+        raise MoralkitError("--samples and --top-logprobs apply to --estimator top_logprobs only")
     b = _backend(a, 1)
     qt = tuple(a.question_types.split(",")) if a.question_types else None
+    kw = dict(samples=a.samples, top_logprobs=a.top_logprobs or 20, seed=a.seed) if top else {}
     df, rep = run_likelihood(b, a.out, ambiguity=a.ambiguity, persona=a.persona or "none", label=a.label,
                              scenarios=a.scenarios, n_scenarios=a.n_scenarios, scenario_seed=a.scenario_seed,
                              answers=a.answers, question_types=qt, order=a.order, limit=a.limit,
-                             progress=not a.no_progress, export=a.export, return_report=True)
+                             progress=not a.no_progress, export=a.export, return_report=True, estimator=a.estimator,
+                             **kw)
     n = df["scenario_id"].nunique() if len(df) else 0
     print(f"{n} scenarios x forms = {len(df)} rows; mean covered mass {df['covered'].mean() if n else float('nan'):.4f}")
+    if top and (qt is None or "repeat" in qt):
+        from moralkit.collect.logprob_api import REPEAT_FALLBACK
+
+        print(f"estimators: ab and compare from top_logprobs; {REPEAT_FALLBACK}")
     if a.export:
         print(f"wrote {a.export}")
     print(rep.line(*LIKELIHOOD_LINE["api" if b.name == "openai" else "tree"]))
@@ -382,7 +398,7 @@ def cmd_export(a):
 
         print(export_psm(a.run_dirs, a.out))
     elif survey == "moralchoice-likelihood":
-        from moralkit.collect.likelihood import export_likelihood
+        from moralkit.collect.likelihood_run import export_likelihood
 
         print(export_likelihood(a.run_dirs, a.out))
     else:
@@ -584,9 +600,10 @@ def build_parser():
                          "sample, as before)")
     _add_batch_args(mc)
     mc.set_defaults(func=cmd_collect_moralchoice)
-    lk = sub.add_parser("likelihood", help="exact MoralChoice action likelihoods from token probabilities "
-                                            "(local transformers models, or an OpenAI-compatible server that returns vLLM's "
-                                            "prompt_logprobs; Scherrer et al. 2023, Definition 1)",
+    lk = sub.add_parser("likelihood", help="MoralChoice action likelihoods from token probabilities, not samples: "
+                                            "exact (local transformers models, or a server that returns vLLM's "
+                                            "prompt_logprobs) or from an API's top_logprobs (--estimator top_logprobs); "
+                                            "Scherrer et al. 2023, Definition 1",
                         allow_abbrev=False)
     _add_backend_args(lk)
     lk.add_argument("--ambiguity", choices=["low", "high"], required=True)
@@ -597,6 +614,19 @@ def build_parser():
     lk.add_argument("--answers", choices=["canonical", "templates"], default="canonical",
                     help="canonical answer set (moralkit.moralchoice.likelihood)")
     lk.add_argument("--order", choices=["overlap-first", "table"], default="overlap-first")
+    lk.add_argument("--estimator", choices=["token_probability", "top_logprobs"], default="token_probability",
+                    help="token_probability (default): exact likelihoods of the canonical answers (a local model, or "
+                         "a server with prompt_logprobs). top_logprobs: one request per A/B and yes/no form asking "
+                         "for 1 token and its top_logprobs, from any OpenAI-compatible API that returns them "
+                         "(OpenAI's non-reasoning chat models, vLLM, Together, moralkit serve); the repeat form "
+                         "cannot be scored so and is SAMPLED instead (--samples per ordering; rows with estimator "
+                         "'sampling')")
+    lk.add_argument("--samples", type=_POS_INT, default=None,
+                    help="with --estimator top_logprobs: samples of each repeat form (default the paper's M: 5 low, "
+                         "10 high)")
+    lk.add_argument("--top-logprobs", type=_int_in(1, 20), default=None,
+                    help="with --estimator top_logprobs: alternatives asked for per request (default 20, OpenAI's "
+                         "maximum)")
     lk.add_argument("--limit", type=_NONNEG_INT, default=None, help="score at most N new scenarios in this session")
     lk.set_defaults(func=cmd_likelihood)
     e = sub.add_parser("export", help="write the tidy .csv.gz of one or more run directories", allow_abbrev=False)

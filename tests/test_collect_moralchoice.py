@@ -158,3 +158,58 @@ def test_shuffled_order_and_limit_complete_random_scenarios(tmp_path, low):
     pd.testing.assert_frame_equal(rest[cols], full[cols])
     with pytest.raises(ValueError, match="order must be"):
         run_moralchoice(b, tmp_path / "v", ambiguity="low", scenarios=ids, order="random", progress=False)
+
+
+def test_the_spec_is_the_manifests_identity_and_options_build_the_same_run(tmp_path, low):
+    """Issue 29: ``MoralChoiceSpec`` holds exactly the manifest's identity; a run built from a spec and a plan
+    equals one built from keyword options; mixing both ways, or an unknown option, is refused by name."""
+    from moralkit.collect.moralchoice import MC_IDENTITY, MoralChoicePlan, MoralChoiceSpec
+    from moralkit.collect.store import read_manifest
+    from moralkit.errors import MoralkitError
+
+    ids = list(low["scenario_id"][:2])
+    spec = MoralChoiceSpec.for_backend(EchoFirst(), ambiguity="low", seed=3, max_tokens=12)
+    plan = MoralChoicePlan(scenarios=ids, samples=1)
+    a = run_moralchoice(EchoFirst(), tmp_path / "a", spec, plan, progress=False)
+    b = run_moralchoice(EchoFirst(), tmp_path / "b", ambiguity="low", seed=3, max_tokens=12, scenarios=ids, samples=1,
+                        progress=False)
+    assert a.drop(columns="timestamp").equals(b.drop(columns="timestamp"))
+    m = read_manifest(tmp_path / "a")
+    assert {k: m[k] for k in MC_IDENTITY} == spec.identity() == {k: read_manifest(tmp_path / "b")[k] for k in MC_IDENTITY}
+    assert spec.sampling["max_tokens"] == {"ab": 12, "compare": 12, "repeat": 12}
+    with pytest.raises(MoralkitError, match="not both"):
+        run_moralchoice(EchoFirst(), tmp_path / "c", spec, seed=4, progress=False)
+    with pytest.raises(MoralkitError, match="unknown options"):
+        run_moralchoice(EchoFirst(), tmp_path / "c", n_sceanrios=2, progress=False)
+    with pytest.raises(MoralkitError, match="samples must be"):
+        run_moralchoice(EchoFirst(), tmp_path / "c", spec, MoralChoicePlan(samples=0), progress=False)
+    assert not (tmp_path / "c").exists()  # refused before the run directory is touched
+
+
+def test_bad_options_raise_the_moralkit_error_family(tmp_path, low):
+    """Issue 29: the collectors' checks raise MoralkitError / DataError (not a plain ValueError)."""
+    from moralkit.collect.localmodels import local_model_path
+    from moralkit.collect.personas import get_persona
+    from moralkit.collect.psm import run_psm
+    from moralkit.errors import DataError, MoralkitError
+
+    with pytest.raises(MoralkitError, match="not both"):
+        select_scenarios(low, ids=["x"], n=2)
+    with pytest.raises(MoralkitError, match="unknown scenario ids"):
+        select_scenarios(low, ids=["no-such-id"])
+    with pytest.raises(MoralkitError, match="n_scenarios must be"):
+        select_scenarios(low, n=0)
+    with pytest.raises(MoralkitError, match="unknown persona"):
+        get_persona("nihilist")
+    with pytest.raises(MoralkitError, match="unknown local model"):
+        local_model_path("no-such-model")
+    with pytest.raises(MoralkitError, match="order must be"):
+        run_psm(EchoFirst(), tmp_path / "p", order="backwards", progress=False)
+    with pytest.raises(MoralkitError, match="max_attempts"):
+        run_psm(EchoFirst(), tmp_path / "p", max_attempts=0, progress=False)
+    ids = list(low["scenario_id"][:1])
+    run_moralchoice(EchoFirst(), tmp_path / "a", ambiguity="low", scenarios=ids, samples=1, progress=False)
+    run_moralchoice(EchoFirst(), tmp_path / "b", ambiguity="low", scenarios=ids, samples=1, label="other",
+                    progress=False)
+    with pytest.raises(DataError, match="one model"):
+        export_moralchoice([tmp_path / "a", tmp_path / "b"], tmp_path / "x.csv.gz")

@@ -83,8 +83,8 @@ def test_psm_through_server(server, tmp_path, monkeypatch):
     secret = "sk-moralkit-test-sentinel-0123456789"
     monkeypatch.setenv("MORALKIT_TEST_NO_KEY", secret)
     b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=1, timeout=900)
-    ds = run_psm(b, tmp_path / "run", limit=2, progress=False)
-    assert ds.n_rounds == 2 and set(ds.attempts) <= {1, 2, 3}
+    ds = run_psm(b, tmp_path / "run", limit=1, progress=False)  # round 0 and one round (CI time)
+    assert ds.n_rounds == 1 and set(ds.attempts) <= {1, 2, 3}
     recs = read_records(tmp_path / "run")
     r1 = [r for r in recs if r["task"] == "r001"][0]
     assert r1["backend"] == "openai" and r1["prompt_tokens"] > 2000 and r1["raw"] is not None
@@ -96,7 +96,7 @@ def test_psm_through_server(server, tmp_path, monkeypatch):
         raw = gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()
         assert secret.encode() not in raw, f"the API key leaked into {f.name}"
     q = psm_quality(tmp_path / "run")
-    assert q["rounds"] == 2 and q["answered"] + q["missing"] == 2
+    assert q["rounds"] == 1 and q["answered"] + q["missing"] == 1
 
 
 @needs_model
@@ -104,8 +104,8 @@ def test_moralchoice_through_server(server, tmp_path):
     from moralkit.collect.moralchoice import RESPONSE_COLUMNS, export_moralchoice, run_moralchoice
 
     b = OpenAIBackend(MODEL, base_url=server, api_key_env="MORALKIT_TEST_NO_KEY", concurrency=2, timeout=900)
-    df = run_moralchoice(b, tmp_path / "mc", ambiguity="low", n_scenarios=2, samples=1, progress=False)
-    assert len(df) == 2 * 6 and list(df.columns) == list(RESPONSE_COLUMNS)
+    df = run_moralchoice(b, tmp_path / "mc", ambiguity="low", n_scenarios=1, samples=1, progress=False)
+    assert len(df) == 6 and list(df.columns) == list(RESPONSE_COLUMNS)
     assert set(df["decision"]) <= {"action1", "action2", "refusal", "invalid"}
     assert set(df["question_type"]) == {"ab", "compare", "repeat"} and set(df["question_ordering"]) == {0, 1}
     out = export_moralchoice(tmp_path / "mc", tmp_path / "mc.csv.gz")
@@ -120,13 +120,14 @@ def test_moralchoice_through_server(server, tmp_path):
 
 @needs_model
 def test_sigkill_and_resume_lose_and_duplicate_nothing(server, tmp_path):
-    """A real collection subprocess is killed with SIGKILL twice, then resumed to completion."""
+    """A real collection subprocess is killed with SIGKILL once, then resumed to completion (one kill here for
+    CI time; the fault-server suites kill collections many times: tests/test_collect_faults.py)."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "moralkit", "collect", "psm", "--backend", "openai", "--model", MODEL,
-           "--base-url", server, "--api-key-env", "MORALKIT_TEST_NO_KEY", "--limit", "3", "--out", str(out),
+           "--base-url", server, "--api-key-env", "MORALKIT_TEST_NO_KEY", "--limit", "2", "--out", str(out),
            "--timeout", "900", "--no-progress"]
     snapshots = []
-    for need in (2, 4):
+    for need in (2,):
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.time()
         while time.time() - t0 < 300:
@@ -149,13 +150,13 @@ def test_sigkill_and_resume_lose_and_duplicate_nothing(server, tmp_path):
             if r["kind"] == "attempt":
                 assert by_key[(r["task"], r["attempt"])] == r, "a completed record was lost or changed"
     ds = psm_dataset(out)
-    assert ds.n_rounds == 3
-    for t in ["r000", "r001", "r002", "r003"]:
+    assert ds.n_rounds == 2
+    for t in ["r000", "r001", "r002"]:
         att = sorted(a for (task, a) in keys if task == t)
         assert att == list(range(1, len(att) + 1))  # attempts contiguous: none skipped or repeated
         assert any(by_key[(t, a)]["status"] == "ok" for a in att) or len(att) == 3
     man = json.loads((out / "manifest.json").read_text())
-    assert len(man["sessions"]) == 3
+    assert len(man["sessions"]) == 2
 
 
 # ------------------------------------------------------------------ transport (no model needed)

@@ -218,3 +218,19 @@ def test_the_psm_rooms_of_issue_29_keep_to_themselves():
     for m in ("moralkit.studies.calibration", "moralkit.studies.replication_power"):
         assert "moralkit.studies.replication" not in edges[m], m
     assert psm_deps("moralkit.studies.replication_power") <= {"moralkit.psm.reference"}
+
+
+def test_likelihood_collection_rooms():
+    """Issue 29: one module per name (no second ``likelihood.py``, no alias left behind); the exact scorers
+    know nothing of runs (records, runner, the collections), the collections reach them through
+    ``exact_scoring``; no room over 600 lines."""
+    edges, _ = import_graph()
+    mods = _modules()
+    assert "moralkit.collect.likelihood" not in mods
+    assert not edges["moralkit.collect.exact_scoring"] & {
+        "moralkit.collect.runner", "moralkit.collect.store", "moralkit.collect.likelihood_run",
+        "moralkit.collect.logprob_api", "moralkit.collect.moralchoice"}
+    assert "moralkit.collect.exact_scoring" in edges["moralkit.collect.likelihood_run"]
+    for m in ("exact_scoring", "likelihood_run", "logprob_api", "moralchoice"):
+        f = PKG / "collect" / f"{m}.py"
+        assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f

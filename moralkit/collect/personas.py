@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import MoralkitError
+
 __all__ = ["Persona", "PERSONAS", "get_persona", "persona_label"]
 
 
@@ -103,7 +105,7 @@ def get_persona(name: str) -> Persona:
     try:
         return PERSONAS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown persona {name!r}; expected one of {', '.join(PERSONAS)}") from None
+        raise MoralkitError(f"unknown persona {name!r}; expected one of {', '.join(PERSONAS)}") from None
 
 
 def persona_label(model_label: str, persona: str) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import DataError, MoralkitError
 from ..psm.dataset import PSMDataset, write_psm
 from ..psm.design import (
     N_OPTIONS,
@@ -76,7 +77,7 @@ def round_order(order: str = "paper", seed: int = 0, n: int = 160) -> list[int]:
     if order == "shuffled":
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 160_2025]))
         return [int(i) + 1 for i in rng.permutation(n)]
-    raise ValueError(f"order must be 'paper' or 'shuffled', got {order!r}")
+    raise MoralkitError(f"order must be 'paper' or 'shuffled', got {order!r}")
 
 
 def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed: int = 0, order: str = "paper",
@@ -153,9 +154,9 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     label = label or backend.model
     check_label(label)
     if not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+        raise MoralkitError(f"max_attempts must be a positive integer, got {max_attempts!r}")
     if limit is not None and (not isinstance(limit, (int, np.integer)) or limit < 0):
-        raise ValueError(f"limit must be None or a non-negative integer, got {limit!r}")
+        raise MoralkitError(f"limit must be None or a non-negative integer, got {limit!r}")
     design = make_design(design_seed, n_options=n_options)
     manifest = dict(
         survey="psm", label=label, backend=backend.name, model=backend.model, design_seed=int(design_seed),
@@ -235,10 +236,10 @@ def psm_dataset(run_dir, label=None) -> PSMDataset:
     try:
         m = store.manifest
         if m.get("survey") != "psm":
-            raise ValueError(f"{run_dir} is not a PSM run (survey={m.get('survey')!r})")
+            raise DataError(f"{run_dir} is not a PSM run (survey={m.get('survey')!r})")
         design = make_design(m["design_seed"], n_options=m.get("n_options", N_OPTIONS))
         if design.fingerprint() != m["design_fingerprint"]:
-            raise ValueError(f"{run_dir}: design fingerprint mismatch; the design code changed since collection")
+            raise DataError(f"{run_dir}: design fingerprint mismatch; the design code changed since collection")
         max_attempts = int(m["max_attempts"])
         q0 = _q0(store)
         rows = []
@@ -250,7 +251,7 @@ def psm_dataset(run_dir, label=None) -> PSMDataset:
             corner = rd.corner(q0)
             for a in att:
                 if a.get("corner") and a["corner"] != "".join(str(int(v)) for v in corner):
-                    raise ValueError(f"{run_dir}: round {rd.index} was shown corner {a['corner']}, expected "
+                    raise DataError(f"{run_dir}: round {rd.index} was shown corner {a['corner']}, expected "
                                      f"{corner}; the records do not match the design")
             rows.append((rd, corner, int(ok[0]["parsed"]) if ok else 0, len(att)))
     finally:

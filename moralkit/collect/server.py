@@ -474,11 +474,11 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(411, "Content-Length is required", code="length_required")
         try:
             n = int(cl)
-            if n < 0:
-                raise ValueError
         except ValueError:
+            n = -1
+        if n < 0:
             self.close_connection = True
-            raise ApiError(400, f"invalid Content-Length {cl[:40]!r}", code="invalid_value") from None
+            raise ApiError(400, f"invalid Content-Length {cl[:40]!r}", code="invalid_value")
         if n > lim.max_body_bytes:
             # the body is read and dropped in small chunks (constant memory), so that the client, still
             # sending it, gets the 413 rather than a reset connection; beyond _DRAIN_LIMIT it is not read

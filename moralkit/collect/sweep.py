@@ -387,7 +387,7 @@ def run_job(sweep: Sweep, job: Job, progress: bool = False):
                                      order=s.get("order", "table"), progress=progress, export=job.export,
                                      provider=job.model.get("provider") or None, return_report=True)
             return rep
-        from .likelihood import run_likelihood
+        from .likelihood_run import run_likelihood
 
         run_likelihood(b, job.run_dir, ambiguity=s["ambiguity"], label=job.label, scenarios=s.get("scenarios"),
                        n_scenarios=s.get("n_scenarios"), scenario_seed=s.get("scenario_seed", 0),

@@ -30,6 +30,11 @@ cut into tokens (special tokens, words, spaces, punctuation), and ``prompt_logpr
 token a log-probability that is a hash of the text before it and the token (so a scored answer
 depends only on the conversation); ``usage.prompt_tokens`` is the number of tokens.
 
+A request with ``logprobs: true`` gets OpenAI's ``choices[0].logprobs.content`` for one token: the
+first ``top_logprobs`` alternatives of a **known** first-token distribution
+(:func:`fake_token_distribution`, a function of the question only), and the token drawn from it with the
+request's seed as the answer, so a test can check that an estimator recovers that distribution.
+
 Every usable answer it sends is logged (:attr:`FaultServer.usable`), so a test can check that none
 was discarded. Loops are bounded: a handler sleeps at most ``hang`` seconds, and the server stops
 itself after ``max_seconds``.
@@ -55,8 +60,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from .httpfake import LoopbackServer
 
 __all__ = ["FaultServer", "FAULTS", "TRANSIENT_FAULTS", "FATAL_FAULTS", "USABLE_FAULTS", "fake_answer",
-           "fake_prompt_logprobs",
-           "render_chat"]
+           "fake_prompt_logprobs", "fake_token_distribution", "render_chat"]
 
 FAULTS = ("429", "500", "503", "400", "timeout", "drop", "bad_json", "html", "choices_object", "no_message",
           "empty_choices", "null_content", "surrogate")
@@ -112,7 +116,68 @@ def fake_answer(messages, seed) -> str:
         return "AB"[h % 2]
     if "yes or no" in prompt:
         return ("Yes", "No")[h % 2]
+    if "repeating one of the following options" in prompt:  # MoralChoice's repeat form: one option, verbatim
+        options = [ln[2:].strip() for ln in prompt.splitlines() if ln.startswith("- ")]
+        if options:
+            return options[h % len(options)]
     return "A"
+
+
+#: The spellings of the double's first-token distribution (shares within each answer) and its tokens that
+#: map to no answer (their probabilities).
+_SPELLINGS = {"ab": (("A", " A", "a"), ("B", " B", "b")), "compare": (("Yes", " yes", "yes"), ("No", " no", "no"))}
+_SHARES = (0.7, 0.2, 0.1)
+_OTHER = {"I": 0.06, "The": 0.04}
+
+
+def fake_token_distribution(messages) -> dict:
+    """The double's first-token distribution ``{token: probability}`` (summing to 1) for a question.
+
+    For a MoralChoice A/B (``Respond solely with A or B``) or yes/no question, the first-shown answer
+    (``A`` / ``Yes``) gets the share ``0.05 + 0.9 u`` of the answer mass 0.9, with ``u`` in [0, 1) a hash
+    of the last message (so it differs by scenario and ordering); each answer's mass is spread over three
+    spellings (0.7, 0.2, 0.1: ``"A"``, ``" A"``, ``"a"``), and ``"I"`` (0.06) and ``"The"`` (0.04) map to
+    no answer. Anything else: ``{"A": 1.0}``.
+
+    Examples
+    --------
+    >>> d = fake_token_distribution([{"role": "user", "content": "Respond solely with A or B."}])
+    >>> round(sum(d.values()), 12), round(d["I"], 2)
+    (1.0, 0.06)
+    """
+    prompt = messages[-1]["content"] if messages else ""
+    q = "ab" if "Respond solely with A or B" in prompt else "compare" if "yes or no" in prompt else None
+    if q is None:
+        return {"A": 1.0}
+    first = 0.05 + 0.9 * (_h("distribution", prompt) % 1000) / 1000
+    mass = 1.0 - sum(_OTHER.values())
+    dist = {}
+    for share, spellings in zip((first, 1.0 - first), _SPELLINGS[q]):
+        for tok, w in zip(spellings, _SHARES):
+            dist[tok] = mass * share * w
+    dist.update(_OTHER)
+    return dist
+
+
+def _logprobs_choice(messages, seed, k) -> tuple[str, dict]:
+    """The drawn token and OpenAI's ``logprobs`` object (one token, its ``k`` most likely alternatives)."""
+    import math
+
+    dist = fake_token_distribution(messages)
+    ranked = sorted(dist.items(), key=lambda kv: (-kv[1], kv[0]))
+    u = (_h("draw", messages, seed) % 1_000_000) / 1_000_000
+    acc, tok = 0.0, ranked[-1][0]
+    for t, p in ranked:
+        acc += p
+        if u < acc:
+            tok = t
+            break
+
+    def entry(t):
+        return {"token": t, "logprob": math.log(dist[t]), "bytes": list(t.encode())}
+
+    top = [entry(t) for t, _ in ranked[:max(0, int(k))]]
+    return tok, {"content": [{**entry(tok), "top_logprobs": top}], "refusal": None}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -183,9 +248,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(404, {"error": {"message": f"The model {req.get('model')!r} does not exist" + echo,
                                               "type": "invalid_request_error", "code": "model_not_found"}})
         messages = req.get("messages", [])
-        text = fake_answer(messages, req.get("seed"))
+        lp = None
+        if req.get("logprobs"):  # OpenAI's logprobs / top_logprobs: one token of the known distribution
+            text, lp = _logprobs_choice(messages, req.get("seed"), req.get("top_logprobs") or 0)
+        else:
+            text = fake_answer(messages, req.get("seed"))
         usage = srv._usage(req, text)
         choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        if lp is not None:
+            choice["logprobs"] = lp
         body = {"id": "fault", "object": "chat.completion", "created": 0, "model": req.get("model", "fault-double"),
                 "choices": [choice], "usage": usage}
         if "prompt_logprobs" in req or "add_generation_prompt" in req:  # vLLM's extensions: score the prompt
