@@ -320,3 +320,16 @@ def test_hm_alpha_with_a_time_limited_own_hm_is_an_interval():
     assert r.hm_text == f"[{r.n_kept}, {r.n_upper}]/160"
     assert r.n_at_least + r.n_below + r.n_undecided == 3 and set(r.decisions) <= {-1, 0, 1}
     assert r.alpha_low <= r.alpha_high
+
+
+def test_ccei_kernels_compile_one_layout_for_fortran_input():
+    """A Fortran-ordered expenditure matrix reaches the CCEI kernels C-ordered, so that a first run
+    compiles one specialisation of each, not a C and an F one (issue 30: first-run compile cost)."""
+    from moralkit.psm import _rp_kernels as k
+
+    rng = np.random.default_rng(0)
+    P, Q = _consumer(rng, 12)
+    E = rp.consumer_expenditure_matrix(P, Q)
+    assert rp.ccei(np.asfortranarray(E)) == rp.ccei(np.ascontiguousarray(E))
+    for f in (k.candidates, k.min_cycle_threshold):
+        assert f.signatures and all(a.layout == "C" for sig in f.signatures for a in sig if hasattr(a, "layout"))
