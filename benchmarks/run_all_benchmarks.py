@@ -11,6 +11,9 @@ Usage::
     nice .venv/bin/python benchmarks/run_all_benchmarks.py [--only houtman_maks,run_all] [--out benchmarks/results.jsonl]
 
 Existing records of the benchmarks that are re-run are replaced; the others are kept.
+``--from-log FILE`` collects the ``BENCH`` lines of a benchmark run by hand (e.g. in the background,
+with its own arguments, written to FILE) instead of running it: its records replace those of the
+same benchmark name.
 """
 
 from __future__ import annotations
@@ -54,20 +57,31 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default=None, help="comma-separated benchmark names: " + ", ".join(BENCHMARKS))
     ap.add_argument("--out", default=str(HERE / "results.jsonl"))
+    ap.add_argument("--from-log", default=None, help="collect BENCH lines from this file instead of running")
     args = ap.parse_args(argv)
+    if args.from_log:
+        text = Path(args.from_log).read_text()
+        new = [json.loads(line[len(PREFIX):]) for line in text.splitlines() if line.startswith(PREFIX)]
+        if not new:
+            raise SystemExit(f"no {PREFIX.strip()} lines in {args.from_log}")
+        return _write(Path(args.out), {r["bench"] for r in new}, new)
     names = args.only.split(",") if args.only else list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
-    out = Path(args.out)
-    kept = []
-    if out.exists():
-        kept = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
-        kept = [r for r in kept if r.get("bench") not in names]
     new = []
     for n in names:
         print(f"running {n} ...", flush=True)
         new += run_one(n, BENCHMARKS[n])
+    _write(Path(args.out), set(names), new)
+
+
+def _write(out: Path, names: set, new: list[dict]) -> None:
+    """Replace the records of the benchmarks ``names`` in ``out`` by ``new``; keep the others."""
+    kept = []
+    if out.exists():
+        kept = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+        kept = [r for r in kept if r.get("bench") not in names]
     out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept + new))
     print(f"wrote {len(new)} record(s) to {out}")
 

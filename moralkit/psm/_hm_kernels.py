@@ -293,30 +293,56 @@ def _color_sort(cands, m, conflict_bits, ord_out, col_out, W):
 
 
 @njit(cache=True)
+def _extend_closure(sel, d, v, fwd, bwd, fwd_out, bwd_out, into, outof):
+    """The closure of R0 over ``sel[:d]`` plus v (``into``/``outof``: v's sets from
+    :func:`_consistent_with`), written to ``fwd_out``/``bwd_out``."""
+    W = into.shape[0]
+    for t in range(d):
+        s = sel[t]
+        for w in range(W):
+            fwd_out[s, w] = fwd[s, w]
+            bwd_out[s, w] = bwd[s, w]
+    for w in range(W):
+        fwd_out[v, w] = outof[w]
+        bwd_out[v, w] = into[w]
+    for t in range(d):
+        s = sel[t]
+        if _has(into, s):
+            for w in range(W):
+                fwd_out[s, w] |= outof[w]
+        if _has(outof, s):
+            for w in range(W):
+                bwd_out[s, w] |= into[w]
+
+
+@njit(cache=True)
+def _candidates_after(ords, i, v, sel, depth, R, P_bits, conflict_bits, fwd, bwd, into, outof, cand):
+    """The rounds ``ords[:i]`` compatible with v and consistent with ``sel[:depth]`` (which holds v),
+    written to ``cand``; returns how many."""
+    m = 0
+    for j in range(i):
+        c = ords[j]
+        if not _has(conflict_bits[v], c) and _consistent_with(c, sel, depth, R, P_bits, fwd, bwd, into, outof):
+            cand[m] = c
+            m += 1
+    return m
+
+
+@njit(cache=True)
 def max_consistent_bnb(R, P, order, init_best, init_kept, stop_at, deadline_s, max_nodes):
     """The largest GARP_e-consistent subset of one component, by a combinatorial branch-and-bound.
 
-    A clique search in the spirit of Tomita and Seki's MCQ on the *compatibility* graph (two rounds
-    are compatible unless they form a violating 2-cycle): a node holds the kept rounds S (with the
-    transitive closure of R0 over S) and the candidates that can join S without closing a violating
-    cycle of any length (checked exactly on the closure); the bound is ``|S| +`` the number of
-    classes of a greedy colouring of the candidates into sets of pairwise conflicting rounds.
-
-    ``init_best``/``init_kept``: an incumbent (a consistent subset); only strictly larger subsets
-    are searched for. ``stop_at`` > 0: stop at the first subset of that size. ``deadline_s`` > 0:
-    stop after that many seconds; ``max_nodes`` > 0: after that many nodes (deterministic).
-
-    Returns (kept, n_kept, upper, finished, nodes): ``upper`` is a proven bound on the optimum
-    (equal to ``n_kept`` when the search finished).
+    In the spirit of Tomita and Seki's MCQ clique search: a node holds the kept rounds S (with the
+    closure of R0 over S) and the candidates that can join S without closing a violating cycle of any
+    length (checked exactly); its bound is ``|S|`` + the classes of a greedy colouring of the
+    candidates into sets of pairwise violating 2-cycles. Only subsets larger than ``init_best``
+    (``init_kept``) are searched for; ``stop_at`` > 0 stops at one that size, ``deadline_s`` > 0 and
+    ``max_nodes`` > 0 after that many seconds or nodes. Returns (kept, n_kept, upper, finished,
+    nodes); ``upper`` is a proven bound (``n_kept`` when finished).
     """
     n = R.shape[0]
     W = (n + 63) // 64
-    conflict = np.zeros((n, n), np.bool_)
-    for a in range(n):
-        for b in range(n):
-            if (P[a, b] and R[b, a]) or (P[b, a] and R[a, b]):
-                conflict[a, b] = True
-    conflict_bits = _bits(conflict)
+    conflict_bits = _bits((P & R.T) | (P.T & R))  # violating 2-cycles
     P_bits = _bits(P)
     fwd = np.zeros((n + 1, n, W), np.uint64)  # per depth: closure over S (row s: rounds of S s reaches)
     bwd = np.zeros((n + 1, n, W), np.uint64)
@@ -357,32 +383,10 @@ def max_consistent_bnb(R, P, order, init_best, init_kept, stop_at, deadline_s, m
             if el > deadline_s:
                 finished = False
                 break
-        # S + v: the closure at depth d + 1
-        for t in range(d):
-            s = sel[t]
-            for w in range(W):
-                fwd[d + 1, s, w] = fwd[d, s, w]
-                bwd[d + 1, s, w] = bwd[d, s, w]
         sel[d] = v
-        for w in range(W):
-            fwd[d + 1, v, w] = outof[w]
-            bwd[d + 1, v, w] = into[w]
-        for t in range(d):
-            s = sel[t]
-            if _has(into, s):
-                for w in range(W):
-                    fwd[d + 1, s, w] |= outof[w]
-            if _has(outof, s):
-                for w in range(W):
-                    bwd[d + 1, s, w] |= into[w]
-        # candidates: earlier in the order, compatible with v, consistent with S + v
-        m = 0
-        for j in range(i):
-            c = ords[d, j]
-            if not _has(conflict_bits[v], c) and _consistent_with(c, sel, d + 1, R, P_bits, fwd[d + 1],
-                                                                   bwd[d + 1], into, outof):
-                cand[m] = c
-                m += 1
+        _extend_closure(sel, d, v, fwd[d], bwd[d], fwd[d + 1], bwd[d + 1], into, outof)
+        m = _candidates_after(ords[d], i, v, sel, d + 1, R, P_bits, conflict_bits, fwd[d + 1], bwd[d + 1], into,
+                              outof, cand)
         if m == 0:
             if d + 1 > best:
                 best = d + 1

@@ -76,7 +76,7 @@ def ratio_matrix(E) -> np.ndarray:
     """R[r, k] = E[r, k] / E[r, r] in floats (correctly rounded, hence monotone in the exact ratio)."""
     if np.issubdtype(E.dtype, np.integer) and len(E) and np.abs(E).max() >= 2**53:
         raise MoralkitError("integer expenditures must be below 2**53 in absolute value")
-    Ef = E.astype(np.float64)
+    Ef = E.astype(np.float64, order="C")  # one specialisation of the kernels below, not a C and an F one
     return Ef / np.diag(Ef)[:, None]
 
 

@@ -34,7 +34,12 @@ branch-and-cut over *cycle constraints*:
    - at a fractional point, cycle cuts are separated: a cycle is violated iff
      ``sum_{i in C} (1 - y_i) < 1``, so a Dijkstra search with node weights
      ``1 - y`` finds the lightest cycle through each strict edge (numba);
-   - a greedy consistent subset is the first incumbent.
+   - a greedy consistent subset, improved by a combinatorial branch-and-bound
+     (:func:`moralkit.psm._hm_kernels.max_consistent_bnb`: a clique search whose
+     candidates are filtered exactly against the closure of the kept rounds and
+     bounded by a colouring into violating-2-cycle cliques) within a fixed node
+     budget, is the first incumbent. On small components the branch-and-bound
+     finishes, and its optimum is returned without SCIP.
 
 3. The kept set is re-checked with :func:`moralkit.psm.rp.garp` (exact arithmetic)
    before it is returned. "Optimal" is reported only when the solver's bound
@@ -57,6 +62,8 @@ De Rock, B. and Spieksma, F. (2014), Goodness-of-fit measures for revealed
 preference tests: complexity results and algorithms, *ACM TEAC* 2(1).
 Demuynck, T. and Rehbeck, J. (2023), Computing revealed preference
 goodness-of-fit measures with integer programming, *Economic Theory* 76.
+Tomita, E. and Seki, T. (2003), An efficient branch-and-bound algorithm for
+finding a maximum clique, *DMTCS 2003*, LNCS 2731 (the colouring bound).
 """
 
 from __future__ import annotations
@@ -234,6 +241,28 @@ _DEFAULT_PARAMS = {
 }
 
 
+# Fractional cycle cuts: one lightest cycle per round, not one per strict edge. Measured on the 94-round
+# LLM run (smollm2, load ~27): SCIP's CPU time fell from 1.61 to 1.34 s, separation from 4.4 to 2.0 s
+# wall, nodes from 272 to 139.
+_ALL_EDGES = False
+
+
+def _add_cuts(model, tvars, rows):
+    """Add the efficacious rows ``sum_{i in key} y_i <= rhs`` as cuts; whether any was added."""
+    added = False
+    for key, rhs in rows:
+        row = model.createEmptyRowUnspec(name="cc", lhs=None, rhs=rhs, local=False, removable=True)
+        model.cacheRowExtensions(row)
+        for i in key:
+            model.addVarToRow(row, tvars[i], 1.0)
+        model.flushRowExtensions(row)
+        if model.isCutEfficacious(row):
+            model.addCut(row)
+            added = True
+        model.releaseRow(row)
+    return added
+
+
 def _conshdlr_class():
     from pyscipopt import SCIP_RESULT, Conshdlr, quicksum
 
@@ -247,10 +276,7 @@ def _conshdlr_class():
             self.n_cuts = 0
             self.tvars = None
             self.rank, self.rank_depth = 0, 0
-            # one lightest cycle per round, not one per strict edge: measured on the 94-round LLM run
-            # (smollm2, load ~27) SCIP's CPU time fell from 1.61 to 1.34 s, separation from 4.4 to 2.0 s
-            # wall, nodes from 272 to 139
-            self.all_edges, self.max_cuts = False, None
+            self.all_edges, self.max_cuts = _ALL_EDGES, None
             self.conflict = (P & R.T) | (P & R.T).T
 
         def _values(self, sol=None):
@@ -306,22 +332,9 @@ def _conshdlr_class():
                 flat, starts, rhs = rank_cuts(self.R, self.P, self.conflict, y, self.rank, 40, 48)
                 for c in range(len(starts) - 1):
                     rows.append((flat[starts[c]:starts[c + 1]], int(rhs[c])))
-            if not rows:
-                return {"result": SCIP_RESULT.DIDNOTFIND}
             if self.tvars is None:
                 self.tvars = [self.model.getTransformedVar(v) for v in self.y]
-            added = False
-            for key, rhs in rows:
-                row = self.model.createEmptyRowUnspec(name="cc", lhs=None, rhs=rhs, local=False,
-                                                      removable=True)
-                self.model.cacheRowExtensions(row)
-                for i in key:
-                    self.model.addVarToRow(row, self.tvars[i], 1.0)
-                self.model.flushRowExtensions(row)
-                if self.model.isCutEfficacious(row):
-                    self.model.addCut(row)
-                    added = True
-                self.model.releaseRow(row)
+            added = _add_cuts(self.model, self.tvars, rows)
             return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
 
         def conslock(self, constraint, locktype, nlockspos, nlocksneg):
@@ -353,6 +366,21 @@ def _bnb(R, P, start, time_limit, max_nodes, stop_at=None, floor=None):
     return kept, int(n), int(up), bool(fin), int(nodes)
 
 
+def _greedy(R, P, seed=0, start=None):
+    """A greedy consistent subset: rounds with few violating 2-cycles first, then a few random orders
+    (and ``start``, when given and larger)."""
+    rng = np.random.default_rng(seed)
+    two = P & R.T
+    best = greedy_consistent(R, P, np.argsort(two.sum(axis=0) + two.sum(axis=1), kind="stable").astype(np.int64))
+    for _ in range(8):
+        cand = greedy_consistent(R, P, rng.permutation(R.shape[0]).astype(np.int64))
+        if cand.sum() > best.sum():
+            best = cand
+    if start is not None and start.sum() > best.sum():
+        best = start
+    return best
+
+
 def _solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, params=None, stats=None):
     """Largest GARP_e-consistent subset of one SCC by branch-and-cut in SCIP.
 
@@ -364,17 +392,8 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, par
 
     t0 = time.perf_counter()
     n = R.shape[0]
-    rng = np.random.default_rng(seed)
-    # greedy incumbent: rounds with few violating 2-cycles first, then a few random orders
     two = P & R.T
-    conflicts = two.sum(axis=0) + two.sum(axis=1)
-    best = greedy_consistent(R, P, np.argsort(conflicts, kind="stable").astype(np.int64))
-    for _ in range(8):
-        cand = greedy_consistent(R, P, rng.permutation(n).astype(np.int64))
-        if cand.sum() > best.sum():
-            best = cand
-    if start is not None and start.sum() > best.sum():
-        best = start
+    best = _greedy(R, P, seed, start)
     # the combinatorial branch-and-bound: on small or easy components it proves the optimum by
     # itself; otherwise its incumbent (often the optimum on near-random data) starts SCIP
     left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
@@ -396,7 +415,7 @@ def _solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, par
     params = {**_DEFAULT_PARAMS, **(params or {})}
     sepafreq = params.pop("_sepafreq", 1)
     rank, rank_depth = params.pop("_rank", 0), params.pop("_rank_depth", 0)
-    all_edges, max_cuts = params.pop("_all_edges", False), params.pop("_max_cuts", None)
+    all_edges, max_cuts = params.pop("_all_edges", _ALL_EDGES), params.pop("_max_cuts", None)
     for key, val in params.items():
         m.setParam(key, val)
     y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
