@@ -186,7 +186,7 @@ def test_default_e_keeps_every_passing_model_consistent(clusters):
     with pytest.raises(ValueError, match="CCEI"):
         default_e(PAPER_TABLE1_TOP.drop(columns="CCEI"))
     # e is on the standard-CCEI scale: a Table 1 of another index is refused
-    other = Table1(t1.to_frame(), t1.results, "origin/1-e")
+    other = Table1(t1, {}, "origin/1-e")
     with pytest.raises(ValueError, match="standard-CCEI scale"):
         study_setup(clusters, other)
 
