@@ -184,7 +184,7 @@ for level in ("low", "high"):
         print(f"No persona-respondent has {level}-ambiguity MoralChoice likelihoods yet (data/moralchoice_likelihood).")
 if effects_mc:
     show(pd.concat(effects_mc, ignore_index=True).set_index(["ambiguity", "respondent"]),
-         "07_persona_effects_moralchoice", view=shorten,
+         "07_persona_effects_moralchoice", view=lambda d: shorten(d).T, fit=True,
          caption="Persona effects on the marginal likelihood of action 1, with the placebos (in low ambiguity, "
                  "action 1 is the rule-following action)")
     show(pd.concat(placebos_mc, ignore_index=True).set_index(["ambiguity", "respondent", "rules"]),
@@ -195,11 +195,13 @@ if BASE in psm and psm_personas:
     others = [m for m in (f"{BASE}-s1", *psm_personas) if m in psm]
     effects_psm = steerability.psm_paired_effects({m: psm[m] for m in [BASE, *others]}, BASE, others,
                                                   n_boot=30 if quick else 200, seed=seed)
-    show(effects_psm, "07_persona_effects_psm", index=False, view=shorten,
+    show(effects_psm, "07_persona_effects_psm", index=False, fit=True,
+         view=lambda d: shorten(d).rename(columns=lambda c: c.replace("_", " ")),
          caption="Persona effects on the ideal points b: paired bootstrap where the option sets are the baseline's "
                  "(delta_lo/delta_hi), unpaired beside")
     summary_psm = steerability.psm_effects_summary(effects_psm)
-    show(summary_psm, "07_persona_effects_psm_summary", index=False, view=shorten,
+    show(summary_psm, "07_persona_effects_psm_summary", index=False, fit=True,
+         view=lambda d: shorten(d).rename(columns=lambda c: c.replace("_", " ")),
          caption="Shifts of b per respondent: intervals that exclude 0, on the expected or the opposite side")
     signed = summary_psm[summary_psm["persona"].notna()]
     print(f"Persona-respondents: {signed['interval_excludes_0'].sum()} of {signed['statements'].sum()} shifts of b "
