@@ -365,12 +365,10 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     seed : int, optional
         Passed as ``seed`` to notebooks that declare it.
     jobs : int, optional
-        CPU budget (default: the number of CPUs). Up to ``jobs`` notebooks run at the same time,
-        the longest first (by the earlier run's times), each with ``n_jobs=1``: the budget is spent
-        on notebooks side by side, not on worker processes inside each (which would compete with the
-        other notebooks for the same cores and pay their start-up). A single selected notebook whose
-        parameters cell declares ``n_jobs`` gets ``n_jobs=jobs``. ``-p n_jobs=K`` overrides both.
-        ``jobs=1`` runs the notebooks one after the other, in number order. Results do not depend on it.
+        CPU budget (default: the number of CPUs): up to ``jobs`` notebooks side by side, longest first, each
+        with ``n_jobs=1`` (not worker processes inside each, which would compete for the same cores); a single
+        selected notebook declaring ``n_jobs`` gets ``n_jobs=jobs``; ``-p n_jobs=K`` overrides both; ``jobs=1``
+        runs them one after the other, in number order. Results do not depend on it.
     parameters : mapping, optional
         Further parameters (``-p name=value``); each notebook receives only those it declares.
     figures_dir, tables_dir : path, optional
