@@ -346,9 +346,8 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
             log: Callable[[str], None] | None = print) -> BookRun:
     """Execute the numbered notebooks and publish them as a Jupyter Book.
 
-    The phases, in order: plan (select and check), execute (papermill, pages written as notebooks end),
-    page records (this run's and the earlier run's pages), publish (sources and Sphinx), check the pages,
-    write ``run.json``.
+    Phases: plan (select, check), execute (papermill; each page written as its notebook ends), page records,
+    publish (sources, Sphinx), check the pages, ``run.json``.
 
     Parameters
     ----------
@@ -396,9 +395,8 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     """
     from moralkit import paths
 
-    say = log or (lambda s: None)
+    say, t0 = log or (lambda s: None), time.perf_counter()
     plan = _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir, kernel_name)
-    t0 = time.perf_counter()
     say(f"run_all: {len(plan.sources)} notebook(s), {plan.mode} mode, jobs={plan.jobs}, output {_shown(plan.out_dir)}")
     runs = _Executor(plan, keep_going, say).run()
     ordered = [runs[s] for s in plan.sources if s in runs]
