@@ -43,8 +43,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from moralkit.figures import save, show
-from moralkit.respondents import legend, shorten
 from moralkit.psm import permutation as perm
+from moralkit.respondents import legend, shorten
 from moralkit.studies import crossmethod as xm
 
 if quick:
