@@ -241,4 +241,4 @@ if ready:
     summaries["this run"] = study.summary(alphas)
 summary = nw.similarity_summary_table(summaries)  # one row per source; on the page one column each
 show(summary.T.map(lambda v: f"{v:.2f}" if isinstance(v, float) else shorten_labels(v)), "04_similarity_summary",
-     full=summary, caption="Off-diagonal G and the components of H^alpha (short labels: legend above)")
+     full=summary, fit=True, caption="Off-diagonal G and the components of H^alpha (short labels: legend above)")

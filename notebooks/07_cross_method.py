@@ -43,8 +43,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from moralkit.figures import save, show
-from moralkit.respondents import legend, shorten
 from moralkit.psm import permutation as perm
+from moralkit.respondents import legend, shorten
 from moralkit.studies import crossmethod as xm
 from moralkit.studies import crossplots as xplots
 
@@ -178,7 +178,8 @@ psm_personas = personas.persona_labels(psm, BASE)
 
 # %%
 if len(persona.moralchoice):
-    show(persona.moralchoice.set_index(["ambiguity", "respondent"]), "07_persona_effects_moralchoice", view=shorten,
+    show(persona.moralchoice.set_index(["ambiguity", "respondent"]), "07_persona_effects_moralchoice",
+         view=lambda d: shorten(d).T, fit=True,
          caption="Persona effects on the marginal likelihood of action 1, with the placebos (in low ambiguity, "
                  "action 1 is the rule-following action)")
     show(persona.placebos.set_index(["ambiguity", "respondent", "rules"]), "07_persona_placebos", view=shorten,
@@ -187,10 +188,12 @@ if len(persona.moralchoice):
 # %%
 if len(persona.psm):
     effects_psm, summary_psm = persona.psm, persona.psm_summary
-    show(effects_psm, "07_persona_effects_psm", index=False, view=shorten,
+    show(effects_psm, "07_persona_effects_psm", index=False, fit=True,
+         view=lambda d: shorten(d).rename(columns=lambda c: c.replace("_", " ")),
          caption="Persona effects on the ideal points b: paired bootstrap where the option sets are the baseline's "
                  "(delta_lo/delta_hi), unpaired beside")
-    show(summary_psm, "07_persona_effects_psm_summary", index=False, view=shorten,
+    show(summary_psm, "07_persona_effects_psm_summary", index=False, fit=True,
+         view=lambda d: shorten(d).rename(columns=lambda c: c.replace("_", " ")),
          caption="Shifts of b per respondent: intervals that exclude 0, on the expected or the opposite side")
     print(personas.psm_shift_sentence(effects_psm, summary_psm))
 

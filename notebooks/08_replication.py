@@ -174,7 +174,7 @@ show(summary[["e", "pearson", "spearman", "mantel_p", "mean_abs_diff", "max_abs_
               "sd_sim", "sd_pub", "min_sim", "max_sim", "min_pub", "max_pub"]],
      "08_comparison", caption="Simulated G at the nearest level vs Table 3 (off-diagonal entries; Mantel test exact "
                               "over 7! relabellings)",
-     float_format="{:.3f}".format)
+     float_format="{:.3f}".format, view=lambda d: d.T)
 
 # %% [markdown]
 # ### The $H^\alpha$ components, simulated and published
@@ -236,7 +236,7 @@ reps = rep.replications(range(n_simulations), res.e_matched, T=T, rho=rho, noise
 show(reps.to_frame().set_index("seed")[["pearson", "spearman", "mantel_p", "mean_abs_diff", "mean_sim", "sd_sim",
                              "cal_abs_err_ccei", "cal_abs_err_alpha"]],
      "08_simulations", caption=f"SIMULATED: {n_simulations} independent simulations, {perm.describe_e(res.e_matched)}",
-     float_format="{:.3f}".format)
+     float_format="{:.3f}".format, fit=True, view=lambda d: d.rename(columns=lambda c: c.replace("_", " ")))
 mean_stats, _ = rep.compare_g(reps.mean_G)
 print(f"Spearman with Table 3 over the simulations: min {reps['spearman'].min():.2f}, "
       f"median {reps['spearman'].median():.2f}, max {reps['spearman'].max():.2f}; "

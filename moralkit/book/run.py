@@ -346,9 +346,8 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
             log: Callable[[str], None] | None = print) -> BookRun:
     """Execute the numbered notebooks and publish them as a Jupyter Book.
 
-    The phases, in order: plan (select and check), execute (papermill, pages written as notebooks end),
-    page records (this run's and the earlier run's pages), publish (sources and Sphinx), check the pages,
-    write ``run.json``.
+    Phases: plan (select, check), execute (papermill; each page written as its notebook ends), page records,
+    publish (sources, Sphinx), check the pages, ``run.json``.
 
     Parameters
     ----------
@@ -365,12 +364,10 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     seed : int, optional
         Passed as ``seed`` to notebooks that declare it.
     jobs : int, optional
-        CPU budget (default: the number of CPUs). Up to ``jobs`` notebooks run at the same time,
-        the longest first (by the earlier run's times), each with ``n_jobs=1``: the budget is spent
-        on notebooks side by side, not on worker processes inside each (which would compete with the
-        other notebooks for the same cores and pay their start-up). A single selected notebook whose
-        parameters cell declares ``n_jobs`` gets ``n_jobs=jobs``. ``-p n_jobs=K`` overrides both.
-        ``jobs=1`` runs the notebooks one after the other, in number order. Results do not depend on it.
+        CPU budget (default: the number of CPUs): up to ``jobs`` notebooks side by side, longest first, each
+        with ``n_jobs=1`` (not worker processes inside each, which would compete for the same cores); a single
+        selected notebook declaring ``n_jobs`` gets ``n_jobs=jobs``; ``-p n_jobs=K`` overrides both; ``jobs=1``
+        runs them one after the other, in number order. Results do not depend on it.
     parameters : mapping, optional
         Further parameters (``-p name=value``); each notebook receives only those it declares.
     figures_dir, tables_dir : path, optional
@@ -398,9 +395,8 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     """
     from moralkit import paths
 
-    say = log or (lambda s: None)
+    say, t0 = log or (lambda s: None), time.perf_counter()
     plan = _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir, kernel_name)
-    t0 = time.perf_counter()
     say(f"run_all: {len(plan.sources)} notebook(s), {plan.mode} mode, jobs={plan.jobs}, output {_shown(plan.out_dir)}")
     runs = _Executor(plan, keep_going, say).run()
     ordered = [runs[s] for s in plan.sources if s in runs]
