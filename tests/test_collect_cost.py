@@ -8,7 +8,6 @@ driven through the official ``openai`` SDK by the real collector.
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,9 +22,21 @@ ENV = dict(os.environ, FAULT_KEY="sk-test-fault-server-key-0000", PYTHONPATH=str
 SHARED = ROOT.parent / "shared" / "moralchoice"
 
 
-def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "moralkit", *map(str, args)], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=timeout)
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """The command line run in this process (``moralkit.__main__.main``: the same exit statuses and output as
+    ``python -m moralkit``, without starting an interpreter per call, which dominated these tests' time)."""
+    import moralkit.__main__ as main_module
+
+    monkeypatch.setenv("FAULT_KEY", ENV["FAULT_KEY"])
+
+    def run(*args):
+        capsys.readouterr()
+        code = main_module.main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
 
 
 def _usage(req, text):
@@ -71,14 +82,14 @@ def test_calibration_is_what_the_committed_runs_measure():
     assert cost.calibrate() == cost.CALIBRATION
 
 
-def test_max_cost_stops_cleanly_resumably_and_never_overspends(tmp_path):
+def test_max_cost_stops_cleanly_resumably_and_never_overspends(tmp_path, cli):
     out = tmp_path / "run"
     args = ["collect", "psm", "--backend", "openai", "--model", "fault-double", "--api-key-env", "FAULT_KEY",
             "--concurrency", "2", "--timeout", "5", "--backoff", "0.02", "--out", out, "--no-progress", "--limit", "10",
             "--price-in", "100", "--price-out", "100"]
     with FaultServer(rate=0.0, usage=_usage) as srv:
         args[args.index("--api-key-env"):args.index("--api-key-env")] = ["--base-url", srv.url]
-        p = _cli(*args, "--max-cost", "1.50")
+        p = cli(*args, "--max-cost", "1.50")
         assert p.returncode == 3, p.stderr[-2000:]
         assert "budget:" in p.stderr and "remains" in p.stderr and "re-run the same command to resume" in p.stderr
         recs = read_records(out)
@@ -88,7 +99,7 @@ def test_max_cost_stops_cleanly_resumably_and_never_overspends(tmp_path):
         res = man["sessions"][-1]["result"]
         assert res["prompt_tokens"] == tin and res["max_cost_usd"] == 1.5 and res["run_cost_usd"] <= 1.5
         n_first = len(recs)
-        p = _cli(*args, "--max-cost", "100")  # resume with a larger budget
+        p = cli(*args, "--max-cost", "100")  # resume with a larger budget
         assert p.returncode == 0, p.stderr[-2000:]
         assert "complete: 11/11 rounds" in p.stdout and "tokens" in p.stdout and "of --max-cost $100.00" in p.stdout
         recs2 = read_records(out)
@@ -97,10 +108,10 @@ def test_max_cost_stops_cleanly_resumably_and_never_overspends(tmp_path):
         assert len(keys) == len(set(keys)) == len(srv.usable)  # no request paid twice
 
 
-def test_end_line_and_manifest_carry_tokens_and_cost(tmp_path):
+def test_end_line_and_manifest_carry_tokens_and_cost(tmp_path, cli):
     out = tmp_path / "run"
     with FaultServer(rate=0.0, usage=lambda req, text: (1000, 5)) as srv:
-        p = _cli("collect", "psm", "--backend", "openai", "--model", "fault-double", "--base-url", srv.url,
+        p = cli("collect", "psm", "--backend", "openai", "--model", "fault-double", "--base-url", srv.url,
                  "--api-key-env", "FAULT_KEY", "--out", out, "--no-progress", "--limit", "3", "--price-in", "2",
                  "--price-out", "10")
     assert p.returncode == 0, p.stderr[-2000:]

@@ -247,24 +247,13 @@ def load_sweep(path, batch: bool | None = None, wait: float | None = None, poll_
     data = Path(sw["data"]) if "data" in sw else paths.data_dir()
     if not data.is_absolute() and "data" in sw:
         data = (path.parent / data).resolve()
-    if wait is None and "wait" in sw:
-        wait = sw["wait"]
-    if poll_interval is None:
-        poll_interval = sw.get("poll_interval", 30.0)
-    if wait is not None and not float(wait) >= 0:
-        _fail(f"{path} [sweep]", f"wait must be >= 0 seconds, got {wait}")
-    if not float(poll_interval) > 0:
-        _fail(f"{path} [sweep]", f"poll_interval must be > 0 seconds, got {poll_interval}")
+    wait, poll_interval = _waiting(path, sw, wait, poll_interval)
     sweep = Sweep(path=path, data=data, seed=int(sw.get("seed", 0)), providers=providers, models=models,
                   surveys=surveys, progress=bool(sw.get("progress", True)),
                   batch=bool(sw.get("batch", False)) if batch is None else bool(batch),
                   wait=None if wait is None else float(wait), poll_interval=float(poll_interval))
     sweep.jobs = _jobs(sweep)
-    for j in sweep.jobs:
-        if j.batch and "max_cost" in j.model:
-            _fail(f"{path} [[models]] {j.label}", "max_cost is not enforced in batch mode (a batch is paid when it "
-                  "runs); check the cost first with `python -m moralkit estimate --sweep FILE`, then remove "
-                  "max_cost or set batch = false for this model")
+    _check_batch_jobs(sweep)
     dirs = [j.run_dir for j in sweep.jobs]
     if len(set(dirs)) != len(dirs):
         dup = next(d for d in dirs if dirs.count(d) > 1)
@@ -280,6 +269,27 @@ def _open_batches(run_dir) -> bool:
     from .batch import batch_state
 
     return batch_state(run_dir)["open"] > 0
+
+
+def _waiting(path, sw, wait, poll_interval):
+    """``(wait, poll_interval)`` for batch jobs: the command line's, else ``[sweep]``'s, checked."""
+    if wait is None and "wait" in sw:
+        wait = sw["wait"]
+    if poll_interval is None:
+        poll_interval = sw.get("poll_interval", 30.0)
+    if wait is not None and not float(wait) >= 0:
+        _fail(f"{path} [sweep]", f"wait must be >= 0 seconds, got {wait}")
+    if not float(poll_interval) > 0:
+        _fail(f"{path} [sweep]", f"poll_interval must be > 0 seconds, got {poll_interval}")
+    return wait, poll_interval
+
+
+def _check_batch_jobs(sweep) -> None:
+    for j in sweep.jobs:
+        if j.batch and "max_cost" in j.model:
+            _fail(f"{sweep.path} [[models]] {j.label}", "max_cost is not enforced in batch mode (a batch is paid "
+                  "when it runs); check the cost first with `python -m moralkit estimate --sweep FILE`, then "
+                  "remove max_cost or set batch = false for this model")
 
 
 def _survey_id(s) -> str:
@@ -417,7 +427,6 @@ def run_sweep(path, only=None, progress=None, out=sys.stdout, batch=None, wait=N
     DataFrame
         The status table. Its ``state`` column says which jobs are incomplete.
     """
-    from .batch import BatchPendingError
     from .cost import format_usd
     from .runner import STOP, CollectionIncompleteError, stop_requested
     from .store import RunLockedError
@@ -457,41 +466,7 @@ def run_sweep(path, only=None, progress=None, out=sys.stdout, batch=None, wait=N
             report(j)
 
     def batch_worker(group):
-        pending = list(group)
-        deadline = None if sweep.wait is None else time.monotonic() + sweep.wait
-        seen: dict = {}
-        while pending:
-            still = []
-            for j in pending:
-                if STOP.is_set():
-                    still.append(j)
-                    continue
-                try:
-                    run_job(sweep, j)  # submits what is due, polls once, merges what has ended
-                    problems.pop(j.key, None)
-                    report(j)
-                except BatchPendingError:
-                    still.append(j)
-                    from .batch import batch_state
-
-                    text = batch_state(j.run_dir)["text"]
-                    if seen.get(j.key) != text.split(", age")[0]:  # a line when something changed
-                        seen[j.key] = text.split(", age")[0]
-                        with lock:
-                            print(f"[sweep] {j.key}: waiting for batches: {text}", file=out, flush=True)
-                except errors as e:
-                    problems[j.key] = str(e).splitlines()[0][:500]
-                    report(j)
-            pending = still
-            if not pending or STOP.is_set() or (deadline is not None and time.monotonic() >= deadline):
-                break
-            end = time.monotonic() + (sweep.poll_interval if deadline is None
-                                      else min(sweep.poll_interval, max(0.0, deadline - time.monotonic())))
-            while time.monotonic() < end and not STOP.is_set():
-                time.sleep(min(0.2, max(0.0, end - time.monotonic())))
-        for j in pending:
-            problems[j.key] = stop_requested() or "stopped waiting for its batches (--wait)"
-            report(j)
+        _batch_worker(sweep, group, problems, report, out, lock, errors)
 
     threads = [threading.Thread(target=batch_worker if p == "batch" else worker, args=(g,), name=f"sweep-{p}")
                for p, g in groups.items()]
@@ -502,6 +477,47 @@ def run_sweep(path, only=None, progress=None, out=sys.stdout, batch=None, wait=N
     table = status_table(sweep, jobs, problems)
     print(status_markdown(table), file=out, flush=True)
     return table
+
+
+def _batch_worker(sweep, group, problems, report, out, lock, errors):
+    """The batch jobs of :func:`run_sweep`: each pass submits what is due, polls once and merges what has
+    ended, for every job; then waits ``poll_interval`` (a stop signal or ``wait`` ends the wait)."""
+    from .batch import BatchPendingError, batch_state
+    from .runner import STOP, stop_requested
+
+    pending = list(group)
+    deadline = None if sweep.wait is None else time.monotonic() + sweep.wait
+    seen: dict = {}
+    while pending:
+        still = []
+        for j in pending:
+            if STOP.is_set():
+                still.append(j)
+                continue
+            try:
+                run_job(sweep, j)  # submits what is due, polls once, merges what has ended
+                problems.pop(j.key, None)
+                report(j)
+            except BatchPendingError:
+                still.append(j)
+                text = batch_state(j.run_dir)["text"]
+                if seen.get(j.key) != text.split(", age")[0]:  # a line when something changed
+                    seen[j.key] = text.split(", age")[0]
+                    with lock:
+                        print(f"[sweep] {j.key}: waiting for batches: {text}", file=out, flush=True)
+            except errors as e:
+                problems[j.key] = str(e).splitlines()[0][:500]
+                report(j)
+        pending = still
+        if not pending or STOP.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            break
+        end = time.monotonic() + (sweep.poll_interval if deadline is None
+                                  else min(sweep.poll_interval, max(0.0, deadline - time.monotonic())))
+        while time.monotonic() < end and not STOP.is_set():
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+    for j in pending:
+        problems[j.key] = stop_requested() or "stopped waiting for its batches (--wait)"
+        report(j)
 
 
 # --------------------------------------------------------------------------- status

@@ -267,11 +267,11 @@ class FakeBatchServer(LoopbackServer):
         """The 400 body an OpenAI batch line earns (with ``openai_models``), or None."""
         if self.openai_models is None:
             return None
-        from .fake_openai import _openai_error, reject
+        from .fake_openai import openai_error, reject
 
         spec = self.openai_models.get(body.get("model"))
         if spec is None:
-            return _openai_error(f"The model `{body.get('model')}` does not exist or you do not have access to it.",
+            return openai_error(f"The model `{body.get('model')}` does not exist or you do not have access to it.",
                                  param="model", code="model_not_found")
         return reject(body, spec)
 

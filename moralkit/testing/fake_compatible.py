@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .fake_openai import FakeOpenAI, ModelSpec, _openai_error
+from .fake_openai import FakeOpenAI, ModelSpec, openai_error
 
 __all__ = ["FakeCompatible", "Profile", "PROFILES"]
 
@@ -98,11 +98,11 @@ class FakeCompatible(FakeOpenAI):
         p = self.profile
         unknown = [k for k in body if k not in p.fields]
         if unknown:
-            return _openai_error(f"Unrecognized request argument supplied: {unknown[0]} "
+            return openai_error(f"Unrecognized request argument supplied: {unknown[0]} "
                                  f"({p.name} does not document it: {p.docs})", param=unknown[0])
         if p.max_n is not None and int(body.get("n", 1) or 1) > p.max_n:
-            return _openai_error("Only one completion choice is allowed", param="n")
+            return openai_error("Only one completion choice is allowed", param="n")
         t = body.get("temperature")
         if t is not None and not 0 <= float(t) <= p.temperature_max:
-            return _openai_error(f"temperature must be in [0, {p.temperature_max}]", param="temperature")
+            return openai_error(f"temperature must be in [0, {p.temperature_max}]", param="temperature")
         return super()._reject(body, spec)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from .faultserver import fake_answer
 from .httpfake import FakeHTTPServer, Reply, count_tokens, stable_hash
 
-__all__ = ["FakeOpenAI", "ModelSpec", "reject", "completion", "REASONING_TOKENS", "DEFAULT_MODELS", "REASONING_EFFORTS"]
+__all__ = ["FakeOpenAI", "ModelSpec", "reject", "completion", "openai_error", "REASONING_TOKENS", "DEFAULT_MODELS", "REASONING_EFFORTS"]
 
 #: Hidden reasoning tokens a fake reasoning model spends per request, by ``reasoning_effort``.
 REASONING_TOKENS = {"none": 0, "minimal": 16, "low": 64, "medium": 192, "high": 640, "xhigh": 1280}
@@ -57,7 +57,8 @@ DEFAULT_MODELS = {"o4-mini": ModelSpec("reasoning"), "gpt-5-mini": ModelSpec("re
                   "fake-chat": ModelSpec("chat")}
 
 
-def _openai_error(message, type_="invalid_request_error", param=None, code=None) -> dict:
+def openai_error(message, type_="invalid_request_error", param=None, code=None) -> dict:
+    """OpenAI's JSON error body (``{"error": {message, type, param, code}}``)."""
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
@@ -91,7 +92,7 @@ class FakeOpenAI(FakeHTTPServer):
         types = {"rate_limit": "requests", "authentication": "invalid_request_error",
                  "not_found": "invalid_request_error"}
         codes = {"rate_limit": "rate_limit_exceeded", "authentication": "invalid_api_key"}
-        return _openai_error(message, types.get(kind, "server_error" if status >= 500 else "invalid_request_error"),
+        return openai_error(message, types.get(kind, "server_error" if status >= 500 else "invalid_request_error"),
                              None, codes.get(kind))
 
     def auth_ok(self, headers):
@@ -118,7 +119,7 @@ class FakeOpenAI(FakeHTTPServer):
         model = body.get("model")
         spec = self.models.get(model)
         if spec is None:
-            return Reply(404, _openai_error(f"The model `{model}` does not exist or you do not have access to it.",
+            return Reply(404, openai_error(f"The model `{model}` does not exist or you do not have access to it.",
                                             param="model", code="model_not_found"))
         bad = self._reject(body, spec)
         if bad is not None:
@@ -135,33 +136,33 @@ class FakeOpenAI(FakeHTTPServer):
 def reject(body, spec, accepts_top_k=False):
     """The 400 body a chat-completions request earns from a model ``spec``, or None."""
     if not isinstance(body.get("messages"), list) or not body["messages"]:
-        return _openai_error("Missing required parameter: 'messages'.", param="messages",
+        return openai_error("Missing required parameter: 'messages'.", param="messages",
                              code="missing_required_parameter")
     if "top_k" in body and not accepts_top_k:
-        return _openai_error("Unrecognized request argument supplied: top_k")
+        return openai_error("Unrecognized request argument supplied: top_k")
     if "max_tokens" in body and "max_completion_tokens" in body:
-        return _openai_error("max_tokens and max_completion_tokens cannot both be set", param="max_tokens",
+        return openai_error("max_tokens and max_completion_tokens cannot both be set", param="max_tokens",
                              code="invalid_value")
     if spec.kind == "reasoning":
         if "max_tokens" in body:
-            return _openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
+            return openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
                                  "Use 'max_completion_tokens' instead.", param="max_tokens",
                                  code="unsupported_parameter")
         if "top_p" in body:
-            return _openai_error("Unsupported parameter: 'top_p' is not supported with this model.",
+            return openai_error("Unsupported parameter: 'top_p' is not supported with this model.",
                                  param="top_p", code="unsupported_parameter")
         t = body.get("temperature")
         if t is not None and float(t) != 1.0:
-            return _openai_error(f"Unsupported value: 'temperature' does not support {t} with this model. "
+            return openai_error(f"Unsupported value: 'temperature' does not support {t} with this model. "
                                  "Only the default (1) value is supported.", param="temperature",
                                  code="unsupported_value")
         eff = body.get("reasoning_effort")
         if eff is not None and eff not in REASONING_TOKENS:
-            return _openai_error(f"Unsupported value: 'reasoning_effort' does not support {eff!r} with this "
+            return openai_error(f"Unsupported value: 'reasoning_effort' does not support {eff!r} with this "
                                  f"model. Supported values are: {', '.join(map(repr, REASONING_EFFORTS))}.",
                                  param="reasoning_effort", code="unsupported_value")
     elif "reasoning_effort" in body:
-        return _openai_error("Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+        return openai_error("Unsupported parameter: 'reasoning_effort' is not supported with this model.",
                              param="reasoning_effort", code="unsupported_parameter")
     return None
 
