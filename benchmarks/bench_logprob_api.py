@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--out", default=None)
     ap.add_argument("--recheck", type=int, default=0)
+    ap.add_argument("--report-only", action="store_true",
+                    help="score nothing: report the forms the progress file holds (e.g. while a run is under way)")
     ap.add_argument("--progress", default=None,
                     help="progress file (CSV of the forms scored so far; the run resumes from it). Default: next "
                          "to --out. Keep it on a persistent disk, not in /tmp.")
@@ -76,7 +78,7 @@ def main():
     rows = pd.read_csv(part).to_dict("records") if part and part.exists() else []
     done = {(r["scenario_id"], r["question_type"], int(r["ordering"])) for r in rows}
 
-    todo = len(chosen) * len(LOGPROB_FORMS) - len(done)
+    todo = 0 if a.report_only else len(chosen) * len(LOGPROB_FORMS) - len(done)
     t0 = time.time()
     srv, url = start_server(MODEL, a.dtype) if todo else (None, None)
     load_s = time.time() - t0
@@ -108,7 +110,7 @@ def main():
             srv.wait(60)
 
     recheck = None
-    if a.recheck:
+    if a.recheck and not a.report_only:
         from moralkit.collect.backends import TransformersBackend
         from moralkit.collect.exact_scoring import TreeScorer, persona_system, scenario_items
         from moralkit.collect.likelihood_run import likelihood_frame
@@ -158,7 +160,7 @@ def main():
                    for q, g in s2.groupby("question_type")}
     except Exception as e:  # the comparison with sampling is context, not the acceptance figure
         sampled = f"unavailable: {type(e).__name__}: {e}"
-    if out is not None:
+    if out is not None and not a.report_only:
         tidy = m[["model_logprob", "scenario_id", "question_type", "ordering", "mass_action1_logprob",
                   "mass_action2_logprob", "covered_logprob", "top_mass", "p_action1_logprob", "covered_exact",
                   "p_action1_exact", "abs_diff"]].rename(columns={"model_logprob": "model"})
