@@ -153,7 +153,7 @@ def test_table1_hm_column_is_additive():
     assert res.n_below == 30 and res.n_undecided == 0
     assert len(res.decisions) == 30 and set(res.decided_by) <= {"bound", "greedy", "exact"}
     assert res.n_exact == int((res.decided_by == "exact").sum())
-    assert list(tab["n_hm_exact"]) == [tab.attrs["hm_results"][m].n_exact for m in tab["model"]]
+    assert list(tab["n_hm_exact"]) == [tab.hm_results[m].n_exact for m in tab["model"]]
 
 
 # --------------------------------------------------------------------------- branch-and-cut (issue 30)

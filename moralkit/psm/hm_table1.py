@@ -65,9 +65,9 @@ def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float =
 
     tab = table1(datasets, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, hm=True, hm_time_limit=time_limit,
                  hm_own_time_limit=own_time_limit)
-    res = tab.attrs["hm_results"]
+    res = tab.hm_results
     rows = []
-    for _, r in tab.iterrows():
+    for _, r in tab.to_frame().iterrows():
         h = res[r["model"]]
         rows.append(dict(model=r["model"], n_obs=int(r["n_obs"]), ccei_exact=r["ccei_exact"], alpha=r["alpha"],
                          hm_exact=r["hm_exact"], hm=r["hm"], hm_kept=h.n_kept,

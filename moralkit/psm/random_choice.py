@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
@@ -147,13 +146,6 @@ class Table1:
     def to_frame(self) -> pd.DataFrame:
         """The table as a new DataFrame (sorted by alpha, then the index descending, then model)."""
         return self._frame.copy()
-
-    @property
-    def attrs(self):
-        """Read-only ``{"results", "hm_results", "index"}``: for code written against the DataFrame that
-        :func:`~moralkit.psm.rationality.table1` returned before (it kept them in ``DataFrame.attrs``);
-        use the attributes."""
-        return MappingProxyType({"results": self.results, "hm_results": self.hm_results, "index": self.index})
 
     def passing(self, level: float = 0.05) -> list:
         """Models whose test rejects H0 (random choice) at ``level``, in Table 1 order (eq. (4), weakly)."""
