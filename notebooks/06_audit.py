@@ -14,8 +14,8 @@
 # %% [markdown]
 # # Audit: simulation study and convention audit against the published tables
 #
-# Companion to Seror (2025), *The Moral Mind(s) of Large Language Models*
-# (`../shared/papers/000_b866239868df8916.txt`), §2.2–2.4, §3.1–3.3, Tables 1–3.
+# Companion to Seror (2025), *The Moral Mind(s) of Large Language Models*, §2.2–2.4, §3.1–3.3,
+# Tables 1–3.
 #
 # **Every agent in this notebook is simulated** (model labels `sim-…`): quadratic single-peaked
 # utility agents (eq. 7) answering a `moralkit.psm.design.make_design` design, with or without logit
