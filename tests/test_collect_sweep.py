@@ -103,7 +103,7 @@ provider = "Local"
     ('[providers.OpenAI]\n[[models]]\nbackend = "openai"\nmodel = "m"\nprovider = "OpenAl"\n[[surveys]]\nsurvey = "psm"\n',
      r"provider 'OpenAl' has no \[providers.OpenAl\] table"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\nlimits = 3\n',
-     r"\(psm\): unknown key 'limits'; allowed keys: attempts, design_seed, limit, order, survey"),
+     r"\(psm\): unknown key 'limits'; allowed keys: attempts, batch, design_seed, limit, order, survey"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n', r"no \[\[surveys\]\]"),
     ('[modles]\n', r"unknown top-level key 'modles'"),
     ('[[models]\n', r"not valid TOML"),
