@@ -31,7 +31,7 @@ line per mode (:mod:`benchmarks._record`: date, load average):
 - ``requests_paid_twice``: per model, answers the fake server produced (online: usable responses; batch:
   lines answered) minus answers stored. Online, a request in flight at a SIGKILL is answered (paid) but
   its answer dies with the process; the resume sends it again. A SIGKILL cannot be caught; SIGTERM and
-  SIGINT drain the requests in flight first (``tests/test_collect_sweep.py``), so the online count is the
+  SIGINT drain the requests in flight first (``tests/collect/test_sweep.py``), so the online count is the
   honest cost of SIGKILL only;
 - ``estimate_vs_counted``: per model, ``moralkit estimate --sweep``'s input tokens against the input tokens
   the fake servers billed for the stored answers. The servers count with a real tokenizer (the Qwen2.5

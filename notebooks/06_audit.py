@@ -146,7 +146,7 @@ print("\nmean index, rational (best of 100) vs random agents:\n", r.round(3).to_
 # %% [markdown]
 # **What the evidence supports (read with the numbers above; the full run is the reference).** The
 # headline numbers (the best convention and its Spearman correlation, the power at noise 0 / 0.3 / 1
-# and the size) are pinned at seeded sizes by `tests/test_audit.py`.
+# and the size) are pinned at seeded sizes by `tests/studies/test_audit.py`.
 #
 # * The standard convention (`corner/e`) cannot have produced Table 1: 27 of the 37 printed values
 #   (e.g. 0.385 = 5/13, 0.353 = 6/17, 0.400 = 2/5) are not multiples of 1/12. The nominal-corner

@@ -293,7 +293,7 @@ plt.show()
 # %% [markdown]
 # ## Verdict
 #
-# Read with the numbers above; the full run is the reference, and `tests/test_replication.py` pins
+# Read with the numbers above; the full run is the reference, and `tests/studies/test_replication.py` pins
 # them.
 #
 # **The comparison has little power, and it gives no evidence either way.**

@@ -134,6 +134,14 @@ class TinyRun:
     seconds: float
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test under ``tests/book/`` is end to end (``-m "not e2e"`` leaves them out)."""
+    book = Path(__file__).resolve().parent / "book"
+    for item in items:
+        if book in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+
+
 def _once(tmp_path_factory, name: str, build):
     """``build()`` once per test session, also across pytest-xdist workers.
 

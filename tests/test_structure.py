@@ -234,3 +234,17 @@ def test_likelihood_collection_rooms():
     for m in ("exact_scoring", "likelihood_run", "logprob_api", "moralchoice"):
         f = PKG / "collect" / f"{m}.py"
         assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f
+
+
+def test_tests_mirror_the_package():
+    """Issue 29: tests/ mirrors moralkit/: a folder per subpackage (book, collect, moralchoice, psm,
+    studies) plus top-level tests for top-level modules; every test file name is unique (pytest's default
+    import mode needs that), and the notebooks' end-to-end tests live in tests/book."""
+    tests = ROOT / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("data", "__pycache__")}
+    subpackages = {p.name for p in (ROOT / "moralkit").iterdir() if (p / "__init__.py").is_file()}
+    assert folders <= subpackages, folders - subpackages
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert not [p.name for p in tests.glob("test_collect_*.py")] + [p.name for p in tests.glob("test_moralchoice_*.py")]
+    assert {"test_notebooks.py", "test_appendix_browser.py", "test_run_all.py"} <= {p.name for p in (tests / "book").glob("*.py")}

@@ -33,7 +33,7 @@ import pandas as pd
 from ..errors import MoralkitError
 from ..paths import data_dir
 
-__all__ = ["COLUMNS", "alpha_text", "compute", "default_dir", "input_hashes", "load", "main", "random_expenditure",
+__all__ = ["COLUMNS", "alpha_text", "compute", "default_dir", "input_hashes", "load", "main",
            "write", "beside", "describe"]
 
 COLUMNS = ["model", "n_obs", "ccei_exact", "alpha", "hm_exact", "hm", "hm_kept", "hm_upper", "alpha_hm", "alpha_hm_low",
@@ -79,23 +79,6 @@ def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float =
                         for m, h in res.items() for i, (d, b) in enumerate(zip(h.decisions, h.decided_by))],
                        columns=["model", "dataset", "decision", "decided_by"])
     return pd.DataFrame(rows, columns=COLUMNS), dec
-
-
-def random_expenditure(dataset, i: int, n_datasets: int = 1000, seed: int = 0):
-    """The expenditure matrix of random dataset ``i`` of Table 1's test for this respondent (the same
-    draw as the CCEI's alpha and the committed decisions), to recompute one committed row."""
-    import numpy as np
-
-    from . import rationality as ra
-    from . import rp
-
-    v = ra._prepare(dataset)
-    T, n_opt = v.options.shape[0], v.options.shape[1]
-    sizes = ra._chunk_sizes(int(n_datasets))
-    chunk, pos = divmod(int(i), sizes[0])
-    C = ra._chunk_rng(seed, v.model, chunk).integers(0, n_opt, size=(sizes[chunk], T))
-    V = rp.option_expenditures(v.corners, v.prices, v.options).astype(np.int64)
-    return V[:, np.arange(T), C[pos]]
 
 
 def write(df: pd.DataFrame, meta: dict, out_dir=None, decisions: pd.DataFrame | None = None) -> Path:

@@ -58,6 +58,7 @@ __all__ = [
     "index_convention",
     "CHUNK_SIZE",
     "random_choice_test",
+    "random_dataset_expenditure",
     "retest",
     "random_choice_tests",
     "table1",
@@ -134,6 +135,22 @@ def _null_efficiencies(model, V, coordinates, seed, chunks, sizes):
         C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))
         out.append(np.ones(m) if T < 2 else critical_efficiencies(V, C, coordinates))
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def random_dataset_expenditure(dataset, i: int, n_datasets: int = 1000, seed: int = 0) -> np.ndarray:
+    """The expenditure matrix of random dataset ``i`` of Table 1's test for this respondent.
+
+    The same draw as :func:`table1` / :func:`random_choice_test` with these ``n_datasets`` and ``seed``
+    (and as the committed decisions of :mod:`moralkit.psm.hm_table1`), so that one row of a committed
+    table can be recomputed alone.
+    """
+    v = _prepare(dataset)
+    T, n_opt = v.options.shape[0], v.options.shape[1]
+    sizes = _chunk_sizes(int(n_datasets))
+    chunk, pos = divmod(int(i), sizes[0])
+    C = _chunk_rng(seed, v.model, chunk).integers(0, n_opt, size=(sizes[chunk], T))
+    V = rp.option_expenditures(v.corners, v.prices, v.options).astype(np.int64)
+    return V[:, np.arange(T), C[pos]]
 
 
 def _prepare(ds: PSMDataset):

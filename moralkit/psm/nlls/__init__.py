@@ -23,7 +23,7 @@ The residuals of eq. (11) are taken in corner coordinates,
 ``q_{z,o^r} - \\hat q_{z,o^r}``, as printed. Per coordinate the map is
 ``y = o + sign * q`` with ``sign = +-1``, an isometry, so the raw residual is
 ``+-`` the corner residual and the sum of squares (the NLLS objective) is the
-same in either system (checked in ``tests/test_nlls.py``).
+same in either system (checked in ``tests/psm/test_nlls.py``).
 
 Two forms of the predicted answer
 ---------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moralkit.psm import rp
+from moralkit.psm import rationality, rp
 from moralkit.psm.design import make_design
 from moralkit.psm.houtman_maks import (
     houtman_maks,
@@ -303,7 +303,7 @@ def _recompute_hm_table_sample(out_dir, psm_dir, per_model=3):
         assert int((mine["decision"] == -1).sum()) == row["n_undecided"]
         decided = mine[mine["decision"] >= 0].set_index("dataset")
         for i in rng.permutation(decided.index.to_numpy())[:per_model]:
-            Ei = hm_table1.random_expenditure(data[row["model"]], i, meta["n_datasets"], meta["seed"])
+            Ei = rationality.random_dataset_expenditure(data[row["model"]], i, meta["n_datasets"], meta["seed"])
             want = int(decided.loc[i, "decision"])
             k = int(row["hm_upper"]) if want == 1 else int(row["hm_kept"])
             got = houtman_maks_decision(Ei, k, time_limit=20).at_least

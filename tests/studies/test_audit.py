@@ -16,7 +16,7 @@ from moralkit.psm.design import CORNERS, make_design
 from moralkit.psm.simulate import simulate_agents
 from moralkit.studies import conventions as cv
 
-PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "000_b866239868df8916.txt"
+PAPER = Path(__file__).resolve().parents[2].parent / "shared" / "papers" / "000_b866239868df8916.txt"
 
 
 # --------------------------------------------------------------------------- reference tables

@@ -153,7 +153,7 @@ def test_the_store_imports_without_fcntl_and_locks_with_filelock(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     code = ("import sys; sys.modules['fcntl'] = None\n"
             "import moralkit.collect, moralkit.collect.store as s\n"
             "assert 'fcntl' not in vars(s)\n")

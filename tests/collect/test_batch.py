@@ -29,7 +29,7 @@ from moralkit.collect.psm import export_psm, run_psm
 from moralkit.collect.store import RecordStore, read_records
 from moralkit.testing.fake_batches import REFUSAL, FakeBatchServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-fake-batch-key-0000"
 ENV = dict(os.environ, FAKE_KEY=KEY, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 os.environ["FAKE_KEY"] = KEY
@@ -269,7 +269,7 @@ def _lines(p):
 
 
 #: SIGKILLs of the life-cycle test: one per step by default (CI time); the issue's acceptance figure is
-#: ``MORALKIT_BATCH_KILLS=20 pytest tests/test_collect_batch.py -k sigkills -s``.
+#: ``MORALKIT_BATCH_KILLS=20 pytest tests/collect/test_batch.py -k sigkills -s``.
 N_KILLS = int(os.environ.get("MORALKIT_BATCH_KILLS", "5"))
 PHASES = ("intent", "upload", "create", "poll", "merge")
 

@@ -17,7 +17,7 @@ from moralkit.collect.store import read_records
 from moralkit.errors import MoralkitError
 from moralkit.testing.faultserver import FaultServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, FAULT_KEY="sk-test-fault-server-key-0000", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 SHARED = ROOT.parent / "shared" / "moralchoice"
 

@@ -3,7 +3,7 @@
 The server is :class:`moralkit.testing.faultserver.FaultServer`, a test double whose first-token
 distribution is known (:func:`~moralkit.testing.faultserver.fake_token_distribution`); the client is the
 real collector (the ``openai`` backend, i.e. the official ``openai`` SDK). The SIGKILL/resume test of this
-estimator shares its helper with the exact one's (``tests/test_collect_hardening.py``).
+estimator shares its helper with the exact one's (``tests/collect/test_hardening.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from moralkit.collect.store import read_manifest, read_records
 from moralkit.errors import MoralkitError
 from moralkit.testing.faultserver import TRANSIENT_FAULTS, FaultServer, fake_token_distribution
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "moralchoice"
 pytestmark = pytest.mark.skipif(not SHARED.exists(), reason="MoralChoice survey files not available")
 KEY = "sk-test-fault-server-key-0000"

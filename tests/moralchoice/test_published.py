@@ -10,7 +10,7 @@ import pytest
 from moralkit import moralchoice as mc
 from moralkit.moralchoice import published as pub
 
-FIXTURE = Path(__file__).parent / "data" / "moralchoice_published"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "moralchoice_published"
 
 
 def _fetch_counting(calls):

@@ -21,7 +21,7 @@ from moralkit.collect.moralchoice import (
 )
 from moralkit.collect.store import read_records
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "moralchoice"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "moralchoice"
 
 
 class EchoFirst(Backend):

