@@ -36,9 +36,10 @@ import itertools
 import os
 from pathlib import Path
 
+from .errors import MoralkitError
 from .paths import figures_dir, project_root, tables_dir
 
-__all__ = ["LONG_TABLE_ROWS", "Saved", "download_link", "format_interval", "relative_path", "save", "save_figure",
+__all__ = ["LONG_TABLE_ROWS", "Saved", "download_link", "format_interval", "relative_path", "save",
            "show", "show_head", "table_html"]
 
 #: tables with more rows than this are shown in a box of fixed height that scrolls
@@ -148,7 +149,7 @@ def _as_table(obj):
 
 def _check_stem(stem: str) -> str:
     if not isinstance(stem, str) or not stem or os.sep in stem or "/" in stem or stem.startswith("."):
-        raise ValueError(f"stem must be a file name without folder or extension, like '04_fig3_similarity'; "
+        raise MoralkitError(f"stem must be a file name without folder or extension, like '04_fig3_similarity'; "
                          f"got {stem!r}")
     return stem
 
@@ -206,13 +207,6 @@ def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
         return Saved([p])
     raise TypeError(f"save() takes a matplotlib Figure or a pandas DataFrame/Series, got {type(obj).__name__}; "
                     "for a list of axes pass axes[0].figure")
-
-
-def save_figure(fig, stem: str, directory=None) -> Saved:
-    """:func:`save` for a figure (the name the analysis modules re-export)."""
-    if not _is_figure(fig):
-        raise TypeError(f"save_figure() takes a matplotlib Figure, got {type(fig).__name__}")
-    return save(fig, stem, directory)
 
 
 def table_html(df, *, caption: str | None = None, name: str | None = None, max_height: str = "28em",
@@ -318,7 +312,7 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
     if view is not None:
         full, df = (df if full is None else full), view(df)
     if full is not None and stem is None:
-        raise ValueError("show(view, full=table) needs the stem to save the full table under")
+        raise MoralkitError("show(view, full=table) needs the stem to save the full table under")
     if stem is not None:
         save(df if full is None else full, stem, directory, index=index)
     display(HTML(table_html(df, caption=caption, name=stem, float_format=float_format, fit=fit)))

@@ -14,7 +14,7 @@ from moralkit import figures
 from moralkit.paths import project_root
 
 
-def test_save_figure_writes_png_and_svg_and_prints_relative_paths(tmp_path, monkeypatch):
+def test_save_writes_png_and_svg_and_prints_relative_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("MORALKIT_FIGURES_DIR", str(project_root() / "figures" / "_test_tmp"))
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
@@ -46,8 +46,6 @@ def test_save_rejects_other_objects_and_bad_stems(tmp_path):
         figures.save([1, 2], "02_x", tmp_path)
     with pytest.raises(ValueError, match="stem must be a file name"):
         figures.save(pd.DataFrame({"a": [1]}), "sub/02_x", tmp_path)
-    with pytest.raises(TypeError, match="Figure"):
-        figures.save_figure(pd.DataFrame({"a": [1]}), "02_x", tmp_path)
 
 
 def test_relative_path_hides_machine_paths():

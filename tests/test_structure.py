@@ -157,7 +157,7 @@ ALLOWED_LAYERS = {
     "moralchoice": {"errors", "figures", "paths", "atomicfile", "respondents", "checks", "runs"},
     "studies": {"errors", "figures", "paths", "atomicfile", "respondents", "checks", "runs", "psm", "moralchoice"},
     "collect": {"errors", "figures", "paths", "atomicfile", "respondents", "checks", "runs", "psm", "moralchoice"},
-    "figures": {"paths"},
+    "figures": {"paths", "errors"},
     "errors": set(),
     "paths": {"errors", "checks"},
     "checks": {"errors"},  # the argument checks (check_int, check_choice, as_generator): a leaf

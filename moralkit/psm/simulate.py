@@ -205,7 +205,7 @@ def logit_choices(utilities, noise: float, seed=None, size: int | None = None) -
     """
     u = np.asarray(utilities, dtype=float)
     if u.ndim != 2 or u.shape[1] < 1:
-        raise ValueError(f"utilities must have shape (T, n_options), got {u.shape}")
+        raise MoralkitError(f"utilities must have shape (T, n_options), got {u.shape}")
     noise = _check_noise(noise)
     if noise == 0:
         best = np.argmax(u, axis=1).astype(np.int64)

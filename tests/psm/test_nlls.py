@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from moralkit import figures
 from moralkit.psm import nlls
 from moralkit.psm.design import BUDGET, CORNERS, PRICES, make_design
 from moralkit.psm.nlls import fit as nlls_fit
@@ -498,7 +499,7 @@ def test_figures(fits, tmp_path):
     _, ax_given = plt.subplots()
     assert nlls.plot_q0_minus_b(fits, interval="se", ax=ax_given) is ax_given  # a single panel draws on ax
     assert len(ax_given.patches) == 5 * len(fits)
-    paths = nlls.save_figure(fig2, "03_test", directory=tmp_path)
+    paths = figures.save(fig2, "03_test", directory=tmp_path)
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in paths)
     plt.close("all")
     with warnings.catch_warnings():

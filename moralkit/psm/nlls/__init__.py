@@ -93,7 +93,6 @@ Modules
 - :mod:`moralkit.psm.nlls.report`: Table 2, :func:`compare_forms`, Figures 1-2.
 """
 
-from ...figures import save_figure
 from .fit import ETA_BOUND, MIN_ROUNDS, fit_answers, fit_models, fit_utility, refit_rounds
 from .model import FORMS, predict_answers
 from .report import compare_forms, plot_parameters, plot_q0_minus_b, published_fits, table2, table2_view
@@ -115,5 +114,4 @@ __all__ = [
     "plot_parameters",
     "plot_q0_minus_b",
     "published_fits",
-    "save_figure",
 ]
