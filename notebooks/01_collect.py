@@ -239,7 +239,7 @@ if psm_runs:
     show(summary.psm_quality_table(psm_runs), "01_psm_quality", fit=True,
          caption="PSM runs: rounds and attempts (one column per run; its id in the CSV and the tables above)",
          view=lambda d: respondents.shorten(d).round({"s_per_request": 1}).drop(columns="run").set_index(
-             "model").rename(columns=lambda c: c.replace("_", " ")).T)
+             "model").rename(columns=lambda c: c.replace("_", " ")).T.rename(columns=lambda c: c.replace("+", "+\u200b")))
     show(respondents.shorten(summary.status_table(psm_runs)).rename(columns=lambda c: c.replace("_", " ")),
          caption="Parse status of every request", fit=True)
 else:

@@ -452,13 +452,14 @@ if exact:
     if rows:
         agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
         view = pd.concat({k: comparison.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
-        show(view.rename(index=short, level="model").replace(", ", ",\u00a0", regex=True).rename(columns={
-                 "n_scenarios": "scen.", "samples_per_form": "samples per form", "r_p": "r(p)",
-                 "mad_p": "mean |Δp|", "rho_qfc": "ρ(QF-C)", "rho_qfe": "ρ(QF-E)",
-                 "qfe: exact / sampled (expected)": "QF-E: exact / sampled (expected)",
-                 "qfc: exact / sampled (expected)": "QF-C: exact / sampled (expected)", "brier_z": "Brier z"}),
+        show(view.rename(index=short, level="model").drop(columns="samples_per_form").replace(
+                 ", ", ",\u00a0", regex=True).rename(columns={
+                 "n_scenarios": "scen.", "r_p": "r(p)", "mad_p": "mean |Δp|", "rho_qfc": "ρ(QF-C)",
+                 "rho_qfe": "ρ(QF-E)", "qfe: exact / sampled (expected)": "QF-E: exact / sampled (exp.)",
+                 "qfc: exact / sampled (expected)": "QF-C: exact / sampled (exp.)", "brier_z": "Brier z"}),
              "05_estimator_agreement", full=agreement, fit=True,
-             caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]")
+             caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]; "
+                     "exp. = expected; samples per form: in the CSV")
     else:
         print("no respondent has both exact likelihoods and sampled answers")
 
