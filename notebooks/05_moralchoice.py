@@ -456,7 +456,8 @@ if exact:
                  ", ", ",\u00a0", regex=True).rename(columns={
                  "n_scenarios": "scen.", "r_p": "r(p)", "mad_p": "mean |Δp|", "rho_qfc": "ρ(QF-C)",
                  "rho_qfe": "ρ(QF-E)", "qfe: exact / sampled (expected)": "QF-E: exact / sampled (exp.)",
-                 "qfc: exact / sampled (expected)": "QF-C: exact / sampled (exp.)", "brier_z": "Brier z"}),
+                 "qfc: exact / sampled (expected)": "QF-C: exact / sampled (exp.)", "covered": "cov\u00adered",
+                 "brier_z": "Brier z"}),
              "05_estimator_agreement", full=agreement, fit=True,
              caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]; "
                      "exp. = expected; samples per form: in the CSV")
