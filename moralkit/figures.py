@@ -48,6 +48,8 @@ _TABLE_IDS = itertools.count(1)
 
 #: text columns with longer values than this wrap (the others stay on one line and the table scrolls)
 LONG_TEXT = 40
+#: with ``fit=True``, the narrowest a column of long text gets (it wraps; the columns after it stay in view)
+FIT_TEXT_MIN = "6em"
 
 
 def format_interval(value, lo, hi, digits: int = 2, signed: bool = False) -> str:
@@ -247,10 +249,15 @@ def table_html(df, *, caption: str | None = None, name: str | None = None, max_h
             # at the page's width a long identifier (a full respondent id) breaks too, rather than push the
             # columns after it out of view
             rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;overflow-wrap:anywhere;"
-                         "min-width:8em}")
+                         f"min-width:{FIT_TEXT_MIN}}}")
         elif text and len(col) and col.astype(str).str.len().max() > LONG_TEXT and col.astype(str).str.contains(" ").any():
             rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal;"
-                         + ("min-width:8em;overflow-wrap:break-word}" if fit else "min-width:22em;max-width:36em}"))
+                         + (f"min-width:{FIT_TEXT_MIN};overflow-wrap:break-word}}" if fit
+                            else "min-width:22em;max-width:36em}"))
+        elif fit and text and len(col) and col.astype(str).str.contains(" ").any():
+            # short text (an interval "0.52 [0.36, 0.74]") may break at its spaces when the columns need the
+            # room; the browser keeps it on one line while the table fits
+            rules.append(f"#{tid} tbody td:nth-child({nidx + j + 1}){{white-space:normal}}")
     long = len(df) > LONG_TABLE_ROWS
     style = "overflow:auto;max-width:100%;" + (f"max-height:{max_height};" if long else "")
     cls = "mk-table-scroll" + (" mk-table-long" if long else "")

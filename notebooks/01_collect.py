@@ -224,14 +224,24 @@ else:
 all_runs = summary.find_runs(DATA / "raw")
 if all_runs:
     runs = summary.runs_table(all_runs)
-    show(runs.drop(columns="command"), "01_runs", full=runs, caption="Runs in data/raw")
-    show(runs[["run", "command"]], caption="The command that resumes each run")
+    run_view = respondents.shorten(runs).set_index("run").rename(columns=lambda c: c.replace("_", " ")).rename(
+        columns={"temperature": "temper\u00adature"})
+    show(run_view[["survey", "model", "licence", "temper\u00adature", "seed", "design seed", "ambiguity"]], "01_runs",
+         full=runs, fit=True, caption="Runs in data/raw: what each run is (short labels: see the table of "
+                                      "respondents above; all columns in the CSV)")
+    show(run_view[["completed", "requests", "input tokens", "output tokens", "cost usd", "collected"]], fit=True,
+         caption="Runs in data/raw: what each run collected")
+    show(runs[["run", "command"]], fit=True, caption="The command that resumes each run")
 
 # %%
 psm_runs = summary.find_runs(DATA / "raw", survey="psm")
 if psm_runs:
-    show(summary.psm_quality_table(psm_runs), "01_psm_quality", caption="PSM runs: rounds and attempts")
-    show(summary.status_table(psm_runs), caption="Parse status of every request")
+    show(summary.psm_quality_table(psm_runs), "01_psm_quality", fit=True,
+         caption="PSM runs: rounds and attempts (one column per run; its id in the CSV and the tables above)",
+         view=lambda d: respondents.shorten(d).round({"s_per_request": 1}).drop(columns="run").set_index(
+             "model").rename(columns=lambda c: c.replace("_", " ")).T.rename(columns=lambda c: c.replace("+", "+\u200b")))
+    show(respondents.shorten(summary.status_table(psm_runs)).rename(columns=lambda c: c.replace("_", " ")),
+         caption="Parse status of every request", fit=True)
 else:
     print("no PSM runs in", relative_path(DATA / "raw"))
 
@@ -274,6 +284,7 @@ print("[system]\n" + h + "\n[user]\n" + qtext)
 # %%
 mc_runs = summary.find_runs(DATA / "raw", survey="moralchoice")
 if mc_runs:
-    show(summary.moralchoice_quality_table(mc_runs), "01_moralchoice_quality")
+    show(summary.moralchoice_quality_table(mc_runs), "01_moralchoice_quality", fit=True,
+         view=lambda d: respondents.shorten(d).rename(columns=lambda c: c.replace("_", " ")))
 else:
     print("no MoralChoice runs in", relative_path(DATA / "raw"))

@@ -136,7 +136,7 @@ if ready:
     for level, s in ((0.01, "***"), (0.05, "**"), (0.10, "*")):
         print(f"reject H0 at {level:.0%}: {int((tab['alpha'] <= level).sum())} of {len(tab)} models")
     display_cols = ["provider", "model", "label", "ccei_exact", "alpha", "n_obs"]
-    show(tab[display_cols].rename(columns=table1_headers), "02_table1", full=tab,
+    show(tab[display_cols].rename(columns=table1_headers), "02_table1", full=tab, fit=True,
          caption="This run: Table 1 (standard CCEI; stars: *** α ≤ 1 %, ** ≤ 5 %, * ≤ 10 %)")
 
 # %% [markdown]

@@ -145,7 +145,10 @@ if ready:
                            n_boot=n_boot, n_jobs=n_jobs, errors="warn")
     conv = pd.DataFrame([f.convergence() for f in fits.values()]).set_index("model")
     show(conv[["form", "converged", "regular", "status", "ssr", "rmse", "optimality", "n_starts", "n_agree",
-               "n_obs", "n_excluded", "n_boot", "n_boot_failed"]], caption="Convergence of every fit")
+               "n_obs", "n_excluded", "n_boot", "n_boot_failed"]].round(4).rename(
+        index=short_label, columns=lambda c: c.replace("_", " ")).T,
+         fit=True, caption="Convergence of every fit, one column per model (short labels: see the legend below "
+                           "Table 2)")
     not_conv = conv.index[~conv["converged"]].tolist()
     if not_conv:
         print("NOT converged (read with care):", not_conv)

@@ -286,7 +286,8 @@ fig4_metrics = levels.stack({a: mc.scenario_metrics(r) for a, r in at_paper_m.it
 fig4_summaries = {a: mc.model_summary(m) for a, m in fig4_metrics.items()}
 if fig4_summaries:
     fig4_points = pd.concat(fig4_summaries, names=["set", "model"])
-    show(fig4_points.drop(columns=["forms"]).rename(index=short, level="model"), "05_fig4_points", full=fig4_points,
+    show(fig4_points.drop(columns=["forms"]).rename(index=short, level="model").rename(columns=SHORT_COLUMNS),
+         "05_fig4_points", full=fig4_points, fit=True,
          float_format="{:.3f}".format, caption="The points of Figure 4 (sampled at the paper's M, or exact)")
 fig = plots.plot_consistency_certainty({"low": fig4_summaries.get("low"), "high": fig4_summaries.get("high")})
 save(fig, "05_fig4_consistency_certainty")
@@ -413,8 +414,11 @@ else:
 pairs = mc.pairwise_strong_agreement(fig3_metrics["high"]) if "high" in fig3_metrics else None
 if pairs is not None:
     for kind in ("agree", "disagree"):
-        show(pairs[kind].rename(index=short, columns=short), f"05_pairwise_strong_{kind}ment", full=pairs[kind], fit=True,
-             caption=f"Pairwise strong {kind}ment (every model; counts of high-ambiguity scenarios)")
+        show(pairs[kind], f"05_pairwise_strong_{kind}ment", fit=True,
+             view=lambda d: d.rename(columns={m: str(k) for k, m in enumerate(d.index, 1)}).set_axis(
+                 [f"{k} {short(m)}" for k, m in enumerate(d.index, 1)], axis=0),
+             caption=f"Pairwise strong {kind}ment (every model; counts of high-ambiguity scenarios; "
+                     "column k is the model of row k)")
     legend(pairs["agree"].index)
 
 # %% [markdown]
@@ -448,8 +452,15 @@ if exact:
     if rows:
         agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
         view = pd.concat({k: comparison.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
-        show(view.rename(index=short, level="model"), "05_estimator_agreement", full=agreement,
-             caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]")
+        show(view.rename(index=short, level="model").drop(columns="samples_per_form").replace(
+                 ", ", ",\u00a0", regex=True).rename(columns={
+                 "n_scenarios": "scen.", "r_p": "r(p)", "mad_p": "mean |Δp|", "rho_qfc": "ρ(QF-C)",
+                 "rho_qfe": "ρ(QF-E)", "qfe: exact / sampled (expected)": "QF-E: exact / sampled (exp.)",
+                 "qfc: exact / sampled (expected)": "QF-C: exact / sampled (exp.)", "covered": "cov\u00adered",
+                 "brier_z": "Brier z"}),
+             "05_estimator_agreement", full=agreement, fit=True,
+             caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]; "
+                     "exp. = expected; samples per form: in the CSV")
     else:
         print("no respondent has both exact likelihoods and sampled answers")
 
@@ -501,7 +512,8 @@ prefs, order = beside.printed_preferences(printed, printed_metrics)
 # %%
 beside_view = beside.preference_view(prefs, short).fillna("–").rename(
     index=lambda v: {"not recoverable": "?"}.get(v, v.removeprefix("Table ")))
-show(beside_view, "05_paper_scenarios_beside", full=prefs, fit=True,
+show(beside_view.rename(columns=lambda c: c.replace("+", "+\u200b")).rename_axis(index={"scenario_id": "scenario"}),
+     "05_paper_scenarios_beside", full=prefs, fit=True,
      caption="Each respondent's marginal likelihood of the paper's ✓ action (Table 19, whose ✓ is not "
              "recoverable (?): of action 1); "
              "* = strong (≥ 0.75 on one action); – = not in its data (the frontier models answered high "

@@ -97,7 +97,9 @@ support = pd.DataFrame({
     "fractions_m<=30": [", ".join(f"{f.numerator}/{f.denominator}" for f in cv.matching_fractions(v)) for v in vals],
     **{c.name: cv.in_support(vals, c) for c in CONVENTIONS},
 })
-show(support, "06_printed_values_support")
+show(support, "06_printed_values_support", fit=True,
+     view=lambda d: d.set_index("printed").rename(columns={"fractions_m<=30": "fractions k/m, m ≤ 30"}).rename(
+         columns=lambda c: c.replace("/", "/\u200b").replace("_", "_\u200b")))
 
 # %% [markdown]
 # The supports of `x/e` and `x/1-e` are mirror images (a/b ↔ (b−a)/b), so the printed values alone
@@ -113,9 +115,11 @@ null, predicted = audit.convention_audit(t1, n_datasets=n_convention_null, seed=
 envelope = audit.alpha_envelope(t1, n_datasets=n_envelope, seed=seed, n_jobs=n_jobs,
                                 q0s=None if not quick else [(0, 0, 0, 0, 0), (5, 5, 5, 5, 5), (2, 2, 2, 2, 2)])
 summary = audit.convention_summary(predicted, null, envelope)
-show(summary, "06_convention_summary")
+show(summary, "06_convention_summary", fit=True, float_format="{:.3f}".format,
+     view=lambda d: d.rename(columns=lambda c: c.replace("_", " ")))
 show(predicted.merge(envelope[["model", "convention", "alpha_min", "alpha_max"]], on=["model", "convention"]),
-     "06_convention_predicted_alpha", caption="Predicted alpha per published model and convention")
+     "06_convention_predicted_alpha", caption="Predicted alpha per published model and convention", fit=True,
+     float_format="{:.3f}".format, view=lambda d: d.rename(columns=lambda c: c.replace("_", " ")))
 
 # %% [markdown]
 # How each convention treats simulated utility maximisers (best of the 100 options, and best of the

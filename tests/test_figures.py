@@ -84,6 +84,18 @@ def test_table_html_keeps_cells_on_one_line_and_wraps_long_text():
     assert figures.table_html(df) != html  # every table gets its own id on a page
 
 
+def test_fit_lets_short_text_break_at_its_spaces_and_caps_long_text_columns():
+    """At the page's width (fit) an interval cell may wrap, so that six of them side by side stay in view."""
+    df = pd.DataFrame({"model": ["m1"], "r_p": ["0.52 [0.36,\u00a00.74]"], "id": ["x_1"],
+                       "context": ["a long scenario " * 5]}).set_index("model")
+    fit, wide = figures.table_html(df, fit=True), figures.table_html(df)
+    tid = fit.split('id="', 1)[1].split('"', 1)[0]
+    assert f"#{tid} tbody td:nth-child(2){{white-space:normal}}" in fit  # the interval may wrap
+    assert "td:nth-child(3)" not in fit  # an identifier without spaces stays on its line
+    assert f"#{tid} tbody td:nth-child(4){{white-space:normal;overflow-wrap:anywhere;min-width:6em}}" in fit
+    assert "td:nth-child(2)" not in wide  # without fit the table scrolls and the interval keeps its line
+
+
 def test_show_a_view_and_save_the_full_table(tmp_path, monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
