@@ -1,7 +1,7 @@
 """Cost accounting and sweeps, measured (issue 26 items 3-4, issue 27 item 5).
 
 ``python benchmarks/bench_cost.py sweep [--kills 10] [--scenarios 50] [--seed 0]``
-    A sweep of 3 models on 3 fake providers (:class:`moralkit.collect.faultserver.FaultServer` test
+    A sweep of 3 models on 3 fake providers (:class:`moralkit.testing.faultserver.FaultServer` test
     doubles, 10 % of requests answered 429/500; their answers are hashes, never data): PSM 161 prompts
     + MoralChoice ``--scenarios`` low (M = 5) and high (M = 10) scenarios each. Each server bills the
     prompt tokens a real server would count, with a real tokenizer:

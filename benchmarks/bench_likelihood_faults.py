@@ -1,6 +1,6 @@
 """Issue 31's acceptance figures for `likelihood` on the shared runner, and secrets across collectors.
 
-Measures, against the fault-injecting test double (:class:`moralkit.collect.faultserver.FaultServer`,
+Measures, against the fault-injecting test double (:class:`moralkit.testing.faultserver.FaultServer`,
 never data), with the real command line (``python -m moralkit likelihood``, 3 low-ambiguity scenarios,
 all three question types: 150 requests):
 

@@ -211,7 +211,7 @@ def option_expenditures(dataset, coordinates: str = "corner") -> np.ndarray:
     ``V[r, k, j]`` is the cost of option ``j`` of round ``k`` at round ``r``'s
     prices, so the expenditure matrix of a choice vector ``c`` (0-based) is
     ``E[r, k] = V[r, k, c[k]]`` (with the diagonal set to 12 for
-    ``"origin_budget"``). ``"corner"`` is :func:`moralkit.rp.option_expenditures`.
+    ``"origin_budget"``). ``"corner"`` is :func:`moralkit.psm.rp.option_expenditures`.
 
     Returns
     -------
