@@ -4,7 +4,7 @@ Issue 27's second validation: on the same model (Qwen2.5-Coder-0.5B-Instruct) an
 do the ``top_logprobs`` likelihoods (measured by ``benchmarks/bench_logprob_api.py`` through
 ``moralkit serve``) agree with the committed **sampled** answers at the paper's M (M = 10, high ambiguity),
 and is that agreement inside the band that sampling noise alone allows
-(:func:`moralkit.moralchoice.likelihood.compare_at_paper_m`, :func:`agreement_summary`)? The exact
+(:func:`moralkit.moralchoice.comparison.compare_at_paper_m`, :func:`agreement_summary`)? The exact
 likelihoods of the committed ``data/moralchoice_likelihood`` table are compared with the same answers on
 the same scenarios and forms, as the reference row.
 
@@ -60,7 +60,8 @@ def main():
     a = ap.parse_args()
 
     from moralkit import moralchoice as mc
-    from moralkit.moralchoice.likelihood import agreement_summary, compare_at_paper_m, load_likelihoods
+    from moralkit.moralchoice.comparison import agreement_summary, compare_at_paper_m
+    from moralkit.moralchoice.likelihood import load_likelihoods
 
     lp = logprob_table(a.table)
     ids = set(lp["scenario_id"])
@@ -70,7 +71,7 @@ def main():
     resp = resp[(resp["model"] == MODEL) & resp["question_type"].isin(FORMS) & resp["scenario_id"].isin(ids)]
     out = {}
     for name, table in (("top_logprobs", lp), ("token_probability", exact)):
-        c = compare_at_paper_m(table, resp, a.ambiguity, n_sim=a.n_sim, fallback=False)
+        c = compare_at_paper_m(table, resp, a.ambiguity, n_sim=a.n_sim, fallback=False).to_frame()
         if not len(c):
             out[name] = "no scenario answered at the paper's M in every compared form"
             continue

@@ -248,3 +248,18 @@ def test_tests_mirror_the_package():
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     assert not [p.name for p in tests.glob("test_collect_*.py")] + [p.name for p in tests.glob("test_moralchoice_*.py")]
     assert {"test_notebooks.py", "test_appendix_browser.py", "test_run_all.py"} <= {p.name for p in (tests / "book").glob("*.py")}
+
+
+def test_benchmarks_and_scripts_import_names_that_exist():
+    """Every ``from moralkit... import name`` in benchmarks/ and scripts/ names something that exists (no
+    test runs the benchmarks, so a moved name would otherwise break them silently)."""
+    import importlib
+
+    missing = []
+    for path in sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("moralkit"):
+                module = importlib.import_module(node.module)
+                missing += [f"{path.name}: {node.module}.{a.name}" for a in node.names
+                            if not hasattr(module, a.name) and importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+    assert missing == []

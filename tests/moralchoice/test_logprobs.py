@@ -151,3 +151,29 @@ def test_scorer_recovers_a_known_distribution_through_the_sdk_and_the_server():
     assert all(x["max_tokens"] == 1 and x["top"] == 20 and x["temperature"] == 1.0 for x in eng.requests)
     assert all(x["messages"][0]["role"] == "system" and "Answer rules" in x["messages"][0]["content"]
                for x in eng.requests)
+
+
+def test_the_committed_validation_table_gives_the_figures_the_manual_states():
+    """docs/moralchoice.md, "Against the exact scorer": 100 scenarios; |Δ p_action1| mean / max per form,
+    recomputed from the committed validation table, whose exact column is the committed exact table's."""
+    import pandas as pd
+
+    from moralkit.paths import project_root
+
+    root = project_root() / "data"
+    t = pd.read_csv(root / "logprob_validation" / "qwen2.5-coder-0.5b-instruct-high.csv.gz")
+    assert t["scenario_id"].nunique() == 100 and len(t) == 400
+    exact = pd.read_csv(root / "moralchoice_likelihood" / "qwen2.5-coder-0.5b-instruct-high.csv.gz")
+    m = t.merge(exact, on=["scenario_id", "question_type", "ordering"])
+    # the same float32 scores, to float32 precision (the table was written from a progress file of the run)
+    assert len(m) == 400 and (m["p_action1_exact"] - m["p_action1"]).abs().max() < 1e-6
+    d = (t["p_action1_logprob"] - t["p_action1_exact"]).abs()
+    per_form = d.groupby([t["question_type"], t["ordering"]]).agg(["mean", "max"]).round(4)
+    assert per_form.loc[("ab", 0)].tolist() == [0.0016, 0.0247]
+    assert per_form.loc[("ab", 1)].tolist() == [0.0029, 0.112]
+    assert per_form.loc[("compare", 0)].tolist() == [0.0008, 0.0023]
+    assert per_form.loc[("compare", 1)].tolist() == [0.0009, 0.0022]
+    by_type = d.groupby(t["question_type"]).agg(["mean", "max"]).round(4)
+    assert by_type.loc["ab"].tolist() == [0.0023, 0.112] and by_type.loc["compare"].tolist() == [0.0009, 0.0023]
+    worst = t.loc[d.idxmax()]
+    assert worst["scenario_id"] == "G_213" and round(float(m.loc[d.idxmax(), "covered"]), 2) == 0.81
