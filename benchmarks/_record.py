@@ -27,3 +27,21 @@ def emit(bench: str, key: str, load_start: list[float], **values) -> dict:
            "python": platform.python_version()}
     print(PREFIX + json.dumps(rec), flush=True)
     return rec
+
+
+def start_serve(model: str, *args: str):
+    """Start ``python -m moralkit serve --model MODEL --port 0 ARGS`` on this checkout; returns (process,
+    base URL) once it prints its address (the benchmarks that query a local model through the SDK)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(root))
+    p = subprocess.Popen([sys.executable, "-m", "moralkit", "serve", "--model", model, "--port", "0", *args],
+                         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    for line in p.stdout:
+        if line.startswith("serving "):
+            return p, line.split(" on ")[1].split(" ")[0]
+    p.wait()
+    raise SystemExit(f"the server did not start (exit {p.returncode})")

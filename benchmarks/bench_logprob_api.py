@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,20 +33,11 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _record import start_serve  # noqa: E402
 
 MODEL = "qwen2.5-coder-0.5b-instruct"
-
-
-def start_server(model, dtype):
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "moralkit", "serve", "--model", model, "--dtype", dtype, "--port", "0",
-                          "--request-timeout", "3600", "--queue-timeout", "3600"],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    for line in p.stdout:
-        if line.startswith("serving "):
-            return p, line.split(" on ")[1].split(" ")[0]
-    p.wait()
-    raise SystemExit(f"the server did not start (exit {p.returncode})")
 
 
 def main():
@@ -80,7 +70,7 @@ def main():
 
     todo = 0 if a.report_only else len(chosen) * len(LOGPROB_FORMS) - len(done)
     t0 = time.time()
-    srv, url = start_server(MODEL, a.dtype) if todo else (None, None)
+    srv, url = start_serve(MODEL, "--dtype", a.dtype, "--request-timeout", "3600", "--queue-timeout", "3600") if todo else (None, None)
     load_s = time.time() - t0
     n_req, api_s = 0, 0.0
     try:

@@ -24,7 +24,6 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -32,17 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-
-def start_server(model, extra=()):
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "moralkit", "serve", "--model", model, "--port", "0", *extra],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    for line in p.stdout:
-        if line.startswith("serving "):
-            return p, line.split(" on ")[1].split(" ")[0]
-    p.wait()
-    raise SystemExit(f"the server did not start (exit {p.returncode})")
+from _record import start_serve  # noqa: E402
 
 
 def main():
@@ -62,7 +53,7 @@ def main():
     big_prompt = [{"role": "user", "content": ("The quick brown fox jumps over the lazy dog. " * 2400)[:100 * 1024]}]
     capped_prompt = [{"role": "user", "content": "Continue this list without stopping: " + "one two three four " * 950}]
 
-    srv, url = start_server(a.model)
+    srv, url = start_serve(a.model)
     client = openai.OpenAI(base_url=url, api_key="sk-local", max_retries=0, timeout=1800)
 
     def timed(body, c=client):
