@@ -142,6 +142,30 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
 
 
+def kill_when(cmd, ready, rng, env, t_max=60.0) -> bool:
+    """Start ``python -m moralkit CMD`` (with ``env``); when ``ready()`` turns true (polled every ms), wait a
+    random 0-30 ms and SIGKILL it. Returns True if it was killed, False if it had already exited. The SIGKILL
+    suites of collection, likelihoods and export share it."""
+    import signal
+
+    p = subprocess.Popen([sys.executable, "-m", "moralkit", *map(str, cmd)], cwd=ROOT, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    try:
+        while p.poll() is None and time.time() - t0 < t_max and not ready():
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0, 0.03))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait(30)
+            return True
+        return False
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(30)
+
+
 def _once(tmp_path_factory, name: str, build):
     """``build()`` once per test session, also across pytest-xdist workers.
 

@@ -12,7 +12,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import kill_when
 
 from moralkit.collect.backends import Completion, MalformedResponse, OpenAIBackend, Request, completion_from_json
 from moralkit.collect.psm import psm_dataset, run_psm
@@ -32,6 +32,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-fault-server-key-0000"  # the fault server echoes it in its 400 and 500 errors
 ENV = dict(os.environ, FAULT_KEY=KEY, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 
+
+
+def _kill(cmd, ready, rng):
+    return kill_when(cmd, ready, rng, ENV)
 
 def _backend(srv, **kw):
     os.environ["FAULT_KEY"] = KEY
@@ -347,27 +351,6 @@ def _lines(p):
     return p.read_bytes().split(b"\n")[:-1] if p.exists() else []
 
 
-def _kill_when(cmd, ready, rng, t_max=60.0):
-    """Start ``cmd``; when ``ready()`` turns true (polled every ms), wait a random 0-30 ms and SIGKILL it.
-    Returns True if it was killed, False if it had already exited."""
-    p = subprocess.Popen([sys.executable, "-m", "moralkit", *map(str, cmd)], cwd=ROOT, env=ENV,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    t0 = time.time()
-    try:
-        while p.poll() is None and time.time() - t0 < t_max and not ready():
-            time.sleep(0.001)
-        time.sleep(rng.uniform(0, 0.03))
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            p.wait(30)
-            return True
-        return False
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(30)
-
-
 def test_sigkill_during_collection_loses_duplicates_and_discards_nothing(tmp_path):
     rng = random.Random(2026)
     out = tmp_path / "run"
@@ -376,7 +359,7 @@ def test_sigkill_during_collection_loses_duplicates_and_discards_nothing(tmp_pat
         seen: list[bytes] = []
         for k in range(6):  # bounded: 6 kills, each at a random number of stored lines
             target = len(seen) + rng.randint(1, 8)
-            killed = _kill_when(_collect_args(srv, out, "--limit", "30"),
+            killed = _kill(_collect_args(srv, out, "--limit", "30"),
                                 lambda: len(_lines(out / "records.jsonl")) >= target, rng)
             kills += killed
             now = _lines(out / "records.jsonl")
@@ -444,7 +427,7 @@ def test_sigkill_during_anthropic_collection_loses_and_duplicates_nothing(tmp_pa
         seen: list[bytes] = []
         for k in range(6):  # bounded: 6 kills, each at a random number of stored lines
             target = len(seen) + rng.randint(1, 8)
-            kills += _kill_when(_anthropic_args(srv, out, "--limit", "30"),
+            kills += _kill(_anthropic_args(srv, out, "--limit", "30"),
                                 lambda: len(_lines(out / "records.jsonl")) >= target, rng)
             now = _lines(out / "records.jsonl")
             assert now[:len(seen)] == seen  # no stored record lost or changed
@@ -483,7 +466,7 @@ def test_sigkill_during_export_keeps_the_old_file(tmp_path):
     kills = 0
     for k in range(4):
         # kill while the temporary file exists (plus 0-30 ms): before or after the rename, never half
-        kills += _kill_when(["export", run, "--out", exp], lambda: any(tmp_path.glob(".mc.csv.gz.tmp*/mc.csv.gz")),
+        kills += _kill(["export", run, "--out", exp], lambda: any(tmp_path.glob(".mc.csv.gz.tmp*/mc.csv.gz")),
                             rng)
         assert exp.read_bytes() == good  # never truncated, never half-written
     assert kills >= 2
@@ -510,7 +493,7 @@ def test_sigkill_during_unpacking_loses_nothing(tmp_path):
             shutil.copy(src / f, fresh / f)
         gz = (fresh / "records.jsonl.gz").read_bytes()
         with FaultServer(rate=0.0) as srv:
-            kills += _kill_when(_collect_args(srv, fresh, "--limit", "5"),
+            kills += _kill(_collect_args(srv, fresh, "--limit", "5"),
                                 lambda: any(fresh.glob(".records.jsonl.tmp*/records.jsonl")), rng)
             assert (fresh / "records.jsonl.gz").read_bytes() == gz  # the committed copy is untouched
             jl = fresh / "records.jsonl"

@@ -17,14 +17,13 @@ import gzip
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import kill_when
 
 from moralkit.collect.backends import Completion, OpenAIBackend, Sampling, _short
 from moralkit.collect.runner import CollectionIncompleteError, CollectionRefusedError, Task, run_tasks
@@ -42,6 +41,10 @@ needs_mc = pytest.mark.skipif(not SHARED.exists(), reason="MoralChoice survey fi
 FORBIDDEN = [KEY.encode(), base64.b64encode(KEY.encode()), base64.b64encode(f"user:{KEY}".encode())[:-4]] + \
     [f.encode() for f in encoded_forms(KEY)]
 
+
+
+def _kill(cmd, ready, rng):
+    return kill_when(cmd, ready, rng, ENV, t_max=120.0)
 
 def _secret_bytes(*paths, texts=()) -> int:
     """Bytes matching the key or one of its base64 forms in every file under ``paths`` (gz files
@@ -187,25 +190,6 @@ def test_a_parser_that_says_the_server_cannot_do_it_stops_the_session(tmp_path):
 
 
 # ------------------------------------------------------------------ SIGKILL during likelihood collection
-def _kill_when(cmd, ready, rng, t_max=120.0):
-    p = subprocess.Popen([sys.executable, "-m", "moralkit", *map(str, cmd)], cwd=ROOT, env=ENV,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t0 = time.time()
-    try:
-        while p.poll() is None and time.time() - t0 < t_max and not ready():
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0, 0.03))
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            p.wait(30)
-            return True
-        return False
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(30)
-
-
 def _lines(p):
     return p.read_bytes().split(b"\n")[:-1] if p.exists() else []
 
@@ -222,7 +206,7 @@ def likelihood_kill_run(tmp_path, kills, seed=2026, rate=0.3, max_seconds=1800.0
         seen: list[bytes] = []
         for _ in range(kills):
             target = len(seen) + rng.randint(1, 12)
-            hit += _kill_when(_lk_args(srv.url, out, *extra), lambda: len(_lines(out / "records.jsonl")) >= target,
+            hit += _kill(_lk_args(srv.url, out, *extra), lambda: len(_lines(out / "records.jsonl")) >= target,
                               rng)
             now = _lines(out / "records.jsonl")
             lost += sum(1 for a, b in zip(seen, now) if a != b) + max(0, len(seen) - len(now))
