@@ -225,6 +225,13 @@ class FakeBatchServer(LoopbackServer):
             return h._json(404, {"error": {"message": f"no route {method} {path}"}})
         except KeyError as e:
             return h._json(404, {"error": {"type": "not_found_error", "message": f"not found: {e}"}})
+        except (ValueError, TypeError, AttributeError) as e:
+            # a malformed or truncated body (e.g. from a client killed mid-request): the providers answer
+            # 400 invalid_request_error, Anthropic inside a {"type": "error"} envelope
+            err = {"type": "invalid_request_error", "message": f"could not parse the request body: {e}"}
+            if parts[1:3] == ["messages", "batches"]:
+                return h._json(400, {"type": "error", "error": err})
+            return h._json(400, {"error": {**err, "param": None, "code": None}})
 
     @staticmethod
     def _page(objs, q=None):
