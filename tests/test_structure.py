@@ -141,10 +141,11 @@ def test_ruff_reports_nothing():
 
 
 def test_errors_are_value_errors():
-    from moralkit.errors import DataError, IdentificationError, MoralkitError, SolverUnavailableError
+    from moralkit.errors import (DataError, IdentificationError, MoralkitError, MoralkitTypeError,
+                                 SolverUnavailableError)
     from moralkit.moralchoice import MoralChoiceDataError
 
-    for cls in (DataError, SolverUnavailableError, IdentificationError):
+    for cls in (DataError, SolverUnavailableError, IdentificationError, MoralkitTypeError):
         assert issubclass(cls, MoralkitError)
     assert issubclass(MoralkitError, ValueError)
     assert issubclass(MoralChoiceDataError, DataError)
