@@ -55,7 +55,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import moralkit.paths
-from moralkit.collect import localmodels, summary
+from moralkit.collect import localmodels, summary, survey_run, sweep
 from moralkit.errors import DataError
 from moralkit.figures import relative_path, save, show
 from moralkit.psm import design
@@ -173,21 +173,18 @@ show(pd.DataFrame([dict(name=m.name, upstream=m.upstream, licence=m.licence, qua
 # `sweep_file`, every model x survey of the file instead (`moralkit.collect.sweep`).
 
 # %%
-from moralkit.collect import sweep
-from moralkit.collect.survey_run import collect_survey, collection_estimate
-
 if sweep_file is not None:
     show(sweep.status_table(sweep_file), caption=f"Sweep {relative_path(Path(sweep_file))} before this session")
 if collect and sweep_file is not None:
     print(sweep.estimate_sweep(sweep_file))
     show(sweep.run_sweep(sweep_file, progress=True), caption="Sweep status after this session")
 elif collect:
-    lim = (2 if quick else None) if limit is None else limit
-    spec = dict(ambiguity=ambiguity, n_scenarios=n_scenarios, samples=samples, price_in=price_in, price_out=price_out)
-    show(collection_estimate(survey, model, backend, limit=lim, **spec),
+    spec = dict(limit=limit, quick=quick, ambiguity=ambiguity, n_scenarios=n_scenarios, samples=samples,
+                price_in=price_in, price_out=price_out)
+    show(survey_run.collection_estimate(survey, model, backend, **spec),
          caption="Estimated requests, tokens and cost of this collection (all of it), by mode")
-    run = collect_survey(survey, model, backend, seed=seed, limit=lim, base_url=base_url, max_cost=max_cost,
-                         out=out, data=DATA, **spec)
+    run = survey_run.collect_survey(survey, model, backend, seed=seed, base_url=base_url, max_cost=max_cost,
+                                    out=out, data=DATA, **spec)
     print(run.summary(relative_path(run.run_dir)))  # a stop with tasks undone is saved and resumable
 else:
     print("collect = False: using the committed runs below")

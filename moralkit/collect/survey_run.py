@@ -28,7 +28,7 @@ from moralkit.errors import MoralkitError
 
 from . import cost
 
-__all__ = ["SurveyRun", "collection_estimate", "run_dir_name", "collect_survey"]
+__all__ = ["SurveyRun", "collection_estimate", "quick_limit", "run_dir_name", "collect_survey"]
 
 SURVEYS = ("psm", "moralchoice")
 
@@ -46,7 +46,7 @@ def _survey_kwargs(survey: str, limit, ambiguity, n_scenarios, samples) -> dict:
 
 
 def collection_estimate(survey: str, model: str, backend: str = "transformers", *, limit=None,
-                        ambiguity: str = "low", n_scenarios=None, samples=None, price_in=None,
+                        quick: bool = False, ambiguity: str = "low", n_scenarios=None, samples=None, price_in=None,
                         price_out=None) -> pd.DataFrame:
     """Requests, input and output tokens and cost of the whole collection, one row per mode.
 
@@ -60,6 +60,8 @@ def collection_estimate(survey: str, model: str, backend: str = "transformers", 
     limit : int, optional
         PSM: the constrained rounds (None: all 160). Not used for MoralChoice's estimate (its ``limit`` is per
         session, the estimate covers the whole collection).
+    quick : bool
+        With ``limit=None``: a small run, as :func:`collect_survey`'s ``quick``.
     ambiguity, n_scenarios, samples
         MoralChoice: the scenarios and M (None: the paper's, 5 low, 10 high).
     price_in, price_out : float, optional
@@ -71,9 +73,21 @@ def collection_estimate(survey: str, model: str, backend: str = "transformers", 
         :func:`moralkit.collect.cost.estimate_table` of the collection.
     """
     _check_survey(survey)
+    limit = quick_limit(limit, quick)
     parts = cost.survey_parts(survey, cost.counter_for(model, backend),
                               **_survey_kwargs(survey, limit, ambiguity, n_scenarios, samples))
     return cost.estimate_table(parts, cost.price_for(model, price_in=price_in, price_out=price_out), model=model)
+
+
+def quick_limit(limit, quick: bool):
+    """``limit``, or 2 (rounds or scenarios) in quick mode when no limit is given.
+
+    Examples
+    --------
+    >>> quick_limit(None, True), quick_limit(None, False), quick_limit(5, True)
+    (2, None, 5)
+    """
+    return (2 if quick else None) if limit is None else limit
 
 
 def run_dir_name(survey: str, model: str, seed: int = 0, ambiguity: str = "low") -> str:
@@ -135,7 +149,7 @@ def _backend(backend: str, model: str, base_url, api_key_env, max_cost, price_in
 
 
 def collect_survey(survey: str, model: str, backend: str = "transformers", *, seed: int = 0, limit=None,
-                   ambiguity: str = "low", n_scenarios=None, samples=None, base_url=None, api_key_env=None,
+                   quick: bool = False, ambiguity: str = "low", n_scenarios=None, samples=None, base_url=None, api_key_env=None,
                    max_cost=None, price_in=None, price_out=None, out=None, data=None,
                    progress: bool = True) -> SurveyRun:
     """Administer ``survey`` to ``model`` into a run directory (in a shuffled order), resuming it if it exists.
@@ -152,6 +166,8 @@ def collect_survey(survey: str, model: str, backend: str = "transformers", *, se
         Sampling seed (each request's seed derives from it).
     limit : int, optional
         PSM: constrained rounds; MoralChoice: scenarios completed in this session (None: all).
+    quick : bool
+        With ``limit=None``: a small run, 2 constrained rounds (PSM) or 2 scenarios (MoralChoice).
     ambiguity, n_scenarios, samples
         MoralChoice: the scenarios and M.
     base_url, api_key_env : str, optional
@@ -180,6 +196,7 @@ def collect_survey(survey: str, model: str, backend: str = "transformers", *, se
     from .runner import CollectionIncompleteError
 
     _check_survey(survey)
+    limit = quick_limit(limit, quick)
     b = _backend(backend, model, base_url, api_key_env, max_cost, price_in, price_out)
     run_dir = Path(out) if out else Path(data or data_dir()) / "raw" / run_dir_name(survey, b.model, seed, ambiguity)
     kw = _survey_kwargs(survey, limit, ambiguity, n_scenarios, samples)

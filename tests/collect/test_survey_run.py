@@ -25,7 +25,7 @@ def _api(srv):
 
 def test_psm_collection_is_named_like_the_command_line_and_resumes_without_sending(tmp_path):
     with FakeOpenAI() as srv:
-        first = collect_survey("psm", "fake-chat", limit=2, data=tmp_path, **_api(srv))
+        first = collect_survey("psm", "fake-chat", quick=True, data=tmp_path, **_api(srv))
         sent = len(srv.bodies("/chat/completions"))
         again = collect_survey("psm", "fake-chat", limit=2, data=tmp_path, **_api(srv))
         resent = len(srv.bodies("/chat/completions")) - sent
@@ -59,7 +59,7 @@ def test_moralchoice_collection_and_its_estimate(tmp_path):
     est = collection_estimate("moralchoice", "fake-chat", "openai", ambiguity="high", n_scenarios=1, samples=1,
                               price_in=1.0, price_out=4.0)
     assert est.loc[est["mode"] == "online", "requests"].item() == 6
-    psm = collection_estimate("psm", "fake-chat", "openai", limit=2)
+    psm = collection_estimate("psm", "fake-chat", "openai", quick=True)  # quick: 2 constrained rounds
     assert psm.loc[psm["mode"] == "online", "requests"].item() == 3
 
 
