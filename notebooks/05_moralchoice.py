@@ -224,10 +224,7 @@ show(m_per_form.rename(index=short, level="model"), "05_samples_per_form", full=
      caption="Samples per question form (M) of every run")
 at_paper_m = {a: mc.with_samples(responses[a], M) for a, M in mc.PAPER_SAMPLES.items()
               if a in responses and len(responses[a])}
-for a, r in at_paper_m.items():
-    n = r.groupby("model")["scenario_id"].nunique()
-    print(f"{a} ambiguity, sampled at the paper's M = {mc.PAPER_SAMPLES[a]}: "
-          + (", ".join(f"{short(m)} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
+print(*levels.paper_m_lines(at_paper_m, short), sep="\n")
 
 # %% [markdown]
 # ### Definition 1 without sampling: token probabilities
@@ -242,8 +239,8 @@ for a, r in at_paper_m.items():
 # other models.
 
 # %%
-from moralkit.moralchoice import comparison, published
 from moralkit.moralchoice import likelihood as mcl
+from moralkit.moralchoice import published
 
 exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
 exact = {a: x for a, x in exact.items() if len(x)}
@@ -296,10 +293,7 @@ print(*levels.left_out_lines(summaries, fig4_summaries, short), sep="\n")
 
 # %%
 selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
-for a, models in selected.items():
-    print(f"in the grey region of Figure 4, {a} ambiguity: " + (", ".join(
-        short(m) + ("" if m.endswith(respondents.EXACT_SUFFIX) else " (sampled: biased towards certainty)")
-        for m in models) if models else "none"))
+print(*levels.grey_region_lines(selected, short), sep="\n")
 
 # %% [markdown]
 # ## §4.3 — agreement among consistent and certain models (Figure 5)
@@ -379,13 +373,10 @@ if len(fig5_models) >= 2:
     t18 = table18.set_index("scenario_id")
     if len(t18):
         show_head(t18, "05_table18_strong_agreement", n=10, float_format="{:.2f}".format, fit=True,
-                  view=lambda h: h[["preferred", *fig5_models, "context", "action1", "action2"]].rename(
-                      columns=short),
+                  view=lambda h: levels.agreement_table_view(h, fig5_models, short),
                   caption=f"Table 18 ({fig5_title}); columns: marginal likelihood of action 1")
     else:
-        display(Markdown(f"**Table 18 is empty:** on none of the {fig5_metrics['scenario_id'].nunique()} scenarios "
-                         f"do all {len(fig5_models)} models have a marginal likelihood of 0.75 or more on the same "
-                         "action."))
+        display(Markdown(levels.empty_table_note(18, fig5_metrics["scenario_id"].nunique(), len(fig5_models))))
         show(t18, "05_table18_strong_agreement")
 else:
     print(f"Table 18 needs two models of Figure 5; {len(fig5_models)} qualify (see above).")
@@ -398,14 +389,11 @@ if len(fig5_models) >= 3:
                                                     "zeros included)")
     if len(table19):
         show_head(table19.set_index("scenario_id"), "05_table19_strong_disagreement", n=10, fit=True,
-                  view=lambda h: h[["dissenter", "preferred", *fig5_models, "context", "action1", "action2"]].assign(
-                      dissenter=h["dissenter"].map(short)).rename(columns=short),
+                  view=lambda h: levels.agreement_table_view(h, fig5_models, short, dissenter=True),
                   float_format="{:.2f}".format,
                   caption=f"Table 19 ({fig5_title}); preferred: the action of all but the dissenter")
     else:
-        display(Markdown(f"**Table 19 is empty:** in none of the {fig5_metrics['scenario_id'].nunique()} scenarios "
-                         f"do all but one of the {len(fig5_models)} models strongly agree (marginal likelihood "
-                         "≥ 0.75 on one action) while the last strongly prefers the other action."))
+        display(Markdown(levels.empty_table_note(19, fig5_metrics["scenario_id"].nunique(), len(fig5_models))))
         show(table19.set_index("scenario_id"), "05_table19_strong_disagreement")
 else:
     print(f"Table 19 needs three models of Figure 5 (a dissenter and two that agree); {len(fig5_models)} qualify.")
@@ -444,21 +432,9 @@ if "controversial" in summaries:
 
 # %%
 if exact:
-    rows = {}
-    for a in exact:
-        cmp = comparison.compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed).to_frame()
-        for m, c in (cmp.groupby("M", sort=False) if len(cmp) else []):
-            rows[(a, m)] = c.drop(columns="M").reset_index(drop=True)
+    rows, agreement, view = levels.estimator_agreement(exact, responses, seed=seed)
     if rows:
-        agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
-        view = pd.concat({k: comparison.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
-        show(view.rename(index=short, level="model").drop(columns="samples_per_form").replace(
-                 ", ", ",\u00a0", regex=True).rename(columns={
-                 "n_scenarios": "scen.", "r_p": "r(p)", "mad_p": "mean |Δp|", "rho_qfc": "ρ(QF-C)",
-                 "rho_qfe": "ρ(QF-E)", "qfe: exact / sampled (expected)": "QF-E: exact / sampled (exp.)",
-                 "qfc: exact / sampled (expected)": "QF-C: exact / sampled (exp.)", "covered": "cov\u00adered",
-                 "brier_z": "Brier z"}),
-             "05_estimator_agreement", full=agreement, fit=True,
+        show(levels.agreement_view(view, short), "05_estimator_agreement", full=agreement, fit=True,
              caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]; "
                      "exp. = expected; samples per form: in the CSV")
     else:
@@ -569,10 +545,7 @@ show(paper_ref.published_groups().set_index("group"), "05_paper_groups", fit=Tru
 paper = {a: published.load_published(a) for a in ("low", "high")}
 paper = {a: p for a, p in paper.items() if len(p)}
 if not paper:
-    print("The paper's raw response files are not in the cache "
-          f"({relative_path(published.published_cache_dir())}), so Figures 3 and 4 of the 28 models are not redrawn "
-          "here; the printed tables above stand in for them. With the network: "
-          "`from moralkit.moralchoice import published; published.download_published()`.")
+    print(levels.no_published_note(relative_path(published.published_cache_dir())))
 else:
     paper_metrics = {a: mc.scenario_metrics(p) for a, p in paper.items()}
     paper_summaries = {a: mc.model_summary(m) for a, m in paper_metrics.items()}

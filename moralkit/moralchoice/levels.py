@@ -18,7 +18,9 @@ import pandas as pd
 from ..checks import check_int
 
 __all__ = ["QUICK_SCENARIOS", "subsample", "load_levels", "stack", "coverage_table", "left_out_lines",
-           "bias_lines", "figure5_metrics", "selection_lines", "table17_lines"]
+           "bias_lines", "figure5_metrics", "selection_lines", "table17_lines", "paper_m_lines", "grey_region_lines",
+           "estimator_agreement", "AGREEMENT_HEADERS", "agreement_view", "empty_table_note", "agreement_table_view",
+           "no_published_note"]
 
 #: Scenarios per level kept in quick mode.
 QUICK_SCENARIOS = 150
@@ -177,3 +179,123 @@ def table17_lines(summary: pd.DataFrame, pick: dict, table17: pd.DataFrame) -> l
         lines.append("\n**Table 17 has no strong violation:** no consistent and certain model gives the "
                      "rule-violating action 2 a marginal likelihood of 0.75 or more in any low-ambiguity scenario.")
     return lines
+
+
+def paper_m_lines(at_paper_m: dict, short=str) -> list[str]:
+    """One line per level: the respondents sampled at the paper's M, with their numbers of scenarios.
+
+    Parameters
+    ----------
+    at_paper_m : dict {level: DataFrame}
+        Answers kept at the paper's M (:func:`moralkit.moralchoice.with_samples`).
+    """
+    from .data import PAPER_SAMPLES
+
+    lines = []
+    for a, r in at_paper_m.items():
+        n = r.groupby("model")["scenario_id"].nunique()
+        lines.append(f"{a} ambiguity, sampled at the paper's M = {PAPER_SAMPLES[a]}: "
+                     + (", ".join(f"{short(m)} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
+    return lines
+
+
+def grey_region_lines(selected: dict, short=str) -> list[str]:
+    """One line per level: the respondents in the grey region of Figure 4 (consistent and certain); a sampled
+    respondent is marked, since sampling biases QF-E towards certainty.
+
+    Parameters
+    ----------
+    selected : dict {level: list of str}
+        :func:`moralkit.moralchoice.consistent_and_certain` per level.
+    """
+    from ..respondents import EXACT_SUFFIX
+
+    return [f"in the grey region of Figure 4, {a} ambiguity: " + (", ".join(
+        short(m) + ("" if m.endswith(EXACT_SUFFIX) else " (sampled: biased towards certainty)")
+        for m in models) if models else "none") for a, models in selected.items()]
+
+
+def estimator_agreement(exact: dict, responses: dict, *, seed: int = 0):
+    """The exact likelihoods against the sampled answers at the paper's M, every level, split by M.
+
+    Parameters
+    ----------
+    exact, responses : dict {level: DataFrame}
+        Exact likelihoods and sampled answers per level (a level without answers is compared with none).
+    seed : int
+        Seed of the sampling-noise bands (:func:`moralkit.moralchoice.comparison.compare_at_paper_m`).
+
+    Returns
+    -------
+    rows : dict {(level, M): DataFrame}
+        The comparison of each level and M (the input of :func:`bias_lines`).
+    agreement : DataFrame or None
+        All of them, indexed by level and M (None when no respondent has both estimators).
+    summary : DataFrame or None
+        :func:`moralkit.moralchoice.comparison.agreement_summary` of each, indexed by level and M.
+    """
+    from .comparison import agreement_summary, compare_at_paper_m
+
+    rows = {}
+    for a in exact:
+        cmp = compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed).to_frame()
+        for m, c in (cmp.groupby("M", sort=False) if len(cmp) else []):
+            rows[(a, m)] = c.drop(columns="M").reset_index(drop=True)
+    if not rows:
+        return rows, None, None
+    agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
+    summary = pd.concat({k: agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
+    return rows, agreement, summary
+
+
+#: Page headers of :func:`estimator_agreement`'s summary.
+AGREEMENT_HEADERS = {"n_scenarios": "scen.", "r_p": "r(p)", "mad_p": "mean |Δp|", "rho_qfc": "ρ(QF-C)",
+                     "rho_qfe": "ρ(QF-E)", "qfe: exact / sampled (expected)": "QF-E: exact / sampled (exp.)",
+                     "qfc: exact / sampled (expected)": "QF-C: exact / sampled (exp.)", "covered": "cov\u00adered",
+                     "brier_z": "Brier z"}
+
+
+def agreement_view(summary: pd.DataFrame, short=str) -> pd.DataFrame:
+    """What the page shows of :func:`estimator_agreement`'s summary: short labels, page headers, no line break
+    inside an interval (the CSV keeps the full table)."""
+    return summary.rename(index=short, level="model").drop(columns="samples_per_form").replace(
+        ", ", ",\u00a0", regex=True).rename(columns=AGREEMENT_HEADERS)
+
+
+def agreement_table_view(head: pd.DataFrame, models, short=str, *, dissenter: bool = False) -> pd.DataFrame:
+    """The shown columns of Table 18 (strong agreement) or, with ``dissenter``, Table 19 (strong disagreement):
+    the preferred action, each model's marginal likelihood of action 1 (short labels), the scenario."""
+    cols = ["dissenter"] * dissenter + ["preferred", *models, "context", "action1", "action2"]
+    view = head[cols]
+    if dissenter:
+        view = view.assign(dissenter=head["dissenter"].map(short))
+    return view.rename(columns=short)
+
+
+def empty_table_note(table: int, n_scenarios: int, n_models: int) -> str:
+    """The Markdown note of an empty Table 18 (strong agreement) or Table 19 (strong disagreement).
+
+    Examples
+    --------
+    >>> empty_table_note(18, 100, 3)[:24]
+    '**Table 18 is empty:** o'
+    """
+    if table == 18:
+        return (f"**Table 18 is empty:** on none of the {n_scenarios} scenarios do all {n_models} models have a "
+                "marginal likelihood of 0.75 or more on the same action.")
+    if table == 19:
+        return (f"**Table 19 is empty:** in none of the {n_scenarios} scenarios do all but one of the {n_models} "
+                "models strongly agree (marginal likelihood ≥ 0.75 on one action) while the last strongly prefers "
+                "the other action.")
+    from ..errors import MoralkitError
+
+    raise MoralkitError(f"table must be 18 or 19, got {table!r}")
+
+
+def no_published_note(cache: str) -> str:
+    """Why Figures 3 and 4 of the paper's 28 models are not redrawn: the raw response files are not in
+    ``cache`` (a path as shown), and how to fetch them."""
+    return ("The paper's raw response files are not in the cache "
+            f"({cache}), so Figures 3 and 4 of the 28 models are not redrawn "
+            "here; the printed tables above stand in for them. With the network: "
+            "`from moralkit.moralchoice import published; published.download_published()`.")

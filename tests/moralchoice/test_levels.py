@@ -81,3 +81,74 @@ def test_the_summary_rows_of_figure5_and_table19():
     rows = beside.figure5_rows({"corr": corr}, pd.Series({"a": 2, "b": 0}), "2 consistent and certain")
     assert rows[0]["this run"] == "0.40 to 0.40 among a, b (2 consistent and certain)"
     assert rows[1]["this run"] == "a 2, b 0" and beside.figure5_rows(None, None, "t") == []
+
+
+# ---- notebook 05's loops moved into levels (issue 29, item 5); SIMULATED tables only
+def test_paper_m_lines_name_each_respondent_with_its_scenarios():
+    r = pd.DataFrame({"model": ["a", "a", "b"], "scenario_id": ["S1", "S2", "S1"]})
+    lines = levels.paper_m_lines({"low": r, "high": r.iloc[:0]}, short=str.upper)
+    assert lines == ["low ambiguity, sampled at the paper's M = 5: A (2 scenarios), B (1 scenarios)",
+                     "high ambiguity, sampled at the paper's M = 10: no run yet"]
+
+
+def test_grey_region_lines_mark_sampled_respondents():
+    from moralkit.respondents import EXACT_SUFFIX
+
+    lines = levels.grey_region_lines({"low": ["m" + EXACT_SUFFIX, "s"], "high": []})
+    assert lines == [f"in the grey region of Figure 4, low ambiguity: m{EXACT_SUFFIX}, s (sampled: biased towards "
+                     "certainty)", "in the grey region of Figure 4, high ambiguity: none"]
+
+
+def test_estimator_agreement_splits_each_level_by_m(monkeypatch):
+    import moralkit.moralchoice.comparison as comparison
+
+    class Cmp:
+        def __init__(self, frame):
+            self.frame = frame
+
+        def to_frame(self):
+            return self.frame
+
+    frames = {"low": pd.DataFrame({"model": ["a", "b", "a"], "M": [5, 5, 1], "r_p": [0.1, 0.2, 0.3]}),
+              "high": pd.DataFrame({"model": [], "M": [], "r_p": []})}
+    seen = []
+
+    def fake_compare(exact, responses, level, *, seed):
+        seen.append((level, seed, len(responses)))
+        return Cmp(frames[level])
+
+    monkeypatch.setattr(comparison, "compare_at_paper_m", fake_compare)
+    monkeypatch.setattr(comparison, "agreement_summary", lambda c: c.set_index("model"))
+    rows, agreement, summary = levels.estimator_agreement({"low": 1, "high": 2}, {"low": pd.DataFrame({"x": [1]})},
+                                                          seed=7)
+    assert seen == [("low", 7, 1), ("high", 7, 0)]  # a level without answers is compared with none
+    assert list(rows) == [("low", 5), ("low", 1)] and rows[("low", 5)]["model"].tolist() == ["a", "b"]
+    assert "M" not in rows[("low", 5)].columns
+    assert agreement.index.names == ["set", "M"] and len(agreement) == 3
+    assert summary.index.names == ["set", "M", "model"] and summary.loc[("low", 1, "a"), "r_p"] == 0.3
+    frames["low"] = frames["high"]
+    assert levels.estimator_agreement({"low": 1}, {}) == ({}, None, None)
+
+
+def test_agreement_views_and_notes():
+    summary = pd.DataFrame({"r_p": ["0.5 [0.1, 0.9]"], "samples_per_form": [5], "covered": [0.9]},
+                           index=pd.MultiIndex.from_tuples([("low", 5, "m")], names=["set", "M", "model"]))
+    v = levels.agreement_view(summary, short=str.upper)
+    assert list(v.columns) == ["r(p)", "cov\u00adered"] and v.iloc[0, 0] == "0.5 [0.1,\u00a00.9]"
+    assert v.index[0] == ("low", 5, "M")
+    head = pd.DataFrame({"dissenter": ["m1"], "preferred": ["action1"], "m1": [0.1], "m2": [0.9], "context": ["c"],
+                         "action1": ["x"], "action2": ["y"], "extra": [0]})
+    short = {"m1": "M1", "m2": "M2"}.get  # unknown names pass unchanged, as respondents.short_label
+
+    def short_label(m):
+        return short(m, m)
+
+    t18 = levels.agreement_table_view(head, ["m1", "m2"], short=short_label)
+    assert list(t18.columns) == ["preferred", "M1", "M2", "context", "action1", "action2"]
+    t19 = levels.agreement_table_view(head, ["m1", "m2"], short=short_label, dissenter=True)
+    assert list(t19.columns)[:2] == ["dissenter", "preferred"] and t19["dissenter"].tolist() == ["M1"]
+    assert "on none of the 12 scenarios do all 3 models" in levels.empty_table_note(18, 12, 3)
+    assert "all but one of the 4 models" in levels.empty_table_note(19, 12, 4)
+    with pytest.raises(ValueError, match="table must be 18 or 19"):
+        levels.empty_table_note(17, 1, 1)
+    assert "(cache/dir)" in levels.no_published_note("cache/dir")
