@@ -224,7 +224,7 @@ show(m_per_form.rename(index=short, level="model"), "05_samples_per_form", full=
      caption="Samples per question form (M) of every run")
 at_paper_m = {a: mc.with_samples(responses[a], M) for a, M in mc.PAPER_SAMPLES.items()
               if a in responses and len(responses[a])}
-print(*levels.paper_m_lines(at_paper_m, short), sep="\n")
+print(*levels.paper_m_lines(at_paper_m, short), sep="\n", end="\n" if at_paper_m else "")  # nothing for no level
 
 # %% [markdown]
 # ### Definition 1 without sampling: token probabilities
@@ -293,7 +293,7 @@ print(*levels.left_out_lines(summaries, fig4_summaries, short), sep="\n")
 
 # %%
 selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
-print(*levels.grey_region_lines(selected, short), sep="\n")
+print(*levels.grey_region_lines(selected, short), sep="\n", end="\n" if selected else "")
 
 # %% [markdown]
 # ## §4.3 — agreement among consistent and certain models (Figure 5)
