@@ -93,20 +93,12 @@ print("data:", relative_path(DATA))
 from moralkit import respondents
 
 present = respondents.data_labels(DATA, moralkit.paths.moralchoice_dir())
-who = respondents.legend(labels=sorted(set().union(*present.values()),
-                                key=lambda m: list(respondents.REGISTRY).index(m)
-                                if m in respondents.REGISTRY else len(respondents.REGISTRY)))
-where = {"psm": "PSM", "moralchoice": "MC sampled", "moralchoice_likelihood": "MC exact", "shared": "MC shared"}
-for sub, labels in present.items():
-    who[where[sub]] = who["respondent"].isin(labels).map({True: "✓", False: ""})
-show(who.set_index("short"), fit=True, caption="Every respondent of the data, its kind, and where its answers are (PSM: "
-                                     "data/psm; MC sampled / exact: data/moralchoice, data/moralchoice_likelihood; "
-                                     "MC shared: the shared MoralChoice responses)")
+show(respondents.data_legend(present).set_index("short"), fit=True,
+     caption="Every respondent of the data, its kind, and where its answers are (PSM: data/psm; MC sampled / exact: "
+             "data/moralchoice, data/moralchoice_likelihood; MC shared: the shared MoralChoice responses)")
 psm_all = load_psm(DATA / "psm")[1] if (DATA / "psm").is_dir() else {}
-base_run = "qwen2.5-coder-0.5b-instruct"
-for other in sorted(m for m in psm_all if m != base_run and m.startswith(base_run)):
-    print(f"{respondents.short_label(other)}: option sets differ from {respondents.short_label(base_run)}'s in "
-          f"{respondents.differing_rounds(psm_all[base_run], psm_all[other])} of {psm_all[base_run].n_rounds} rounds")
+seeds = respondents.seed_difference_lines(psm_all, "qwen2.5-coder-0.5b-instruct")  # the -s1 run and the personas
+print(*seeds, sep="\n", end="\n" if seeds else "")
 
 # %% [markdown]
 # ## §2.2 — the design
