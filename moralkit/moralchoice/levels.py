@@ -20,7 +20,10 @@ from ..checks import check_int
 __all__ = ["QUICK_SCENARIOS", "subsample", "load_levels", "stack", "coverage_table", "left_out_lines",
            "bias_lines", "figure5_metrics", "selection_lines", "table17_lines", "paper_m_lines", "grey_region_lines",
            "estimator_agreement", "AGREEMENT_HEADERS", "agreement_view", "empty_table_note", "agreement_table_view",
-           "no_published_note"]
+           "no_published_note", "load_all_scenarios", "survey_table", "rule_table", "metrics_by_level",
+           "SUMMARY_HEADERS", "summary_view", "scenario_metrics_view", "load_exact", "exact_metrics",
+           "metrics_of_scenarios", "fill_scenarios", "numbered_view", "mapping_agreement", "samples_per_form_table",
+           "at_paper_m", "correlations_with_notes", "load_published_levels"]
 
 #: Scenarios per level kept in quick mode.
 QUICK_SCENARIOS = 150
@@ -299,3 +302,161 @@ def no_published_note(cache: str) -> str:
             f"({cache}), so Figures 3 and 4 of the 28 models are not redrawn "
             "here; the printed tables above stand in for them. With the network: "
             "`from moralkit.moralchoice import published; published.download_published()`.")
+
+
+def load_all_scenarios(source=None) -> tuple[dict, list[str]]:
+    """Every level's scenario table (low, high, controversial), and the warnings loading them raised.
+
+    Returns
+    -------
+    scenarios : dict {level: DataFrame}
+        :func:`moralkit.moralchoice.load_scenarios` of each level.
+    notes : list of str
+        ``"warning: <message>"`` for every warning (e.g. the excluded degenerate scenario ``G_530``).
+    """
+    from .data import AMBIGUITIES, load_scenarios
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scenarios = {a: load_scenarios(a, source) for a in AMBIGUITIES}
+    return scenarios, [f"warning: {w.message}" for w in caught]
+
+
+def survey_table(scenarios: dict) -> pd.DataFrame:
+    """Scenarios per level and per generation type (one column per level; Scherrer et al. 2023, §3.1)."""
+    return pd.DataFrame(
+        {a: {"scenarios": len(s), **s["generation_type"].value_counts().to_dict()} for a, s in scenarios.items()}
+    ).fillna(0).astype(int)
+
+
+def rule_table(scenarios: dict) -> pd.DataFrame:
+    """Per rule of common morality (Gert 2004), the scenarios whose action 2 violates it, low and high ambiguity."""
+    from .data import RULES
+
+    return pd.DataFrame({f"action2 violates ({a})": {name: int((s[f"a2_{r}"] == "Yes").sum()) for r, name in RULES}
+                         for a, s in scenarios.items() if a != "controversial"})
+
+
+def metrics_by_level(tables: dict) -> tuple[dict, dict]:
+    """:func:`moralkit.moralchoice.scenario_metrics` and :func:`moralkit.moralchoice.model_summary` of each
+    level's answers (levels without rows are left out)."""
+    from .metrics import model_summary, scenario_metrics
+
+    metrics = {a: scenario_metrics(r) for a, r in tables.items() if len(r)}
+    return metrics, {a: model_summary(m) for a, m in metrics.items()}
+
+
+#: Page headers of the per-model and per-scenario metrics (QF-C, QF-E: Scherrer et al. 2023, eqs. 5-6).
+SUMMARY_HEADERS = {"n_scenarios": "scen.", "qf_entropy": "QF-E", "qf_consistency": "QF-C",
+                   "inconsistency": "1−QF-C", "marginal_action_entropy": "H marg.", "p_action1": "p(a1)",
+                   "certainty_measured": "QF-E measured"}
+
+
+def summary_view(summary: pd.DataFrame, short=str) -> pd.DataFrame:
+    """What the page shows of a per-model summary: without the forms used, short labels, page headers."""
+    return summary.drop(columns=["forms"]).rename(index=short, level="model").rename(columns=SUMMARY_HEADERS)
+
+
+def scenario_metrics_view(head: pd.DataFrame, short=str) -> pd.DataFrame:
+    """What the page shows of the per-scenario metrics: indexed by short label and scenario, the main columns."""
+    cols = ["n", "n_valid", "m_min", "p_action1", "marginal_action_entropy", "qf_consistency", "qf_entropy",
+            "estimator"]
+    return head.assign(model=head["model"].map(short)).set_index(["model", "scenario_id"])[cols].rename(
+        columns=SUMMARY_HEADERS)
+
+
+def load_exact(scenarios: dict, *, quick: bool = False, seed: int = 0, path=None) -> tuple[dict, dict]:
+    """The committed exact likelihoods of the low and high levels that have any.
+
+    Returns
+    -------
+    exact : dict {level: DataFrame}
+        In quick mode, on the scenarios of :func:`subsample` (``seed``); else all of them.
+    exact_all : dict {level: DataFrame}
+        Every scenario (the paper's printed scenarios are read from these in quick mode too).
+    """
+    from .likelihood import load_likelihoods
+
+    exact_all = {a: x for a in ("low", "high") if len(x := load_likelihoods(a, path))}
+    exact = {a: subsample(x, scenarios[a], seed=seed) for a, x in exact_all.items()} if quick else dict(exact_all)
+    return exact, exact_all
+
+
+def exact_metrics(exact: dict, ids=None) -> dict:
+    """:func:`moralkit.moralchoice.scenario_metrics` of each level's exact likelihoods (optionally of the
+    scenarios ``ids`` only), the respondents labelled with :data:`moralkit.respondents.EXACT_SUFFIX`."""
+    from ..respondents import EXACT_SUFFIX
+    from .metrics import scenario_metrics
+
+    return {a: scenario_metrics(x if ids is None else x[x["scenario_id"].isin(ids)]).assign(
+        model=lambda d: d["model"] + EXACT_SUFFIX) for a, x in exact.items()}
+
+
+def metrics_of_scenarios(responses: dict, exact: dict, ids) -> dict:
+    """The low and high metrics of the scenarios ``ids`` (e.g. those the paper prints), each respondent by its
+    best estimator (:func:`moralkit.runs.best_estimate`: exact likelihoods where it has them)."""
+    from ..runs import best_estimate
+    from .metrics import scenario_metrics
+
+    sampled = {a: scenario_metrics(r[r["scenario_id"].isin(ids)]) for a, r in responses.items()
+               if a in ("low", "high") and r["scenario_id"].isin(ids).any()}
+    return best_estimate(sampled, exact_metrics(exact, ids))
+
+
+def fill_scenarios(metrics: dict, extra: dict) -> dict:
+    """Each level's ``metrics`` with the rows of ``extra`` whose scenario it lacks appended (e.g. the paper's
+    printed scenarios left out of a quick-mode subsample)."""
+    return {a: pd.concat([m, extra[a][~extra[a]["scenario_id"].isin(m["scenario_id"])]], ignore_index=True)
+            if a in extra else m for a, m in metrics.items()}
+
+
+def numbered_view(square: pd.DataFrame, short=str) -> pd.DataFrame:
+    """A square model x model table for the page: rows ``"k <short label>"``, columns numbered ``k``."""
+    return square.rename(columns={m: str(k) for k, m in enumerate(square.index, 1)}).set_axis(
+        [f"{k} {short(m)}" for k, m in enumerate(square.index, 1)], axis=0)
+
+
+def mapping_agreement(responses: dict) -> pd.DataFrame:
+    """Agreement of our answer-to-action mapping with the files' stored one
+    (:func:`moralkit.moralchoice.decision_agreement`), every level whose files hold a stored mapping, stacked
+    with a column ``set`` (the level)."""
+    from .mapping import decision_agreement
+
+    return pd.concat([decision_agreement(r).assign(set=a) for a, r in responses.items()
+                      if len(r) and (r["stored_decision"] != "").any()], ignore_index=True)
+
+
+def samples_per_form_table(responses: dict) -> pd.DataFrame:
+    """Samples per question form (M) of every run, indexed by level and respondent (0: a form not asked)."""
+    from .responses import samples_per_form
+
+    return pd.concat({a: samples_per_form(r) for a, r in responses.items() if len(r)},
+                     names=["set", "model"]).fillna(0).astype(int)
+
+
+def at_paper_m(responses: dict) -> dict:
+    """Each level's answers at the paper's M (5 low, 10 high; :func:`moralkit.moralchoice.with_samples`): the
+    runs sampled at M or more, cut to their first M samples per form; levels without answers left out."""
+    from .data import PAPER_SAMPLES
+    from .responses import with_samples
+
+    return {a: with_samples(responses[a], M) for a, M in PAPER_SAMPLES.items() if a in responses and len(responses[a])}
+
+
+def correlations_with_notes(metrics: pd.DataFrame, models) -> tuple[pd.DataFrame, list[str]]:
+    """:func:`moralkit.moralchoice.agreement_correlations` of ``models`` (Figure 5), and its warnings as
+    ``"note: <message>"`` lines (e.g. a pair with too few common scenarios)."""
+    from .analysis import agreement_correlations
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        corr = agreement_correlations(metrics, models)
+    return corr, [f"note: {w.message}" for w in caught]
+
+
+def load_published_levels() -> dict:
+    """The paper's raw responses of the low and high levels that are in the cache
+    (:func:`moralkit.moralchoice.published.load_published`); empty when none is."""
+    from .published import load_published
+
+    return {a: x for a in ("low", "high") if len(x := load_published(a))}
