@@ -41,7 +41,7 @@ __all__ = ["main", "build_parser", "one_line"]
 
 
 def one_line(error: BaseException) -> str:
-    """``error: <message>`` on one line (a multi-line message is joined with "; ").
+    r"""``error: <message>`` on one line (a multi-line message is joined with "; ").
 
     Examples
     --------
