@@ -7,6 +7,7 @@ starting with one underscore taken from another moralkit module, by ``from X imp
 """
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def _target(node: ast.ImportFrom, name: str, is_pkg: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.lru_cache(maxsize=1)  # the package does not change during a test session: parse it once
 def import_graph():
     """``(edges, private)``: module -> imported moralkit modules, and the private names imported across modules."""
     mods = _modules()

@@ -24,6 +24,7 @@ def _api(srv):
 
 
 def test_psm_collection_is_named_like_the_command_line_and_resumes_without_sending(tmp_path):
+    """(The first test of the file pays the imports of the openai SDK and the collectors, about 1 s of CPU.)"""
     with FakeOpenAI() as srv:
         first = collect_survey("psm", "fake-chat", quick=True, data=tmp_path, **_api(srv))
         sent = len(srv.bodies("/chat/completions"))
