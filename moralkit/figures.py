@@ -36,7 +36,7 @@ import itertools
 import os
 from pathlib import Path
 
-from .errors import MoralkitError
+from .errors import MoralkitError, MoralkitTypeError
 from .paths import figures_dir, project_root, tables_dir
 
 __all__ = ["LONG_TABLE_ROWS", "Saved", "download_link", "format_interval", "relative_path", "save",
@@ -186,8 +186,8 @@ def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
 
     Raises
     ------
-    TypeError
-        When ``obj`` is neither a matplotlib figure nor a pandas table.
+    moralkit.errors.MoralkitTypeError
+        When ``obj`` is neither a matplotlib figure nor a pandas table (also a ``TypeError``).
     """
     stem = _check_stem(stem)
     if _is_figure(obj):
@@ -207,8 +207,8 @@ def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
         p = d / f"{stem}.csv"
         obj.to_csv(p, index=_write_index(obj) if index is None else index)
         return Saved([p])
-    raise TypeError(f"save() takes a matplotlib Figure or a pandas DataFrame/Series, got {type(obj).__name__}; "
-                    "for a list of axes pass axes[0].figure")
+    raise MoralkitTypeError(f"save() takes a matplotlib Figure or a pandas DataFrame/Series, got "
+                            f"{type(obj).__name__}; for a list of axes pass axes[0].figure")
 
 
 def table_html(df, *, caption: str | None = None, name: str | None = None, max_height: str = "28em",
@@ -308,14 +308,19 @@ def show(df, stem: str | None = None, *, full=None, caption: str | None = None, 
     -------
     None
         So that a ``show(...)`` at the end of a cell prints nothing more.
+
+    Raises
+    ------
+    moralkit.errors.MoralkitTypeError
+        When ``df`` or ``full`` is not a pandas table (also a ``TypeError``).
     """
     from IPython.display import HTML, display
 
     df = _as_table(df)
     full = None if full is None else _as_table(full)
     if not _is_table(df) or (full is not None and not _is_table(full)):
-        raise TypeError(f"show() takes pandas DataFrames or Series, got {type(df).__name__}"
-                        + ("" if full is None else f" and full={type(full).__name__}"))
+        raise MoralkitTypeError(f"show() takes pandas DataFrames or Series, got {type(df).__name__}"
+                                + ("" if full is None else f" and full={type(full).__name__}"))
     if view is not None:
         full, df = (df if full is None else full), view(df)
     if full is not None and stem is None:
@@ -354,11 +359,16 @@ def show_head(df, stem: str, n: int = 10, *, view=None, caption: str | None = No
     For per-scenario tables: the page stays short, the CSV (in ``<tables>/`` and behind the link) holds
     every row. Sort ``df`` first so that the rows worth reading come first. ``view``, a function of the
     first rows, gives what is shown (e.g. fewer columns, short labels); the CSV and the link hold ``df``.
+
+    Raises
+    ------
+    moralkit.errors.MoralkitTypeError
+        When ``df`` is not a pandas table (also a ``TypeError``).
     """
     from IPython.display import HTML, display
 
     if not _is_table(df):
-        raise TypeError(f"show_head() takes a pandas DataFrame or Series, got {type(df).__name__}")
+        raise MoralkitTypeError(f"show_head() takes a pandas DataFrame or Series, got {type(df).__name__}")
     save(df, stem, directory, index=index)
     head = df.head(n) if view is None else view(df.head(n))
     note = f"the first {len(head)} of {len(df)} rows"

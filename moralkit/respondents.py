@@ -37,7 +37,8 @@ import pandas as pd
 from .errors import MoralkitError
 
 __all__ = ["Respondent", "REGISTRY", "KINDS", "EXACT_SUFFIX", "describe", "short_label", "shorten", "shorten_labels", "kind",
-           "legend", "respondents_markdown", "data_labels", "differing_rounds", "S1_DIFFERING_ROUNDS"]
+           "legend", "respondents_markdown", "data_labels", "differing_rounds", "S1_DIFFERING_ROUNDS",
+           "DATA_COLUMNS", "data_legend", "seed_difference_lines"]
 
 KINDS = ("real model", "second sampling seed", "persona-prompted", "simulated")
 #: Suffix of a respondent whose MoralChoice likelihoods are computed from token probabilities.
@@ -318,6 +319,35 @@ def differing_rounds(a, b) -> int:
     ia = {int(r): i for i, r in enumerate(a.round_index)}
     ib = {int(r): i for i, r in enumerate(b.round_index)}
     return sum(not np.array_equal(a.options[ia[r]], b.options[ib[r]]) for r in sorted(set(ia) & set(ib)))
+
+
+#: The column of :func:`data_legend` for each place of :func:`data_labels`.
+DATA_COLUMNS = {"psm": "PSM", "moralchoice": "MC sampled", "moralchoice_likelihood": "MC exact", "shared": "MC shared"}
+
+
+def data_legend(present: dict) -> pd.DataFrame:
+    """The legend of every respondent of the data (registry order, others last), with a ✓ column per place
+    its answers are in.
+
+    Parameters
+    ----------
+    present : dict {place: set of labels}
+        :func:`data_labels`; its places head the columns through :data:`DATA_COLUMNS`.
+    """
+    order = list(REGISTRY)
+    who = legend(labels=sorted(set().union(*present.values()),
+                               key=lambda m: order.index(m) if m in REGISTRY else len(order)))
+    for place, labels in present.items():
+        who[DATA_COLUMNS[place]] = who["respondent"].isin(labels).map({True: "✓", False: ""})
+    return who
+
+
+def seed_difference_lines(psm: dict, base: str) -> list[str]:
+    """One line per other run of ``base`` in ``psm`` (another sampling seed, a persona): in how many rounds its
+    option sets differ from ``base``'s (:func:`differing_rounds`); none when ``psm`` has no such run."""
+    others = sorted(m for m in psm if m != base and m.startswith(base))
+    return [f"{short_label(other)}: option sets differ from {short_label(base)}'s in "
+            f"{differing_rounds(psm[base], psm[other])} of {psm[base].n_rounds} rounds" for other in others]
 
 
 #: every registry label, longest first, so that a label that extends another wins

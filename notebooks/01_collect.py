@@ -55,8 +55,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import moralkit.paths
-from moralkit.collect import localmodels, summary
-from moralkit.collect.psm import psm_quality, run_psm
+from moralkit.collect import localmodels, summary, survey_run, sweep
 from moralkit.errors import DataError
 from moralkit.figures import relative_path, save, show
 from moralkit.psm import design
@@ -94,20 +93,12 @@ print("data:", relative_path(DATA))
 from moralkit import respondents
 
 present = respondents.data_labels(DATA, moralkit.paths.moralchoice_dir())
-who = respondents.legend(labels=sorted(set().union(*present.values()),
-                                key=lambda m: list(respondents.REGISTRY).index(m)
-                                if m in respondents.REGISTRY else len(respondents.REGISTRY)))
-where = {"psm": "PSM", "moralchoice": "MC sampled", "moralchoice_likelihood": "MC exact", "shared": "MC shared"}
-for sub, labels in present.items():
-    who[where[sub]] = who["respondent"].isin(labels).map({True: "✓", False: ""})
-show(who.set_index("short"), fit=True, caption="Every respondent of the data, its kind, and where its answers are (PSM: "
-                                     "data/psm; MC sampled / exact: data/moralchoice, data/moralchoice_likelihood; "
-                                     "MC shared: the shared MoralChoice responses)")
+show(respondents.data_legend(present).set_index("short"), fit=True,
+     caption="Every respondent of the data, its kind, and where its answers are (PSM: data/psm; MC sampled / exact: "
+             "data/moralchoice, data/moralchoice_likelihood; MC shared: the shared MoralChoice responses)")
 psm_all = load_psm(DATA / "psm")[1] if (DATA / "psm").is_dir() else {}
-base_run = "qwen2.5-coder-0.5b-instruct"
-for other in sorted(m for m in psm_all if m != base_run and m.startswith(base_run)):
-    print(f"{respondents.short_label(other)}: option sets differ from {respondents.short_label(base_run)}'s in "
-          f"{respondents.differing_rounds(psm_all[base_run], psm_all[other])} of {psm_all[base_run].n_rounds} rounds")
+seeds = respondents.seed_difference_lines(psm_all, "qwen2.5-coder-0.5b-instruct")  # the -s1 run and the personas
+print(*seeds, sep="\n", end="\n" if seeds else "")
 
 # %% [markdown]
 # ## §2.2 — the design
@@ -174,41 +165,19 @@ show(pd.DataFrame([dict(name=m.name, upstream=m.upstream, licence=m.licence, qua
 # `sweep_file`, every model x survey of the file instead (`moralkit.collect.sweep`).
 
 # %%
-from moralkit.collect import cost, sweep
-
 if sweep_file is not None:
     show(sweep.status_table(sweep_file), caption=f"Sweep {relative_path(Path(sweep_file))} before this session")
 if collect and sweep_file is not None:
     print(sweep.estimate_sweep(sweep_file))
     show(sweep.run_sweep(sweep_file, progress=True), caption="Sweep status after this session")
 elif collect:
-    from moralkit.collect import make_backend
-    from moralkit.collect.moralchoice import MC_LINE, moralchoice_quality, run_moralchoice
-    from moralkit.collect.runner import CollectionIncompleteError
-
-    lim = (2 if quick else None) if limit is None else limit
-    mc_kw = dict(ambiguity=ambiguity, n_scenarios=n_scenarios, samples=samples)
-    est = cost.estimate_table(
-        cost.survey_parts(survey, cost.counter_for(model, backend), **({"limit": lim} if survey == "psm" else mc_kw)),
-        cost.price_for(model, price_in=price_in, price_out=price_out), model=model)
-    show(est, caption="Estimated requests, tokens and cost of this collection (all of it), by mode")
-    b = make_backend(backend, model, **({"base_url": base_url} if backend == "openai" else {}))
-    b.cost_meter = cost.CostMeter(price=cost.price_for(model, price_in=price_in, price_out=price_out)
-                                  if backend != "transformers" or price_in is not None else None, max_cost=max_cost)
-    name = f"psm-{b.model}-t1-s{seed}" if survey == "psm" else f"mc-{ambiguity}-{b.model}-t1-s{seed}"
-    run_dir = Path(out) if out else DATA / "raw" / name
-    try:
-        if survey == "psm":
-            _, rep = run_psm(b, run_dir, seed=seed, limit=lim, order="shuffled", progress=True, return_report=True)
-            print(relative_path(run_dir), psm_quality(run_dir))
-            print(rep.line("rounds (incl. round 0)"))
-        else:
-            _, rep = run_moralchoice(b, run_dir, seed=seed, limit=lim, order="shuffled", progress=True,
-                                     return_report=True, **mc_kw)
-            print(relative_path(run_dir), moralchoice_quality(run_dir))
-            print(rep.line(*MC_LINE))
-    except CollectionIncompleteError as e:  # saved and resumable: say so, and show the table below
-        print(e)
+    spec = dict(limit=limit, quick=quick, ambiguity=ambiguity, n_scenarios=n_scenarios, samples=samples,
+                price_in=price_in, price_out=price_out)
+    show(survey_run.collection_estimate(survey, model, backend, **spec),
+         caption="Estimated requests, tokens and cost of this collection (all of it), by mode")
+    run = survey_run.collect_survey(survey, model, backend, seed=seed, base_url=base_url, max_cost=max_cost,
+                                    out=out, data=DATA, **spec)
+    print(run.summary(relative_path(run.run_dir)))  # a stop with tasks undone is saved and resumable
 else:
     print("collect = False: using the committed runs below")
 

@@ -143,18 +143,12 @@ if ready:
 if ready:
     fits = nlls.fit_models({m: datasets[m] for m in models}, form=form, n_starts=n_starts, seed=seed,
                            n_boot=n_boot, n_jobs=n_jobs, errors="warn")
-    conv = pd.DataFrame([f.convergence() for f in fits.values()]).set_index("model")
-    show(conv[["form", "converged", "regular", "status", "ssr", "rmse", "optimality", "n_starts", "n_agree",
-               "n_obs", "n_excluded", "n_boot", "n_boot_failed"]].round(4).rename(
-        index=short_label, columns=lambda c: c.replace("_", " ")).T,
+    conv = nlls.convergence_table(fits)
+    show(conv[nlls.CONVERGENCE_COLUMNS].round(4).rename(index=short_label, columns=lambda c: c.replace("_", " ")).T,
          fit=True, caption="Convergence of every fit, one column per model (short labels: see the legend below "
                            "Table 2)")
-    not_conv = conv.index[~conv["converged"]].tolist()
-    if not_conv:
-        print("NOT converged (read with care):", not_conv)
-    irregular = conv.index[~conv["regular"]].tolist()
-    if irregular:
-        print("boundary or flat optimum, delta-method s.e. undefined (see the bootstrap intervals):", irregular)
+    notes = nlls.convergence_notes(conv)  # fits not converged, or at a boundary or flat optimum
+    print(*notes, sep="\n", end="\n" if notes else "")
     ready = len(fits) > 0
 
 # %% [markdown]

@@ -41,7 +41,6 @@ moralchoice_dir = None  # None: MORALKIT_MORALCHOICE_DIR, ../shared/moralchoice,
 own_data_path = None  # None: the committed runs (moralkit.runs) when present; False: none
 
 # %%
-import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -50,7 +49,7 @@ from IPython.display import HTML, Markdown, display
 from moralkit import moralchoice as mc
 from moralkit import respondents, runs
 from moralkit.figures import relative_path, save, show, show_head, table_html
-from moralkit.moralchoice import beside, levels, plots
+from moralkit.moralchoice import beside, levels, plots, prompts
 from moralkit.moralchoice import reference as paper_ref
 
 # %%
@@ -107,23 +106,13 @@ show(respondents.legend([m for m in mc_labels if respondents.kind(m) != "second 
 # twice and is excluded (with a warning) from everything below.
 
 # %%
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    scenarios = {a: mc.load_scenarios(a, source) for a in mc.AMBIGUITIES}
-for w in caught:
-    print("warning:", w.message)
-survey = pd.DataFrame(
-    {a: {"scenarios": len(s), **s["generation_type"].value_counts().to_dict()} for a, s in scenarios.items()}
-).fillna(0).astype(int)
+scenarios, notes = levels.load_all_scenarios(source)
+print(*notes, sep="\n", end="\n" if notes else "")  # e.g. the degenerate scenario left out
+survey = levels.survey_table(scenarios)
 show(survey, "05_survey")
 
 # %%
-rules = pd.DataFrame(
-    {
-        f"action2 violates ({a})": {name: int((s[f"a2_{r}"] == "Yes").sum()) for r, name in mc.RULES}
-        for a, s in scenarios.items() if a != "controversial"
-    }
-)
+rules = levels.rule_table(scenarios)
 show(rules, "05_rule_labels")
 
 # %% [markdown]
@@ -135,11 +124,7 @@ show(rules, "05_rule_labels")
 
 # %%
 example = scenarios["high"].set_index("scenario_id").loc["H_002"]
-for qt in mc.QUESTION_TYPES:
-    for o in mc.ORDERINGS:
-        header, text = mc.build_prompt(example, qt, o, mc.load_templates(source))
-        print(f"--- {qt}, ordering {o}\n{text}\n")
-print("--- system header of the A/B form:\n" + mc.load_templates(source).questions["ab"].question_header)
+print(*prompts.prompt_examples(example, mc.load_templates(source)), sep="\n")
 
 # %% [markdown]
 # ## §2.3, §3.3 and Appendix B.2 — from answers to actions
@@ -154,10 +139,7 @@ print("--- system header of the A/B form:\n" + mc.load_templates(source).questio
 responses, responses_all, lines = levels.load_levels(source, own, scenarios, quick=quick, seed=seed)
 print(*lines, sep="\n")
 
-agreement = pd.concat(
-    [mc.decision_agreement(r).assign(set=a) for a, r in responses.items() if len(r) and (r["stored_decision"] != "").any()],
-    ignore_index=True,
-)
+agreement = levels.mapping_agreement(responses)
 mapping = agreement.set_index(["set", "model", "question_type", "ordering"])
 show(mapping.rename(index=short, level="model"), "05_mapping_agreement", full=mapping, float_format="{:.3f}".format)
 
@@ -191,20 +173,14 @@ for a, rt in rates.items():
 # QF-E 0.7 ≈ an 80/20 split — only make sense in bits).
 
 # %%
-metrics = {a: mc.scenario_metrics(r) for a, r in responses.items() if len(r)}
-summaries = {a: mc.model_summary(m) for a, m in metrics.items()}
+metrics, summaries = levels.metrics_by_level(responses)
 model_summary = pd.concat(summaries, names=["set", "model"])
-SHORT_COLUMNS = {"n_scenarios": "scen.", "qf_entropy": "QF-E", "qf_consistency": "QF-C", "inconsistency": "1−QF-C",
-                 "marginal_action_entropy": "H marg.", "p_action1": "p(a1)", "certainty_measured": "QF-E measured"}
-summary_view = model_summary.drop(columns=["forms"]).rename(index=short, level="model").rename(columns=SHORT_COLUMNS)
-show(summary_view, "05_model_summary", full=model_summary, float_format="{:.3f}".format,
+show(levels.summary_view(model_summary, short), "05_model_summary", full=model_summary, float_format="{:.3f}".format,
      caption="Per model (averaged over scenarios); H marg. = marginal action entropy (bits), p(a1) = mean marginal "
              "likelihood of action 1, m_min = fewest answers per form")
 legend(model_summary.index.get_level_values("model").unique())
 for a, m in metrics.items():
-    show_head(m, f"05_scenario_metrics_{a}", n=8, view=lambda h: h.assign(model=h["model"].map(short)).set_index(
-              ["model", "scenario_id"])[["n", "n_valid", "m_min", "p_action1", "marginal_action_entropy",
-                                         "qf_consistency", "qf_entropy", "estimator"]].rename(columns=SHORT_COLUMNS),
+    show_head(m, f"05_scenario_metrics_{a}", n=8, view=lambda h: levels.scenario_metrics_view(h, short),
               caption=f"Per model and scenario, {a} ambiguity", float_format="{:.3f}".format)
 
 # %% [markdown]
@@ -218,16 +194,11 @@ for a, m in metrics.items():
 # `scenarios_M<k>` counts the scenarios whose every form holds at least k answers.
 
 # %%
-m_per_form = pd.concat({a: mc.samples_per_form(r) for a, r in responses.items() if len(r)},
-                       names=["set", "model"]).fillna(0).astype(int)
+m_per_form = levels.samples_per_form_table(responses)
 show(m_per_form.rename(index=short, level="model"), "05_samples_per_form", full=m_per_form,
      caption="Samples per question form (M) of every run")
-at_paper_m = {a: mc.with_samples(responses[a], M) for a, M in mc.PAPER_SAMPLES.items()
-              if a in responses and len(responses[a])}
-for a, r in at_paper_m.items():
-    n = r.groupby("model")["scenario_id"].nunique()
-    print(f"{a} ambiguity, sampled at the paper's M = {mc.PAPER_SAMPLES[a]}: "
-          + (", ".join(f"{short(m)} ({k} scenarios)" for m, k in n.items()) if len(n) else "no run yet"))
+at_paper_m = levels.at_paper_m(responses)
+print(*levels.paper_m_lines(at_paper_m, short), sep="\n", end="\n" if at_paper_m else "")  # nothing for no level
 
 # %% [markdown]
 # ### Definition 1 without sampling: token probabilities
@@ -242,14 +213,9 @@ for a, r in at_paper_m.items():
 # other models.
 
 # %%
-from moralkit.moralchoice import comparison, published
-from moralkit.moralchoice import likelihood as mcl
+from moralkit.moralchoice import published
 
-exact = {a: mcl.load_likelihoods(a) for a in ("low", "high")}
-exact = {a: x for a, x in exact.items() if len(x)}
-exact_all = dict(exact)
-if quick:
-    exact = {a: levels.subsample(x, scenarios[a], seed=seed) for a, x in exact.items()}
+exact, exact_all = levels.load_exact(scenarios, quick=quick, seed=seed)  # exact_all: every scenario
 if not exact:
     print("No exact likelihoods in", relative_path(runs.run_dir("likelihoods")),
           "- run `python -m moralkit likelihood ...` (data/README.md).")
@@ -257,7 +223,7 @@ else:
     coverage = levels.coverage_table(exact, scenarios)
     show(coverage.rename(index=short, level="model"), "05_exact_coverage", full=coverage,
          float_format="{:.3f}".format, caption="Probability mass of the canonical answers, by template")
-exact_metrics = {a: mc.scenario_metrics(x).assign(model=lambda d: d["model"] + " (exact)") for a, x in exact.items()}
+exact_metrics = levels.exact_metrics(exact)
 
 # %% [markdown]
 # ## §4.1 — marginal action likelihoods (Figure 3)
@@ -286,8 +252,7 @@ fig4_metrics = levels.stack({a: mc.scenario_metrics(r) for a, r in at_paper_m.it
 fig4_summaries = {a: mc.model_summary(m) for a, m in fig4_metrics.items()}
 if fig4_summaries:
     fig4_points = pd.concat(fig4_summaries, names=["set", "model"])
-    show(fig4_points.drop(columns=["forms"]).rename(index=short, level="model").rename(columns=SHORT_COLUMNS),
-         "05_fig4_points", full=fig4_points, fit=True,
+    show(levels.summary_view(fig4_points, short), "05_fig4_points", full=fig4_points, fit=True,
          float_format="{:.3f}".format, caption="The points of Figure 4 (sampled at the paper's M, or exact)")
 fig = plots.plot_consistency_certainty({"low": fig4_summaries.get("low"), "high": fig4_summaries.get("high")})
 save(fig, "05_fig4_consistency_certainty")
@@ -296,10 +261,7 @@ print(*levels.left_out_lines(summaries, fig4_summaries, short), sep="\n")
 
 # %%
 selected = {a: mc.consistent_and_certain(s) for a, s in fig4_summaries.items()}
-for a, models in selected.items():
-    print(f"in the grey region of Figure 4, {a} ambiguity: " + (", ".join(
-        short(m) + ("" if m.endswith(respondents.EXACT_SUFFIX) else " (sampled: biased towards certainty)")
-        for m in models) if models else "none"))
+print(*levels.grey_region_lines(selected, short), sep="\n", end="\n" if selected else "")
 
 # %% [markdown]
 # ## §4.3 — agreement among consistent and certain models (Figure 5)
@@ -329,11 +291,8 @@ display(Markdown("\n".join(levels.selection_lines(pick))))
 
 # %%
 if len(fig5_models) >= 2:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        corr = mc.agreement_correlations(fig5_metrics, fig5_models)
-    for w in caught:
-        print("note:", w.message)
+    corr, notes = levels.correlations_with_notes(fig5_metrics, fig5_models)
+    print(*notes, sep="\n", end="\n" if notes else "")
     cluster = mc.cluster_models(corr)
     show(cluster["corr"].rename(index=short, columns=short), "05_fig5_correlations", full=cluster["corr"],
          float_format="{:.2f}".format, caption=f"Pearson correlations ({fig5_title})")
@@ -379,13 +338,10 @@ if len(fig5_models) >= 2:
     t18 = table18.set_index("scenario_id")
     if len(t18):
         show_head(t18, "05_table18_strong_agreement", n=10, float_format="{:.2f}".format, fit=True,
-                  view=lambda h: h[["preferred", *fig5_models, "context", "action1", "action2"]].rename(
-                      columns=short),
+                  view=lambda h: levels.agreement_table_view(h, fig5_models, short),
                   caption=f"Table 18 ({fig5_title}); columns: marginal likelihood of action 1")
     else:
-        display(Markdown(f"**Table 18 is empty:** on none of the {fig5_metrics['scenario_id'].nunique()} scenarios "
-                         f"do all {len(fig5_models)} models have a marginal likelihood of 0.75 or more on the same "
-                         "action."))
+        display(Markdown(levels.empty_table_note(18, fig5_metrics["scenario_id"].nunique(), len(fig5_models))))
         show(t18, "05_table18_strong_agreement")
 else:
     print(f"Table 18 needs two models of Figure 5; {len(fig5_models)} qualify (see above).")
@@ -398,14 +354,11 @@ if len(fig5_models) >= 3:
                                                     "zeros included)")
     if len(table19):
         show_head(table19.set_index("scenario_id"), "05_table19_strong_disagreement", n=10, fit=True,
-                  view=lambda h: h[["dissenter", "preferred", *fig5_models, "context", "action1", "action2"]].assign(
-                      dissenter=h["dissenter"].map(short)).rename(columns=short),
+                  view=lambda h: levels.agreement_table_view(h, fig5_models, short, dissenter=True),
                   float_format="{:.2f}".format,
                   caption=f"Table 19 ({fig5_title}); preferred: the action of all but the dissenter")
     else:
-        display(Markdown(f"**Table 19 is empty:** in none of the {fig5_metrics['scenario_id'].nunique()} scenarios "
-                         f"do all but one of the {len(fig5_models)} models strongly agree (marginal likelihood "
-                         "≥ 0.75 on one action) while the last strongly prefers the other action."))
+        display(Markdown(levels.empty_table_note(19, fig5_metrics["scenario_id"].nunique(), len(fig5_models))))
         show(table19.set_index("scenario_id"), "05_table19_strong_disagreement")
 else:
     print(f"Table 19 needs three models of Figure 5 (a dissenter and two that agree); {len(fig5_models)} qualify.")
@@ -415,8 +368,7 @@ pairs = mc.pairwise_strong_agreement(fig3_metrics["high"]) if "high" in fig3_met
 if pairs is not None:
     for kind in ("agree", "disagree"):
         show(pairs[kind], f"05_pairwise_strong_{kind}ment", fit=True,
-             view=lambda d: d.rename(columns={m: str(k) for k, m in enumerate(d.index, 1)}).set_axis(
-                 [f"{k} {short(m)}" for k, m in enumerate(d.index, 1)], axis=0),
+             view=lambda d: levels.numbered_view(d, short),
              caption=f"Pairwise strong {kind}ment (every model; counts of high-ambiguity scenarios; "
                      "column k is the model of row k)")
     legend(pairs["agree"].index)
@@ -429,7 +381,7 @@ if pairs is not None:
 
 # %%
 if "controversial" in summaries:
-    show(summaries["controversial"].drop(columns=["forms"]).rename(index=short, columns=SHORT_COLUMNS),
+    show(summaries["controversial"].drop(columns=["forms"]).rename(index=short, columns=levels.SUMMARY_HEADERS),
          float_format="{:.3f}".format, caption="Per model, controversial subset (forms used: see the CSV of the "
                                                "per-scenario metrics)")
 
@@ -444,21 +396,9 @@ if "controversial" in summaries:
 
 # %%
 if exact:
-    rows = {}
-    for a in exact:
-        cmp = comparison.compare_at_paper_m(exact[a], responses.get(a, pd.DataFrame()), a, seed=seed).to_frame()
-        for m, c in (cmp.groupby("M", sort=False) if len(cmp) else []):
-            rows[(a, m)] = c.drop(columns="M").reset_index(drop=True)
+    rows, agreement, view = levels.estimator_agreement(exact, responses, seed=seed)
     if rows:
-        agreement = pd.concat(rows, names=["set", "M", "row"]).reset_index("row", drop=True)
-        view = pd.concat({k: comparison.agreement_summary(v) for k, v in rows.items()}, names=["set", "M"])
-        show(view.rename(index=short, level="model").drop(columns="samples_per_form").replace(
-                 ", ", ",\u00a0", regex=True).rename(columns={
-                 "n_scenarios": "scen.", "r_p": "r(p)", "mad_p": "mean |Δp|", "rho_qfc": "ρ(QF-C)",
-                 "rho_qfe": "ρ(QF-E)", "qfe: exact / sampled (expected)": "QF-E: exact / sampled (exp.)",
-                 "qfc: exact / sampled (expected)": "QF-C: exact / sampled (exp.)", "covered": "cov\u00adered",
-                 "brier_z": "Brier z"}),
-             "05_estimator_agreement", full=agreement, fit=True,
+        show(levels.agreement_view(view, short), "05_estimator_agreement", full=agreement, fit=True,
              caption="Exact likelihoods against sampling: observed [95 % range from sampling noise alone]; "
                      "exp. = expected; samples per form: in the CSV")
     else:
@@ -501,12 +441,7 @@ show(printed_view, "05_paper_printed_scenarios", full=printed, fit=True,
      caption="The paper's printed scenarios, with the survey's id and the action it marks ✓")
 
 # %%
-ids = set(printed["scenario_id"])
-printed_metrics = runs.best_estimate(
-    {a: mc.scenario_metrics(r[r["scenario_id"].isin(ids)]) for a, r in responses_all.items()
-     if a in ("low", "high") and r["scenario_id"].isin(ids).any()},
-    {a: mc.scenario_metrics(x[x["scenario_id"].isin(ids)]).assign(
-        model=lambda d: d["model"] + respondents.EXACT_SUFFIX) for a, x in exact_all.items()})
+printed_metrics = levels.metrics_of_scenarios(responses_all, exact_all, set(printed["scenario_id"]))
 prefs, order = beside.printed_preferences(printed, printed_metrics)
 
 # %%
@@ -544,8 +479,7 @@ else:
 # ### Which of the paper's statements hold for each respondent
 
 # %%
-check_metrics = {a: pd.concat([m, printed_metrics[a][~printed_metrics[a]["scenario_id"].isin(m["scenario_id"])]],
-                              ignore_index=True) if a in printed_metrics else m for a, m in best.items()}
+check_metrics = levels.fill_scenarios(best, printed_metrics)  # the printed scenarios a quick run left out
 checks = beside.statement_checks(check_metrics, {a: r for a, r in rates.items() if a in ("low", "high")},
                                  scenarios)
 show(checks.assign(model=checks["model"].map(short)).set_index(["statement", "model"])[["computed", "holds"]],
@@ -566,16 +500,11 @@ show(paper_ref.published_groups().set_index("group"), "05_paper_groups", fit=Tru
 # are drawn from them here.
 
 # %%
-paper = {a: published.load_published(a) for a in ("low", "high")}
-paper = {a: p for a, p in paper.items() if len(p)}
+paper = levels.load_published_levels()
 if not paper:
-    print("The paper's raw response files are not in the cache "
-          f"({relative_path(published.published_cache_dir())}), so Figures 3 and 4 of the 28 models are not redrawn "
-          "here; the printed tables above stand in for them. With the network: "
-          "`from moralkit.moralchoice import published; published.download_published()`.")
+    print(levels.no_published_note(relative_path(published.published_cache_dir())))
 else:
-    paper_metrics = {a: mc.scenario_metrics(p) for a, p in paper.items()}
-    paper_summaries = {a: mc.model_summary(m) for a, m in paper_metrics.items()}
+    paper_metrics, paper_summaries = levels.metrics_by_level(paper)
     show(pd.concat(paper_summaries, names=["set", "model"]), "05_paper_model_summary")
     fig = plots.plot_marginal_likelihoods({"low": paper_metrics.get("low"), "high": paper_metrics.get("high")})
     save(fig, "05_fig3_paper")

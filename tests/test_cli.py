@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-import moralkit.__main__ as cli
+import moralkit.cli as cli
 from moralkit.errors import DataError
 
 
@@ -22,7 +22,7 @@ def test_backend_runtime_error_is_one_line_and_status_2(tmp_path, monkeypatch, c
     def fail(*args, **kwargs):
         raise RuntimeError("the backend failed a whole batch (last error: connection refused)")
 
-    monkeypatch.setattr(cli, "_backend", lambda a, batch: None)
+    monkeypatch.setattr(cli.backends, "backend_from_args", lambda a, batch: None)
     monkeypatch.setattr(cpsm, "run_psm", fail)
     status = cli.main(["collect", "psm", "--out", str(tmp_path / "run"), "--no-progress"])
     err = capsys.readouterr().err
@@ -36,7 +36,7 @@ def test_moralkit_error_with_several_lines_is_joined(tmp_path, monkeypatch, caps
     def fail(*args, **kwargs):
         raise DataError("the survey files were not found:\n  1. set MORALKIT_MORALCHOICE_DIR\n  2. or ...")
 
-    monkeypatch.setattr(cli, "_backend", lambda a, batch: None)
+    monkeypatch.setattr(cli.backends, "backend_from_args", lambda a, batch: None)
     monkeypatch.setattr(cpsm, "run_psm", fail)
     assert cli.main(["collect", "psm", "--out", str(tmp_path / "run"), "--no-progress"]) == 2
     err = capsys.readouterr().err

@@ -48,6 +48,23 @@ def test_save_rejects_other_objects_and_bad_stems(tmp_path):
         figures.save(pd.DataFrame({"a": [1]}), "sub/02_x", tmp_path)
 
 
+def test_wrong_types_raise_the_moralkit_type_error(tmp_path):
+    """save, show and show_head refuse a non-table with MoralkitTypeError: a MoralkitError (the command line's
+    one-line errors) and still a TypeError (``except TypeError`` keeps working)."""
+    from moralkit.errors import MoralkitError, MoralkitTypeError
+
+    assert issubclass(MoralkitTypeError, MoralkitError) and issubclass(MoralkitTypeError, TypeError)
+    calls = [(figures.save, ([1, 2], "02_x", tmp_path), "save"),
+             (figures.show, ("not a table", "05_x"), "show"),
+             (figures.show, (pd.DataFrame({"a": [1]}), "05_x"), "show"),  # with full= not a table, below
+             (figures.show_head, ({"a": [1]}, "05_x"), "show_head")]
+    for i, (f, args, name) in enumerate(calls):
+        kw = {"full": [1]} if i == 2 else {}
+        with pytest.raises(MoralkitTypeError, match=rf"^{name}\(\) takes"):
+            f(*args, directory=tmp_path, **kw) if f is not figures.save else f(*args, **kw)
+    assert not list(tmp_path.iterdir())  # nothing was written
+
+
 def test_relative_path_hides_machine_paths():
     assert figures.relative_path(project_root() / "data" / "psm") == "data/psm"
     assert figures.relative_path("/opt/elsewhere/x.csv") == "x.csv"

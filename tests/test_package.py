@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import moralkit
-from moralkit.__main__ import build_parser, main
+from moralkit.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def test_wheel_holds_what_an_install_needs(tmp_path):
         assert any(n.startswith("moralkit/book/static/") and n.endswith(".css") for n in names)
         assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names)
         (ep,) = [n for n in names if n.endswith("entry_points.txt")]
-        assert "moralkit = moralkit.__main__:main" in z.read(ep).decode()
+        assert "moralkit = moralkit.cli:main" in z.read(ep).decode()
 
 
 def _options(parser, path=()):

@@ -76,3 +76,23 @@ def test_the_readme_and_the_book_index_show_the_registry():
     table = respondents.respondents_markdown()
     assert table in (ROOT / "README.md").read_text(encoding="utf-8")
     assert respondents.respondents_markdown(what=False) in _index_markdown([], {}, "t")
+
+
+def test_data_legend_and_seed_lines_of_notebook_01():
+    """Notebook 01's respondents cell as package functions: a ✓ per place, registry order; one line per other
+    run of the base model (committed data)."""
+    from moralkit.paths import data_dir
+    from moralkit.psm.dataset import read_psm
+
+    base = "qwen2.5-coder-0.5b-instruct"
+    present = {"psm": {base, "zz-unknown"}, "moralchoice": {base}, "moralchoice_likelihood": set(), "shared": set()}
+    who = respondents.data_legend(present)
+    assert who["respondent"].tolist() == [base, "zz-unknown"]  # registry first, others last
+    assert list(who.columns[-4:]) == ["PSM", "MC sampled", "MC exact", "MC shared"]
+    assert who.iloc[0][["PSM", "MC sampled", "MC exact"]].tolist() == ["✓", "✓", ""]
+    d = read_psm(data_dir() / "psm")
+    lines = respondents.seed_difference_lines(d, base)
+    s1 = f"{respondents.short_label(base + '-s1')}: option sets differ from {respondents.short_label(base)}'s in " \
+         f"{respondents.S1_DIFFERING_ROUNDS} of {d[base].n_rounds} rounds"
+    assert s1 in lines and len(lines) == 4  # the second seed and three personas
+    assert respondents.seed_difference_lines({}, base) == []

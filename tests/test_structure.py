@@ -7,6 +7,7 @@ starting with one underscore taken from another moralkit module, by ``from X imp
 """
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def _target(node: ast.ImportFrom, name: str, is_pkg: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.lru_cache(maxsize=1)  # the package does not change during a test session: parse it once
 def import_graph():
     """``(edges, private)``: module -> imported moralkit modules, and the private names imported across modules."""
     mods = _modules()
@@ -141,10 +143,10 @@ def test_ruff_reports_nothing():
 
 
 def test_errors_are_value_errors():
-    from moralkit.errors import DataError, IdentificationError, MoralkitError, SolverUnavailableError
+    from moralkit.errors import DataError, IdentificationError, MoralkitError, MoralkitTypeError, SolverUnavailableError
     from moralkit.moralchoice import MoralChoiceDataError
 
-    for cls in (DataError, SolverUnavailableError, IdentificationError):
+    for cls in (DataError, SolverUnavailableError, IdentificationError, MoralkitTypeError):
         assert issubclass(cls, MoralkitError)
     assert issubclass(MoralkitError, ValueError)
     assert issubclass(MoralChoiceDataError, DataError)
@@ -234,6 +236,26 @@ def test_likelihood_collection_rooms():
     for m in ("exact_scoring", "likelihood_run", "logprob_api", "moralchoice"):
         f = PKG / "collect" / f"{m}.py"
         assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f
+
+
+def test_the_command_line_is_a_room_of_its_own():
+    """Issue 29: the command line lives in ``moralkit/cli`` (one module per group of commands, each registering
+    its subparsers); no part of the package imports it, only the ``python -m moralkit`` launcher, which
+    imports nothing else; every module of it is under 600 lines and every function at most 80."""
+    edges, _ = import_graph()
+
+    def in_cli(m):
+        return m == "moralkit.cli" or m.startswith("moralkit.cli.")
+
+    assert sorted(m for m, ts in edges.items() if not in_cli(m) and any(in_cli(t) for t in ts)) == ["moralkit.__main__"]
+    assert edges["moralkit.__main__"] == {"moralkit.cli"}
+    long = []
+    for f in sorted((PKG / "cli").glob("*.py")):
+        text = f.read_text(encoding="utf-8")
+        assert len(text.splitlines()) < 600, f
+        long += [f"{f.name}:{n.name}" for n in ast.walk(ast.parse(text))
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
+    assert long == []
 
 
 def test_tests_mirror_the_package():

@@ -14,7 +14,7 @@ from ..checks import check_choice
 from ..errors import MoralkitError
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 
-__all__ = ["ORDERINGS", "build_prompt", "displayed_actions", "check_form"]
+__all__ = ["ORDERINGS", "build_prompt", "displayed_actions", "check_form", "prompt_examples"]
 
 #: 0: first option shown is action1; 1: swapped.
 ORDERINGS = (0, 1)
@@ -76,3 +76,15 @@ def build_prompt(
     t = (templates or load_templates()).questions[question_type]
     first, second = displayed_actions(ordering)
     return t.question_header, t.question.format(scenario["context"], scenario[first], scenario[second])
+
+
+def prompt_examples(scenario: Mapping, templates: SurveyTemplates | None = None) -> list[str]:
+    """The six question forms of one scenario as printed on a page, then the A/B form's system header.
+
+    Each form reads ``"--- <question type>, ordering <o>"`` then the user message (Scherrer et al. 2023,
+    Appendix B.1, Table 12); print them separated by newlines (``print(*lines, sep="\\n")``).
+    """
+    templates = templates if templates is not None else load_templates()
+    lines = [f"--- {qt}, ordering {o}\n{build_prompt(scenario, qt, o, templates)[1]}\n"
+             for qt in QUESTION_TYPES for o in ORDERINGS]
+    return lines + ["--- system header of the A/B form:\n" + templates.questions["ab"].question_header]

@@ -24,9 +24,9 @@ SHARED = ROOT.parent / "shared" / "moralchoice"
 
 @pytest.fixture
 def cli(capsys, monkeypatch):
-    """The command line run in this process (``moralkit.__main__.main``: the same exit statuses and output as
+    """The command line run in this process (``moralkit.cli.main``: the same exit statuses and output as
     ``python -m moralkit``, without starting an interpreter per call, which dominated these tests' time)."""
-    import moralkit.__main__ as main_module
+    import moralkit.cli as main_module
 
     monkeypatch.setenv("FAULT_KEY", ENV["FAULT_KEY"])
 

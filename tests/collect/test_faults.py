@@ -578,7 +578,7 @@ def test_committed_runs_resume_without_sending_and_export_identically(tmp_path, 
     data = gzip.decompress((tmp_path / "x.csv.gz").read_bytes())
     matches = [f for f in target.glob("*.csv.gz") if gzip.decompress(f.read_bytes()) == data]
     assert len(matches) == 1, f"no committed file in {target} holds the export of {run}"
-    from moralkit.__main__ import main  # the command line in-process (a subprocess per run cost most of the time)
+    from moralkit.cli import main  # the command line in-process (a subprocess per run cost most of the time)
 
     assert main(["export", str(src), "--out", str(tmp_path / "out" / matches[0].name)]) == 0
     assert (tmp_path / "out" / matches[0].name).read_bytes() == matches[0].read_bytes()

@@ -152,8 +152,8 @@ def test_a_server_without_logprobs_stops_the_run_naming_why(tmp_path, monkeypatc
 
 
 def test_cli_help_and_output_name_the_estimator_and_the_fallback(tmp_path, capsys, monkeypatch):
-    """The command line in-process (``moralkit.__main__.main``): its help, its printed line, its manifest."""
-    from moralkit.__main__ import build_parser, main
+    """The command line in-process (``moralkit.cli.main``): its help, its printed line, its manifest."""
+    from moralkit.cli import build_parser, main
 
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices["likelihood"]
     h = sub.format_help()

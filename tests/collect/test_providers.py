@@ -13,7 +13,7 @@ import anthropic
 import openai
 import pytest
 
-import moralkit.__main__ as cli
+import moralkit.cli as cli
 from moralkit.collect.backends import (
     REASONING_MAX_TOKENS,
     AnthropicBackend,

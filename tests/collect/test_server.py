@@ -292,7 +292,7 @@ def fake_server():
 
 
 def test_server_refuses_non_loopback_before_the_model_loads(capsys):
-    from moralkit.__main__ import build_parser, main
+    from moralkit.cli import build_parser, main
 
     with pytest.raises(MoralkitError, match="no authentication"):
         make_server(None, host="0.0.0.0", port=0)
@@ -442,7 +442,7 @@ def test_a_disconnected_client_stops_its_generation_and_frees_the_model(fake_ser
 
 
 def test_serve_cli_refuses_bad_limits_at_parse_time(capsys):
-    from moralkit.__main__ import build_parser
+    from moralkit.cli import build_parser
 
     for argv in (["--max-tokens-limit", "0"], ["--request-timeout", "inf"], ["--port", "70000"],
                  ["--max-queue", "-1"]):

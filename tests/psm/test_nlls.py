@@ -506,3 +506,26 @@ def test_figures(fits, tmp_path):
         warnings.simplefilter("error")
         nlls.plot_parameters(fits, interval=None)
     plt.close("all")
+
+
+def test_convergence_table_and_notes_of_notebook_03():
+    """Notebook 03's convergence cell as package functions: one row per fit, the warnings only when due."""
+    import pandas as pd
+
+    from moralkit.psm import nlls
+
+    class Fit:
+        def __init__(self, model, converged, regular):
+            self.row = {"model": model, "converged": converged, "regular": regular,
+                        **{c: 0 for c in nlls.CONVERGENCE_COLUMNS if c not in ("converged", "regular")}}
+
+        def convergence(self):
+            return self.row
+
+    conv = nlls.convergence_table({"b": Fit("b", True, False), "a": Fit("a", False, True), "c": Fit("c", True, True)})
+    assert conv.index.tolist() == ["b", "a", "c"] and set(nlls.CONVERGENCE_COLUMNS) <= set(conv.columns)
+    assert nlls.convergence_notes(conv) == [
+        "NOT converged (read with care): ['a']",
+        "boundary or flat optimum, delta-method s.e. undefined (see the bootstrap intervals): ['b']"]
+    assert nlls.convergence_notes(conv.loc[["c"]]) == []
+    assert isinstance(conv, pd.DataFrame)

@@ -95,7 +95,17 @@ Modules
 
 from .fit import ETA_BOUND, MIN_ROUNDS, fit_answers, fit_models, fit_utility, refit_rounds
 from .model import FORMS, predict_answers
-from .report import compare_forms, plot_parameters, plot_q0_minus_b, published_fits, table2, table2_view
+from .report import (
+    CONVERGENCE_COLUMNS,
+    compare_forms,
+    convergence_notes,
+    convergence_table,
+    plot_parameters,
+    plot_q0_minus_b,
+    published_fits,
+    table2,
+    table2_view,
+)
 from .result import UtilityFit
 
 __all__ = [
@@ -114,4 +124,7 @@ __all__ = [
     "plot_parameters",
     "plot_q0_minus_b",
     "published_fits",
+    "convergence_table",
+    "convergence_notes",
+    "CONVERGENCE_COLUMNS",
 ]

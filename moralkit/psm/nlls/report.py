@@ -21,7 +21,8 @@ from ...errors import MoralkitError
 from ..design import DIMENSIONS
 from .result import UtilityFit
 
-__all__ = ["table2", "table2_view", "compare_forms", "plot_parameters", "plot_q0_minus_b", "published_fits"]
+__all__ = ["table2", "table2_view", "compare_forms", "plot_parameters", "plot_q0_minus_b", "published_fits",
+           "convergence_table", "convergence_notes", "CONVERGENCE_COLUMNS"]
 
 
 # --------------------------------------------------------------------------- tables
@@ -336,3 +337,33 @@ def plot_q0_minus_b(results, interval: str = "ci", figsize=None, ax=None):
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.figure.tight_layout()
     return ax
+
+
+#: The columns of :func:`convergence_table` notebook 03 shows.
+CONVERGENCE_COLUMNS = ["form", "converged", "regular", "status", "ssr", "rmse", "optimality", "n_starts", "n_agree",
+                       "n_obs", "n_excluded", "n_boot", "n_boot_failed"]
+
+
+def convergence_table(fits: dict) -> pd.DataFrame:
+    """One row per fit (index ``model``): :meth:`UtilityFit.convergence` of each, in the order of ``fits``."""
+    return pd.DataFrame([f.convergence() for f in fits.values()]).set_index("model")
+
+
+def convergence_notes(conv: pd.DataFrame) -> list[str]:
+    """The warnings to print under :func:`convergence_table`: the fits that did not converge, and those at a
+    boundary or flat optimum (whose delta-method standard errors are undefined; §3.2's bootstrap still holds).
+
+    Examples
+    --------
+    >>> conv = pd.DataFrame({"converged": [True, False], "regular": [True, True]}, index=["m1", "m2"])
+    >>> convergence_notes(conv)
+    ["NOT converged (read with care): ['m2']"]
+    """
+    notes = []
+    not_conv = conv.index[~conv["converged"]].tolist()
+    if not_conv:
+        notes.append(f"NOT converged (read with care): {not_conv}")
+    irregular = conv.index[~conv["regular"]].tolist()
+    if irregular:
+        notes.append(f"boundary or flat optimum, delta-method s.e. undefined (see the bootstrap intervals): {irregular}")
+    return notes
