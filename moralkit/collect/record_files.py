@@ -23,7 +23,8 @@ from pathlib import Path
 from ..errors import DataError, MoralkitError
 from .provenance import utc_now
 
-__all__ = ["RECORDS", "RECORDS_GZ", "MANIFEST", "QUARANTINE", "CorruptRecordsError", "schema_problem",
+__all__ = ["RECORDS", "RECORDS_GZ", "MANIFEST", "QUARANTINE", "CorruptRecordsError", "RunNotFoundError",
+           "schema_problem",
            "read_records", "read_manifest", "distinct_runs", "check_run_dir", "index_attempts", "gunzip_records",
            "record_line", "gzip_bytes", "quarantine"]
 
@@ -38,6 +39,18 @@ class CorruptRecordsError(DataError):
 
     The message names the file, the line and the fix (``python -m moralkit repair RUN``).
     """
+
+
+class RunNotFoundError(DataError, FileNotFoundError):
+    """A run directory, its ``manifest.json`` or a records file does not exist.
+
+    A :class:`~moralkit.errors.DataError` (so a ``MoralkitError`` and a ``ValueError``) that is also a
+    :class:`FileNotFoundError`, as these errors were before they joined the ``MoralkitError`` family.
+    """
+
+
+#: The fix every "no such run" message ends with.
+_GIVE_A_RUN = "give the directory a collection wrote (its --out), or check the path"
 
 
 def schema_problem(rec: dict) -> str | None:
@@ -130,7 +143,7 @@ def _record_bytes(path: Path) -> bytes:
             return data
         path = gz
     if not path.exists():
-        raise FileNotFoundError(f"no records at {path}")
+        raise RunNotFoundError(f"no records at {path}: {_GIVE_A_RUN}, a records.jsonl or a records.jsonl.gz")
     return gunzip_records(path) if path.suffix == ".gz" else path.read_bytes()
 
 
@@ -139,13 +152,14 @@ def read_manifest(path) -> dict:
     :class:`~moralkit.errors.DataError` naming the file and the fix when it is missing or not an object."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path} is not a run directory (no such directory)")
+        raise RunNotFoundError(f"{path} is not a run directory (no such directory): {_GIVE_A_RUN}")
     f = path / MANIFEST if path.is_dir() else path
     run = f.parent
     fix = (f"restore it (`git checkout -- {f}`), or give the run the manifest of the run it belongs to with "
            f"`python -m moralkit repair {run} --manifest-from OTHER_RUN_OR_MANIFEST`")
     if not f.exists():
-        raise FileNotFoundError(f"{run} is not a run directory (no {MANIFEST})")
+        raise RunNotFoundError(f"{run} is not a run directory (no {MANIFEST}): {_GIVE_A_RUN}; a run that lost its "
+                               f"manifest gets one with `python -m moralkit repair {run} --manifest-from OTHER_RUN`")
     try:
         m = json.loads(f.read_bytes())
     except ValueError as e:

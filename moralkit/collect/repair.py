@@ -33,6 +33,7 @@ from .record_files import (
     QUARANTINE,
     RECORDS,
     RECORDS_GZ,
+    RunNotFoundError,
     check_run_dir,
     gzip_bytes,
     index_attempts,
@@ -263,7 +264,8 @@ def repair_run(run_dir, manifest_from=None) -> dict:
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no such directory)")
+        raise RunNotFoundError(f"{run_dir} is not a run directory (no such directory): give the directory of the "
+                               "run to repair (the --out of its collection)")
     if manifest_from is not None and (run_dir / MANIFEST).exists():
         raise MoralkitError(f"{run_dir} already has a {MANIFEST}; --manifest-from only gives one to a run that has none")
     lock = RunLock(run_dir)
