@@ -69,6 +69,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from ..checks import check_int
 from ..errors import MoralkitError
 from .server_engine import GenerationResult, as_engine
 from .server_engine import TransformersEngine as TransformersEngine
@@ -382,9 +383,21 @@ def make_server(backend, host: str = "127.0.0.1", port: int = 8000, allow_remote
     interface of :class:`TransformersEngine`), or None: the server then answers 503 until
     ``server.engine`` is set (used by :func:`serve` to bind before the model loads). ``port=0`` picks a
     free port (``server.server_address[1]``).
+
+    Raises
+    ------
+    MoralkitError
+        A non-loopback ``host`` without ``allow_remote``, a ``port`` outside 0-65535, or an address that
+        cannot be bound (a busy port).
     """
     check_host(host, allow_remote)
-    return _Server((host, int(port)), as_engine(backend), limits or ServerLimits(), verbose=verbose)
+    port = check_int(port, "port", minimum=0, maximum=65535)
+    limits = limits or ServerLimits()
+    try:
+        return _Server((host, port), as_engine(backend), limits, verbose=verbose)
+    except OSError as e:  # a busy port, an address this machine does not have, a privileged port
+        raise MoralkitError(f"cannot listen on {host}:{port} ({e.strerror or e}): choose another --port (0 picks a "
+                            "free one), or stop the process that holds it") from None
 
 
 def start_server_thread(backend, host="127.0.0.1", port=0, limits: ServerLimits | None = None):

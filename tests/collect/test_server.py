@@ -306,6 +306,16 @@ def test_server_limits_are_checked():
             ServerLimits(**kw)
 
 
+def test_a_bad_or_busy_port_is_a_moralkit_error(fake_server):
+    """Issue 29: a port out of range, or one another server holds, is a MoralkitError naming the fix (it was
+    an OverflowError or an OSError)."""
+    _, srv, _ = fake_server()
+    with pytest.raises(MoralkitError, match="port must be an integer <= 65535"):
+        make_server(None, port=70000)
+    with pytest.raises(MoralkitError, match="choose another --port"):
+        make_server(None, port=srv.server_address[1])
+
+
 def test_server_refuses_non_loopback_before_the_model_loads(capsys):
     from moralkit.__main__ import build_parser, main
 
