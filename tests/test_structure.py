@@ -258,6 +258,30 @@ def test_the_command_line_is_a_room_of_its_own():
     assert long == []
 
 
+def test_the_store_batch_and_server_rooms_keep_to_themselves():
+    """Issue 29: the store, the batch life cycle and the server are split into rooms below 600 lines. The
+    store's lower rooms (provenance, record_files, runlock, repair) never import the writer (store) that
+    keeps their old names importable; the batch APIs and journal never import the life cycle (batch); the
+    server's request checks and model never import the HTTP server, nor each other."""
+    edges, _ = import_graph()
+
+    def collect_deps(m):
+        return {t.rsplit(".", 1)[1] for t in edges[f"moralkit.collect.{m}"] if t.startswith("moralkit.collect.")}
+
+    assert collect_deps("provenance") <= {"secrets"}
+    assert collect_deps("runlock") <= {"provenance"}
+    assert collect_deps("record_files") <= {"provenance"}
+    assert collect_deps("repair") <= {"provenance", "record_files", "runlock"}
+    assert "batch" not in collect_deps("batch_apis") | collect_deps("batch_journal")
+    assert "batch_apis" not in collect_deps("batch_journal")
+    assert not collect_deps("server_validation") & {"server", "server_engine"}
+    assert not collect_deps("server_engine") & {"server", "server_validation"}
+    for m in ("store", "provenance", "record_files", "runlock", "repair", "batch", "batch_apis", "batch_journal",
+              "server", "server_validation", "server_engine"):
+        f = PKG / "collect" / f"{m}.py"
+        assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f
+
+
 def test_tests_mirror_the_package():
     """Issue 29: tests/ mirrors moralkit/: a folder per subpackage (book, collect, moralchoice, psm,
     studies) plus top-level tests for top-level modules; every test file name is unique (pytest's default

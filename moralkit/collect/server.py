@@ -44,16 +44,17 @@ Limits (:class:`ServerLimits`; each refusal is an OpenAI-style error body
 It binds to loopback unless ``allow_remote=True``: it has no authentication. The
 host is checked before the model loads (:func:`check_host`).
 
+The server's rooms: this module (binding, the HTTP handler, the bounded queue);
+:mod:`~moralkit.collect.server_validation` (:class:`ServerLimits`, :class:`ApiError`,
+:func:`validate_request`); :mod:`~moralkit.collect.server_engine` (the model: :class:`TransformersEngine`,
+:class:`GenerationResult`). Their public names stay importable from here too.
+
 References
 ----------
 Scherrer et al. (2023), Section 3.3 (models served behind an API are surveyed
-the same way as local ones). OpenAI API reference, "Create chat completion":
-``logprobs``, ``top_logprobs`` ("an integer between 0 and 20 ... ``logprobs``
-must be set to ``true`` if this parameter is used") and the response's
-``choices[i].logprobs.content``, a list of ``ChatCompletionTokenLogprob``
-``{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}``
-(https://platform.openai.com/docs/api-reference/chat/create and /chat/object; the
-OpenAPI schema as mirrored at https://docs.rs/openai-struct/latest/openai_struct/models/struct.ChatCompletionTokenLogprob.html).
+the same way as local ones). OpenAI API reference, "Create chat completion"
+(https://platform.openai.com/docs/api-reference/chat/create): the request fields, and the response's
+``logprobs`` as :mod:`~moralkit.collect.server_engine` cites in full.
 """
 
 from __future__ import annotations
@@ -61,110 +62,26 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
-import math
 import select
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from ..checks import check_int
 from ..errors import MoralkitError
-from .backends import Sampling
+from .server_engine import GenerationResult, as_engine
+from .server_engine import TransformersEngine as TransformersEngine
+from .server_validation import MAX_TOP_LOGPROBS as MAX_TOP_LOGPROBS
+from .server_validation import ApiError, ServerLimits, validate_request
 
-__all__ = ["ServerLimits", "ApiError", "GenerationResult", "TransformersEngine", "check_host", "validate_request",
-           "make_server", "serve", "start_server_thread", "MAX_TOP_LOGPROBS"]
+__all__ = ["check_host", "make_server", "serve", "start_server_thread"]
 
-#: OpenAI's bound on ``top_logprobs`` (API reference, "Create chat completion").
-MAX_TOP_LOGPROBS = 20
-
-#: Fields accepted and ignored (they do not change the answer).
-_IGNORED_FIELDS = frozenset({"user", "metadata", "store", "service_tier"})
-_KNOWN_FIELDS = frozenset({"model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed",
-                           "n", "stream", "logprobs", "top_logprobs", "prompt_logprobs", "add_generation_prompt",
-                           "skip_special_tokens"}) | _IGNORED_FIELDS
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """What one request may ask of the server (see the module docstring).
-
-    Attributes
-    ----------
-    max_tokens : int, default 1024
-        Largest ``max_tokens`` / ``max_completion_tokens`` accepted.
-    default_max_tokens : int, default 256
-        ``max_tokens`` of a request that sends none (at most ``max_tokens``).
-    max_prompt_tokens : int, default 4096
-        Longest prompt, in tokens after the chat template. Its prefill is one forward pass that cannot
-        be stopped (the stop checks run between generated tokens), so this also bounds how long a
-        request holds the model before its time-out or disconnect can act. The PSM's prompts have
-        about 2,250 tokens.
-    max_body_bytes : int, default 1 MiB
-        Largest request body.
-    request_timeout : float, default 120
-        Seconds one generation may run.
-    max_queue : int, default 16
-        Requests that may wait while one generates.
-    queue_timeout : float, default 60
-        Seconds a request may wait for the model.
-    max_connections : int, default 64
-        Open connections (each has a thread).
-    read_timeout : float, default 30
-        Seconds a connection may stay silent (headers, body, keep-alive).
-    """
-
-    max_tokens: int = 1024
-    default_max_tokens: int = 256
-    max_prompt_tokens: int = 4096
-    max_body_bytes: int = 1 << 20
-    request_timeout: float = 120.0
-    max_queue: int = 16
-    queue_timeout: float = 60.0
-    max_connections: int = 64
-    read_timeout: float = 30.0
-
-    def __post_init__(self):
-        for name in ("max_tokens", "default_max_tokens", "max_prompt_tokens", "max_body_bytes", "max_connections"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise MoralkitError(f"{name} must be an integer >= 1, got {v!r}")
-        if isinstance(self.max_queue, bool) or not isinstance(self.max_queue, int) or self.max_queue < 0:
-            raise MoralkitError(f"max_queue must be an integer >= 0, got {self.max_queue!r}")
-        for name in ("request_timeout", "queue_timeout", "read_timeout"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
-                raise MoralkitError(f"{name} must be a finite number of seconds > 0, got {v!r}")
-        if self.default_max_tokens > self.max_tokens:
-            raise MoralkitError(f"default_max_tokens ({self.default_max_tokens}) must not exceed max_tokens "
-                                f"({self.max_tokens})")
-
-
-class ApiError(Exception):
-    """An HTTP error answer in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``."""
-
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 type: str = "invalid_request_error", headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.type = int(status), message, param, code, type
-        self.headers = dict(headers or {})
-
-    def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-
-@dataclass
-class GenerationResult:
-    """What an engine returns for one generation."""
-
-    text: str
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    #: OpenAI's ``logprobs.content`` list, when log-probabilities were asked for
-    logprobs: list | None = None
-    stopped: bool = False
+# Imported above: names that lived here before the server was split (issue 29); they stay importable from
+# this module (``from moralkit.collect.server import ServerLimits``) but belong to, and are documented in,
+# server_validation (ServerLimits, ApiError, validate_request, MAX_TOP_LOGPROBS) and server_engine
+# (GenerationResult, TransformersEngine).
 
 
 def check_host(host: str, allow_remote: bool = False) -> str:
@@ -194,220 +111,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-# ---------------------------------------------------------------------------------------------- validation
-def _bad(msg, param, code="invalid_value"):
-    return ApiError(400, msg, param=param, code=code)
-
-
-def _number(body, name, default, lo, hi, lo_open=False):
-    v = body.get(name)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _bad(f"{name} must be a number, got {type(v).__name__}", name, "invalid_type")
-    v = float(v)
-    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
-        rng = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-        raise _bad(f"{name} must be a finite number in {rng}, got {v!r}", name)
-    return v
-
-
-def _integer(body, name, default, lo, hi):
-    v = body.get(name)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int):
-        if isinstance(v, float) and v.is_integer() and math.isfinite(v):
-            v = int(v)
-        else:
-            raise _bad(f"{name} must be an integer, got {v!r}", name, "invalid_type")
-    if not lo <= v <= hi:
-        raise _bad(f"{name} must be an integer in [{lo}, {hi}], got {v}", name)
-    return v
-
-
-def _flag(body, name, default):
-    v = body.get(name)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise _bad(f"{name} must be true or false, got {v!r}", name, "invalid_type")
-    return v
-
-
-def validate_request(body, limits: ServerLimits = ServerLimits()) -> dict:
-    """Check every field of a chat-completions request body; the normalised parameters.
-
-    Raises :class:`ApiError` (HTTP 400, ``param`` naming the field) on the first bad field.
-
-    Examples
-    --------
-    >>> validate_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})["sampling"].max_tokens
-    4
-    >>> validate_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})
-    Traceback (most recent call last):
-    ...
-    moralkit.collect.server.ApiError: max_tokens must be an integer in [1, 1024], got 0
-    """
-    if not isinstance(body, dict):
-        raise _bad(f"the request body must be a JSON object, got {type(body).__name__}", None, "invalid_type")
-    unknown = sorted(k for k in body if k not in _KNOWN_FIELDS)
-    if unknown:
-        raise _bad(f"unsupported parameter {unknown[0]!r}: this server supports {sorted(_KNOWN_FIELDS)}",
-                   unknown[0], "unsupported_parameter")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise _bad(f"model must be a string, got {type(model).__name__}", "model", "invalid_type")
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        raise _bad("messages must be a non-empty list of {role, content}", "messages",
-                   "invalid_type" if msgs is not None else "missing_required_parameter")
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            raise _bad(f"messages[{i}] must be an object {{role, content}}", f"messages[{i}]", "invalid_type")
-        if m.get("role") not in ("system", "user", "assistant"):
-            raise _bad(f"messages[{i}].role must be 'system', 'user' or 'assistant', got {m.get('role')!r}",
-                       f"messages[{i}].role")
-        if not isinstance(m.get("content"), str):
-            raise _bad(f"messages[{i}].content must be a string (text only)", f"messages[{i}].content",
-                       "invalid_type")
-        extra = sorted(set(m) - {"role", "content", "name"})
-        if extra:
-            raise _bad(f"messages[{i}] has unsupported field {extra[0]!r}", f"messages[{i}].{extra[0]}",
-                       "unsupported_parameter")
-    if _flag(body, "stream", False):
-        raise _bad("stream=true is not supported", "stream", "unsupported_value")
-    _integer(body, "n", 1, 1, 1)
-    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
-    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
-    mt = {k: _integer(body, k, None, 1, limits.max_tokens) for k in ("max_tokens", "max_completion_tokens")}
-    if None not in mt.values() and mt["max_tokens"] != mt["max_completion_tokens"]:
-        raise _bad("max_tokens and max_completion_tokens differ; send one of them", "max_completion_tokens")
-    max_tokens = mt["max_completion_tokens"] or mt["max_tokens"] or limits.default_max_tokens
-    seed = _integer(body, "seed", None, -(2 ** 63), 2 ** 64 - 1)
-    logprobs = _flag(body, "logprobs", False)
-    top = _integer(body, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
-    if top is not None and not logprobs:
-        raise _bad("top_logprobs needs logprobs=true", "top_logprobs")
-    agp = _flag(body, "add_generation_prompt", True)
-    sst = _flag(body, "skip_special_tokens", True)
-    plp = body.get("prompt_logprobs")
-    if plp is not None and (isinstance(plp, bool) or plp != 0):
-        raise _bad(f"prompt_logprobs must be null or 0 (the prompt token's own log-probability), got {plp!r}",
-                   "prompt_logprobs")
-    if not agp and plp is None:
-        raise _bad("add_generation_prompt=false is only supported with prompt_logprobs=0 (scoring)",
-                   "add_generation_prompt")
-    return dict(messages=tuple({"role": m["role"], "content": m["content"]} for m in msgs),
-                sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=int(max_tokens)), seed=seed,
-                logprobs=logprobs, top_logprobs=(top or 0) if logprobs else None, prompt_logprobs=plp,
-                add_generation_prompt=agp, skip_special_tokens=sst)
-
-
-# ---------------------------------------------------------------------------------------------- engine
-class TransformersEngine:
-    """Generation for the server from a loaded :class:`~moralkit.collect.backends.TransformersBackend`.
-
-    The same generation call as the backend's (``torch.manual_seed(seed)``, then ``generate`` with the same
-    sampling arguments, so a request answers as the backend with ``batch_size=1`` would), plus a stopping
-    criterion polled after every token (client gone, time out) and, when asked, the raw log-probabilities
-    of each generated position (``output_logits``: the model's own distribution, before temperature and
-    top-p).
-    """
-
-    def __init__(self, backend):
-        self.backend = backend
-        self.model = backend.model
-        cfg = getattr(backend.lm, "config", None)
-        self.context_length = getattr(cfg, "max_position_embeddings", None)
-
-    def count_tokens(self, messages) -> int:
-        return self.backend.count_tokens(messages)
-
-    def prompt_logprobs(self, messages, add_generation_prompt=True, skip_special_tokens=True):
-        return self.backend.prompt_logprobs(messages, add_generation_prompt=add_generation_prompt,
-                                            skip_special_tokens=skip_special_tokens)
-
-    def _token_entry(self, tok_id, lp):
-        t = self.backend.tokenizer.decode([int(tok_id)], skip_special_tokens=False)
-        return {"token": t, "logprob": float(lp), "bytes": None if "\ufffd" in t else list(t.encode("utf-8"))}
-
-    def generate(self, messages, sampling: Sampling, seed: int, top_logprobs, should_stop) -> GenerationResult:
-        import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
-
-        b = self.backend
-        tok = b.tokenizer
-        stopped = []
-
-        class _Stop(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):
-                flag = bool(should_stop())
-                if flag:
-                    stopped.append(True)
-                return torch.full((input_ids.shape[0],), flag, dtype=torch.bool, device=input_ids.device)
-
-        enc = tok([b.chat_text(messages)], return_tensors="pt", add_special_tokens=False).to(b.device)
-        kw = dict(max_new_tokens=int(sampling.max_tokens), pad_token_id=tok.pad_token_id,
-                  stopping_criteria=StoppingCriteriaList([_Stop()]))
-        if sampling.temperature > 0:
-            kw.update(do_sample=True, temperature=float(sampling.temperature), top_p=float(sampling.top_p),
-                      top_k=int(sampling.top_k or 0))
-        else:
-            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if top_logprobs is not None:
-            kw.update(return_dict_in_generate=True, output_logits=True)
-        with getattr(b, "_lock", None) or contextlib.nullcontext():
-            torch.manual_seed(int(seed))
-            with torch.inference_mode():
-                out = b.lm.generate(**enc, **kw)
-        seqs = out.sequences if top_logprobs is not None else out
-        n_prompt = int(enc["input_ids"].shape[1])
-        ids = seqs[0, n_prompt:].tolist()
-        eos = _eos_ids(b)
-        n, finish = len(ids), "length"
-        for pos, t in enumerate(ids):
-            if t in eos or t == tok.pad_token_id:
-                n, finish = pos, "stop"
-                break
-        content = None
-        if top_logprobs is not None:
-            # one entry per generated position, the end-of-turn token included when it was generated (as vLLM
-            # does): with max_tokens=1 the first position's distribution is returned even when it is the end
-            content = []
-            for pos in range(min(len(ids), n + 1, len(out.logits))):
-                logp = torch.log_softmax(out.logits[pos][0].float(), dim=-1)
-                e = self._token_entry(ids[pos], logp[ids[pos]])
-                if top_logprobs:
-                    vals, idx = torch.topk(logp, int(top_logprobs))
-                    e["top_logprobs"] = [self._token_entry(i, v) for v, i in zip(vals.tolist(), idx.tolist())]
-                else:
-                    e["top_logprobs"] = []
-                content.append(e)
-        text = tok.decode(ids[:n], skip_special_tokens=True)
-        # a generation that ended on its own at the step the stop check fired (end of turn, or max_tokens
-        # reached) is complete: it is answered, not discarded
-        complete = finish == "stop" or len(ids) >= int(sampling.max_tokens)
-        return GenerationResult(text=text, finish_reason=finish, prompt_tokens=n_prompt, completion_tokens=n,
-                                logprobs=content, stopped=bool(stopped) and not complete)
-
-
-def _eos_ids(backend) -> set:
-    ids = backend.lm.generation_config.eos_token_id
-    if ids is None:
-        ids = backend.tokenizer.eos_token_id
-    return set(ids if isinstance(ids, (list, tuple)) else [ids])
-
-
-def _engine(backend):
-    if getattr(backend, "name", None) == "transformers":
-        return TransformersEngine(backend)
-    return backend  # a test double implementing the engine interface
-
-
 # ---------------------------------------------------------------------------------------------- HTTP
 #: An oversized body up to this size is read and dropped before the 413 (see ``_read_body``).
 _DRAIN_LIMIT = 64 << 20
+
 
 def _client_gone(sock) -> bool:
     """True when the peer has closed the connection (readable with no data pending)."""
@@ -676,9 +383,21 @@ def make_server(backend, host: str = "127.0.0.1", port: int = 8000, allow_remote
     interface of :class:`TransformersEngine`), or None: the server then answers 503 until
     ``server.engine`` is set (used by :func:`serve` to bind before the model loads). ``port=0`` picks a
     free port (``server.server_address[1]``).
+
+    Raises
+    ------
+    MoralkitError
+        A non-loopback ``host`` without ``allow_remote``, a ``port`` outside 0-65535, or an address that
+        cannot be bound (a busy port).
     """
     check_host(host, allow_remote)
-    return _Server((host, int(port)), _engine(backend), limits or ServerLimits(), verbose=verbose)
+    port = check_int(port, "port", minimum=0, maximum=65535)
+    limits = limits or ServerLimits()
+    try:
+        return _Server((host, port), as_engine(backend), limits, verbose=verbose)
+    except OSError as e:  # a busy port, an address this machine does not have, a privileged port
+        raise MoralkitError(f"cannot listen on {host}:{port} ({e.strerror or e}): choose another --port (0 picks a "
+                            "free one), or stop the process that holds it") from None
 
 
 def start_server_thread(backend, host="127.0.0.1", port=0, limits: ServerLimits | None = None):
@@ -701,7 +420,7 @@ def serve(model, host="127.0.0.1", port=8000, dtype="bfloat16", batch_size=1, gg
     srv = make_server(None, host, port, allow_remote=allow_remote, limits=limits)
     try:
         b = TransformersBackend(model, gguf_file=gguf_file, dtype=dtype, batch_size=batch_size, threads=threads)
-        srv.engine = _engine(b)
+        srv.engine = as_engine(b)
         print(f"serving {b.model} on http://{host}:{srv.server_address[1]}/v1 (Ctrl-C to stop)", flush=True)
         srv.serve_forever()
     except KeyboardInterrupt:

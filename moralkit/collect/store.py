@@ -29,12 +29,19 @@ is cut off; a duplicated key raises ``ValueError``. Runners ask the store which
 attempts exist and only request the missing ones, so a run killed with SIGKILL
 at any point and restarted loses no completed record and duplicates none.
 
-Strict reading: every line must be a record of the schema (:func:`schema_problem`: a ``task``
+Strict reading: every line must be a record of the schema
+(:func:`~moralkit.collect.record_files.schema_problem`: a ``task``
 string, a positive integer ``attempt``, a ``status`` or ``forms`` on an attempt); any other line is
 named with its file, its line and the fix (``python -m moralkit repair RUN``, which fixes what it
 can, sets the rest aside in ``quarantine.jsonl`` and says whether the run can resume). A directory
 that holds records but no ``manifest.json`` is never adopted by a new run
 (``repair RUN --manifest-from OTHER`` gives it one, after checking that its records agree).
+
+The store's rooms: this module (:class:`RecordStore`, the writer); :mod:`~moralkit.collect.record_files`
+(reading the files strictly, :func:`~moralkit.collect.record_files.read_records`, the quarantine);
+:mod:`~moralkit.collect.runlock` (the run directory's lock); :mod:`~moralkit.collect.repair`
+(``repair_run``); :mod:`~moralkit.collect.provenance` (time stamps, seeds, versions, the session). Their
+public names stay importable from here too.
 
 References
 ----------
@@ -43,319 +50,48 @@ Scherrer et al. (2023), Section 3.3 (query timestamps recorded for provenance).
 
 from __future__ import annotations
 
-import datetime as _dt
-import gzip
-import hashlib
-import io
 import json
 import os
-import platform
-import socket
-import subprocess
-import sys
 import time
-import zlib
 from pathlib import Path
 
 from ..atomicfile import atomic_write_bytes, remove_stale_temporaries_in
 from ..errors import DataError, MoralkitError
+from .provenance import derive_seed as derive_seed
+from .provenance import git_commit as git_commit
+from .provenance import package_versions as package_versions
+from .provenance import prompt_sha256 as prompt_sha256
+from .provenance import provider_of as provider_of
+from .provenance import session_info as session_info
+from .provenance import utc_now
+from .record_files import (
+    MANIFEST,
+    QUARANTINE,
+    RECORDS,
+    RECORDS_GZ,
+    check_run_dir,
+    gunzip_records,
+    gzip_bytes,
+    index_attempts,
+    quarantine,
+    read_manifest,
+    read_records,
+    record_line,
+)
+from .record_files import CorruptRecordsError as CorruptRecordsError
+from .record_files import distinct_runs as distinct_runs
+from .record_files import schema_problem as schema_problem
+from .repair import check_resumable as check_resumable
+from .repair import repair_run as repair_run
+from .runlock import LOCK as LOCK
+from .runlock import LOCK_HOLDER as LOCK_HOLDER
+from .runlock import RunLock
+from .runlock import RunLockedError as RunLockedError
 
-__all__ = ["RecordStore", "prompt_sha256", "derive_seed", "utc_now", "package_versions", "git_commit",
-           "read_records", "provider_of", "repair_run", "gzip_bytes", "CorruptRecordsError",
-           "RunLockedError", "session_info", "schema_problem", "read_manifest", "distinct_runs", "check_resumable"]
+__all__ = ["RecordStore"]
 
-RECORDS = "records.jsonl"
-RECORDS_GZ = "records.jsonl.gz"
-MANIFEST = "manifest.json"
-LOCK = ".lock"
-LOCK_HOLDER = ".lock.holder"  # who holds LOCK: pid, host, since (JSON)
-QUARANTINE = "quarantine.jsonl"
-
-
-def utc_now() -> str:
-    """Current UTC time, ISO 8601 with milliseconds and ``Z``."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def prompt_sha256(messages) -> str:
-    """sha256 of the chat messages (canonical JSON), to check prompts across runs."""
-    return hashlib.sha256(json.dumps(list(messages), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-
-def derive_seed(seed: int, *keys) -> int:
-    """A 31-bit seed derived from a run seed and task keys (stable across processes and resumes)."""
-    h = hashlib.sha256(":".join([str(int(seed))] + [str(k) for k in keys]).encode()).digest()
-    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
-
-
-def package_versions(names=("moralkit", "numpy", "pandas", "torch", "transformers", "gguf", "accelerate",
-                            "openai")) -> dict:
-    """Installed versions of the packages that matter for collection (``None`` when absent)."""
-    from importlib import metadata
-
-    out = {"python": platform.python_version()}
-    for n in names:
-        try:
-            out[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            out[n] = None
-    return out
-
-
-def git_commit(path=None) -> str | None:
-    """The git commit of the source checkout (with ``-dirty``), or ``None``."""
-    cwd = Path(path) if path else Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        if not sha:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "moralkit"],
-                               cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-class CorruptRecordsError(DataError):
-    """A records file holds a line that is not a record, or a duplicated ``(task, attempt)``.
-
-    The message names the file, the line and the fix (``python -m moralkit repair RUN``).
-    """
-
-
-class RunLockedError(MoralkitError):
-    """Another process holds the run directory's lock (its pid and host are in the message)."""
-
-
-def schema_problem(rec: dict) -> str | None:
-    """What makes a decoded JSON object not a record, or ``None``.
-
-    A record has ``kind`` ``"attempt"`` (the default) or ``"error"``, a non-empty string ``task`` and a
-    positive integer ``attempt``; an attempt has a ``status`` string (sampled answers) or a ``forms``
-    object (a scenario scored by a local model).
-
-    Examples
-    --------
-    >>> schema_problem({"task": "r001", "attempt": None, "status": "ok"})
-    "'attempt' is None, not a positive integer"
-    """
-    kind = rec.get("kind", "attempt")
-    if kind not in ("attempt", "error"):
-        return f"'kind' is {kind!r}, not 'attempt' or 'error'"
-    if "task" not in rec:
-        return "no 'task'"
-    if not isinstance(rec["task"], str) or not rec["task"]:
-        return f"'task' is {rec['task']!r}, not a non-empty string"
-    if "attempt" not in rec:
-        return "no 'attempt'"
-    a = rec["attempt"]
-    if isinstance(a, bool) or not isinstance(a, int) or a < 1:
-        return f"'attempt' is {a!r}, not a positive integer"
-    if kind == "attempt":
-        if "status" in rec:
-            if not isinstance(rec["status"], str):
-                return f"'status' is {rec['status']!r}, not a string"
-        elif not isinstance(rec.get("forms"), dict):
-            return "no 'status' (nor 'forms')"
-    return None
-
-
-def _fixed(rec: dict) -> dict | None:
-    """A record that :func:`repair_run` can fix without guessing (an ``attempt`` written as ``"3"`` or
-    ``3.0``), fixed; else ``None``."""
-    a = rec.get("attempt")
-    if isinstance(a, str) and a.strip().isdigit():
-        rec = dict(rec, attempt=int(a.strip()))
-    elif isinstance(a, float) and a.is_integer():
-        rec = dict(rec, attempt=int(a))
-    else:
-        return None
-    return rec if schema_problem(rec) is None else None
-
-
-def _decode_lines(data: bytes, where: str, strict: bool = True):
-    """Records and problems of a JSONL byte string.
-
-    A last line without its newline is a torn write (a writer killed mid-``write``): it is returned
-    as ``torn`` and never counted as corrupt. Any other line that is not a JSON object is corrupt:
-    with ``strict`` a :class:`CorruptRecordsError` names it; else it is returned in ``bad``.
-    """
-    records, bad = [], []
-    lines = data.split(b"\n")
-    torn = lines.pop()  # b"" when the data ends with a newline
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict):
-                raise DataError(f"a JSON {type(rec).__name__}, not an object")
-            why = schema_problem(rec)
-            if why is not None:
-                raise DataError(f"a JSON object of the wrong schema: {why}")
-        except ValueError as e:
-            if strict:
-                raise CorruptRecordsError(
-                    f"{where}, line {i}: not a record ({str(e)[:120]}); the {len(lines) - i} line(s) after it "
-                    f"are intact. Run `python -m moralkit repair {Path(where).parent}` to fix the line or move it "
-                    f"to {QUARANTINE} (nothing is deleted), then resume.") from None
-            bad.append((i, line))
-            continue
-        records.append((i, rec))
-    return records, bad, torn
-
-
-def _gunzip_prefix(path: Path) -> tuple[bytes, str | None]:
-    """Everything a (possibly truncated or damaged) gzip file still holds, and what is wrong with it
-    (``None`` when it is complete)."""
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    out = []
-    try:
-        with open(path, "rb") as f:
-            while True:
-                chunk = f.read(1 << 16)
-                if not chunk:
-                    break
-                out.append(d.decompress(chunk))
-                if d.eof:
-                    break
-        out.append(d.flush())
-    except zlib.error as e:
-        return b"".join(out), f"damaged ({e})"
-    if not d.eof:
-        return b"".join(out), "truncated (the compressed stream ends early)"
-    return b"".join(out), None
-
-
-def _gunzip(path: Path) -> bytes:
-    try:
-        with gzip.open(path, "rb") as f:
-            return f.read()
-    except (OSError, EOFError, zlib.error) as e:
-        raise CorruptRecordsError(
-            f"{path} is not a complete gzip file ({e}); restore it from git (`git checkout -- {path}`) or, if "
-            f"{RECORDS} is complete, run `python -m moralkit repair {path.parent}`") from None
-
-
-def _record_bytes(path: Path) -> bytes:
-    """The raw bytes of a run directory's records: ``records.jsonl``, or the longer ``.gz`` it is a prefix of."""
-    if path.is_dir():
-        jl, gz = path / RECORDS, path / RECORDS_GZ
-        if jl.exists():
-            data = jl.read_bytes()
-            if gz.exists():
-                packed = _gunzip(gz)
-                if len(packed) > len(data) and packed.startswith(data):
-                    return packed  # an interrupted unpack (older versions) left a short copy
-            return data
-        path = gz
-    if not path.exists():
-        raise FileNotFoundError(f"no records at {path}")
-    return _gunzip(path) if path.suffix == ".gz" else path.read_bytes()
-
-
-def read_manifest(path) -> dict:
-    """The manifest of a run directory (or a ``manifest.json`` path) as a dict; a clear
-    :class:`~moralkit.errors.DataError` naming the file and the fix when it is missing or not an object."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is not a run directory (no such directory)")
-    f = path / MANIFEST if path.is_dir() else path
-    run = f.parent
-    fix = (f"restore it (`git checkout -- {f}`), or give the run the manifest of the run it belongs to with "
-           f"`python -m moralkit repair {run} --manifest-from OTHER_RUN_OR_MANIFEST`")
-    if not f.exists():
-        raise FileNotFoundError(f"{run} is not a run directory (no {MANIFEST})")
-    try:
-        m = json.loads(f.read_bytes())
-    except ValueError as e:
-        raise DataError(f"{f} is not valid JSON ({str(e)[:80]}): {fix}") from None
-    if not isinstance(m, dict):
-        raise DataError(f"{f} holds a JSON {type(m).__name__}, not an object: {fix}")
-    return m
-
-
-def distinct_runs(run_dirs) -> list:
-    """``run_dirs`` as a list, refusing a run directory given twice (its records would be counted twice)."""
-    if isinstance(run_dirs, (str, os.PathLike)):
-        run_dirs = [run_dirs]
-    run_dirs = list(run_dirs)
-    seen = {}
-    for d in run_dirs:
-        key = Path(d).resolve()
-        if key in seen:
-            raise MoralkitError(f"the run directory {d} is given twice (also as {seen[key]}): each run's records "
-                                "would be exported twice; give each run once")
-        seen[key] = d
-    if not run_dirs:
-        raise MoralkitError("no run directory given")
-    return run_dirs
-
-
-def read_records(path, strict: bool = True) -> list[dict]:
-    """Records of a run directory, a ``records.jsonl`` or a ``records.jsonl.gz`` file.
-
-    A torn last line (a writer killed mid-write, or one writing right now) is left out. A corrupt
-    line anywhere else raises :class:`CorruptRecordsError` naming the file and line (``strict``),
-    instead of hiding every record after it.
-    """
-    path = Path(path)
-    where = str(path / RECORDS if path.is_dir() else path)
-    recs, _, _ = _decode_lines(_record_bytes(path), where, strict=strict)
-    return [r for _, r in recs]
-
-
-def _serialise(record: dict) -> bytes:
-    """One JSON line, UTF-8. Text UTF-8 cannot hold (lone surrogates from a broken response) is kept
-    losslessly as JSON ``\\uXXXX`` escapes instead of failing the write."""
-    try:
-        return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode("ascii")
-
-
-def gzip_bytes(data: bytes) -> bytes:
-    """Deterministic gzip (no file name, mtime 0, level 9)."""
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        gz.write(data)
-    return buf.getvalue()
-
-
-class _Lock:
-    """An exclusive lock on ``run_dir/.lock`` for a whole session, held with :mod:`filelock` (``flock`` on
-    POSIX, ``msvcrt.locking`` on Windows), so it is released by the operating system if the process dies.
-    The holder's pid, host and start time go to ``run_dir/.lock.holder``, for the second writer's error."""
-
-    def __init__(self, run_dir: Path):
-        from filelock import FileLock, Timeout
-
-        self.path = run_dir / LOCK
-        self.holder = run_dir / LOCK_HOLDER
-        self.lock = FileLock(str(self.path), timeout=0)
-        try:
-            self.lock.acquire()
-        except Timeout:
-            try:
-                holder = json.loads(self.holder.read_bytes() or b"{}")
-            except (OSError, ValueError):
-                holder = {}
-            self.lock = None
-            raise RunLockedError(
-                f"{run_dir} is in use by another collector (pid {holder.get('pid', '?')} on host "
-                f"{holder.get('host', '?')}, since {holder.get('since', '?')}). Two writers would duplicate "
-                "requests: wait for it to finish, or stop it, then re-run this command to resume.") from None
-        info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now()}).encode()
-        self.holder.write_bytes(info)
-
-    def release(self):
-        if self.lock is not None:
-            try:
-                self.holder.unlink(missing_ok=True)
-            finally:
-                self.lock.release()
-                self.lock = None
+# Names imported ``X as X`` above lived here before the store was split (issue 29): they stay importable from this
+# module (``from moralkit.collect.store import repair_run``) but belong to, and are documented in, their own.
 
 
 class RecordStore:
@@ -397,7 +133,11 @@ class RecordStore:
                  secrets=(), compress_every_s: float | None = 600.0):
         from .secrets import Redactor
 
-        if compress_every_s is not None and not float(compress_every_s) >= 0:
+        try:
+            ok = compress_every_s is None or float(compress_every_s) >= 0
+        except (TypeError, ValueError):  # not a number (e.g. a string from a config file)
+            ok = False
+        if not ok:
             raise MoralkitError(f"compress_every_s must be None or >= 0 seconds, got {compress_every_s!r}")
         self.compress_every_s = float(compress_every_s) if compress_every_s else None
         self._last_compress = time.monotonic()
@@ -409,16 +149,14 @@ class RecordStore:
         self.redact = Redactor(secrets)
         self._fd = None
         self._lock = None
-        if self.dir.exists() and not self.dir.is_dir():
-            raise MoralkitError(f"{self.dir} is a file, not a run directory: pass a directory (a new one for a new "
-                                "run, or the directory of the run to resume)")
+        check_run_dir(self.dir)
         if self.readonly:
             self.manifest = read_manifest(self.dir)
             self.records = read_records(self.dir)
             self._index()
             return
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock = _Lock(self.dir)
+        self._lock = RunLock(self.dir)
         try:
             self._refuse_orphan_records()
             remove_stale_temporaries_in(self.dir)
@@ -447,26 +185,14 @@ class RecordStore:
                 "OTHER_RUN_OR_MANIFEST`; or collect into a new directory.")
 
     def _index(self):
-        self._keys: dict[tuple, dict] = {}
-        self._by_task: dict[str, list] = {}
-        for r in self.records:
-            if r.get("kind", "attempt") != "attempt":
-                continue
-            k = (r["task"], int(r["attempt"]))
-            if k in self._keys:
-                raise CorruptRecordsError(
-                    f"{self.path}: duplicate record for task {k[0]!r} attempt {k[1]} (two collectors wrote to "
-                    f"this run?). Run `python -m moralkit repair {self.dir}` to keep the first and quarantine "
-                    "the others, then resume.")
-            self._keys[k] = r
-            self._by_task.setdefault(r["task"], []).append(r)
+        self._keys, self._by_task = index_attempts(self.records, self.path, self.dir)
 
     def _reconcile(self):
         """Make ``records.jsonl`` hold at least what ``records.jsonl.gz`` holds, atomically."""
         gz = self.dir / RECORDS_GZ
         if not gz.exists():
             return
-        packed = _gunzip(gz)
+        packed = gunzip_records(gz)
         if not self.path.exists():
             atomic_write_bytes(self.path, packed)  # a fresh checkout: unpack (temporary file + rename)
             return
@@ -550,7 +276,7 @@ class RecordStore:
                     break
                 pos = start
             f.seek(cut)
-            _quarantine(self.dir, [(None, f.read(), "torn last line (a writer was killed mid-write)")])
+            quarantine(self.dir, [(None, f.read(), "torn last line (a writer was killed mid-write)")])
             f.truncate(cut)
             f.flush()
             os.fsync(f.fileno())
@@ -573,7 +299,7 @@ class RecordStore:
                 raise DataError(f"record for task {k[0]!r} attempt {k[1]} already stored")
         if self.redact:
             record = json.loads(self.redact(json.dumps(record, ensure_ascii=True, default=str)))
-        line = _serialise(record)
+        line = record_line(record)
         n = os.write(self._fd, line)
         if n != len(line):  # pragma: no cover - would need a full disk
             raise OSError(f"short write to {self.path}")
@@ -609,214 +335,3 @@ class RecordStore:
             self.close()
         except Exception:
             pass
-
-
-def _quarantine(run_dir: Path, items, source: str = RECORDS) -> int:
-    """Append ``(line number, raw bytes, reason)`` items to ``quarantine.jsonl`` (durably). The bytes are
-    kept exactly: ``text`` decodes them with ``surrogateescape`` (``text.encode("utf-8", "surrogateescape")``
-    gives them back)."""
-    items = [(n, b, why) for n, b, why in items if b.strip()]
-    if not items:
-        return 0
-    now = utc_now()
-    out = b"".join((json.dumps({"quarantined": now, "source": source, "line": n, "reason": why,
-                                "text": b.decode("utf-8", "surrogateescape")}, ensure_ascii=True) + "\n").encode()
-                   for n, b, why in items)
-    fd = os.open(run_dir / QUARANTINE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, out)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return len(items)
-
-
-#: Record fields that must agree with the manifest a repair gives a run (``--manifest-from``).
-_IDENTITY_FIELDS = ("survey", "label", "backend", "model", "ambiguity", "persona", "answers", "design_seed")
-
-
-def check_resumable(run_dir) -> str | None:
-    """Why ``run_dir`` cannot be resumed or exported (no or bad manifest, bad records, duplicates), or ``None``."""
-    try:
-        RecordStore(run_dir, readonly=True).close()
-    except (ValueError, FileNotFoundError, OSError) as e:
-        return str(e)
-    return None
-
-
-def _adopt_manifest(run_dir: Path, source, records) -> Path:
-    """Write ``source``'s manifest (a run directory or a manifest file) into ``run_dir``, if its records agree."""
-    src = Path(source)
-    m = read_manifest(src)
-    for n, rec in records:
-        for k in _IDENTITY_FIELDS:
-            if k in rec and k in m and rec[k] != m[k]:
-                raise DataError(
-                    f"{run_dir / RECORDS}, line {n}: {k}={rec[k]!r}, but the manifest of {src} says {m[k]!r}: these "
-                    "records belong to another run. Give the manifest of the run they came from, or collect into a "
-                    "new directory.")
-    m = {k: v for k, v in m.items() if k not in ("sessions", "finished", "last_finished")}
-    m.update(sessions=[], manifest_from=str(src), manifest_adopted=utc_now())
-    text = json.dumps(m, indent=1, sort_keys=False, default=str) + "\n"
-    return atomic_write_bytes(run_dir / MANIFEST, text.encode("utf-8", "backslashreplace"))
-
-
-def repair_run(run_dir, manifest_from=None) -> dict:
-    """Make a damaged run directory resumable again, losing nothing.
-
-    - a line that is not a record of the schema (:func:`schema_problem`) is fixed when that needs no
-      guess (an ``attempt`` written as ``"3"``), else moved to ``quarantine.jsonl``, as is a torn last line;
-    - of several attempt records with one ``(task, attempt)`` (two collectors on one run), the first
-      is kept and the others move to ``quarantine.jsonl``;
-    - when ``records.jsonl`` and ``records.jsonl.gz`` disagree, their records are merged (the
-      ``.gz``'s missing ones appended); a ``.gz`` that is truncated or damaged gives every record it
-      still holds, and is set aside as ``records.jsonl.gz.corrupt-<time>``, not deleted;
-    - ``records.jsonl`` and ``records.jsonl.gz`` are then rewritten atomically;
-    - ``manifest_from`` (a run directory or a ``manifest.json``) gives a run without a manifest the
-      manifest of the run it belongs to, after checking that every record agrees with it (survey,
-      label, backend, model, ...); sessions and end times are not copied.
-
-    Holds the run's lock, so it refuses to run while a collector writes to the directory.
-
-    Returns
-    -------
-    dict
-        ``kept`` (records), ``quarantined`` (lines moved), ``fixed`` (lines fixed in place), ``reasons``
-        (Counter), ``merged_from_gz``, ``set_aside`` (files written or renamed to keep what was moved),
-        ``manifest_from``, and ``problem``: why the run still cannot resume (``None`` when it can).
-
-    Examples
-    --------
-    ``python -m moralkit repair data/raw/psm-mymodel`` from the command line.
-    """
-    from collections import Counter
-
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no such directory)")
-    if manifest_from is not None and (run_dir / MANIFEST).exists():
-        raise MoralkitError(f"{run_dir} already has a {MANIFEST}; --manifest-from only gives one to a run that has none")
-    lock = _Lock(run_dir)
-    try:
-        remove_stale_temporaries_in(run_dir)
-        jl, gz = run_dir / RECORDS, run_dir / RECORDS_GZ
-        data = jl.read_bytes() if jl.exists() else b""
-        packed, set_aside = None, []
-        if gz.exists():
-            packed, damage = _gunzip_prefix(gz)
-            if damage is not None:
-                aside = gz.with_name(f"{RECORDS_GZ}.corrupt-{utc_now().replace(':', '')}")
-                os.replace(gz, aside)
-                n_rec = packed.count(b"\n")
-                set_aside.append(f"{aside.name} ({damage}; its {n_rec} complete line(s) were recovered)")
-        lines = data.split(b"\n")
-        torn = lines.pop()
-        items = [(i, line, RECORDS) for i, line in enumerate(lines, 1)]
-        if torn.strip():
-            items.append((len(lines) + 1, torn, RECORDS))
-        merged = 0
-        if packed is not None and not data.startswith(packed):
-            seen = set(lines)
-            glines = packed.split(b"\n")
-            gtorn = glines.pop()
-            for i, line in enumerate(glines, 1):
-                if line not in seen:
-                    items.append((i, line, RECORDS_GZ))
-                    seen.add(line)
-                    merged += 1
-            if gtorn.strip():
-                items.append((len(glines) + 1, gtorn, RECORDS_GZ))
-        keep, bad, reasons, good = [], [], Counter(), []
-        fixed = 0
-        first: dict[tuple, tuple] = {}
-        for i, line, src in items:
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                if not isinstance(rec, dict):
-                    raise DataError(f"a JSON {type(rec).__name__}, not an object")
-                why = schema_problem(rec)
-                if why is not None:
-                    rec2 = _fixed(rec)
-                    if rec2 is None:
-                        raise DataError(f"wrong schema: {why}")
-                    _quarantine(run_dir, [(i, line, f"fixed in place ({why}); this is the original")], source=src)
-                    rec, line = rec2, _serialise(rec2).rstrip(b"\n")
-                    fixed += 1
-                if rec.get("kind", "attempt") == "attempt":
-                    k = (rec["task"], int(rec["attempt"]))
-                    if k in first:
-                        why = f"duplicate of task {k[0]!r} attempt {k[1]} ({first[k][1]} line {first[k][0]})"
-                        bad.append((i, line, why, src))
-                        reasons["duplicate"] += 1
-                        continue
-                    first[k] = (i, src)
-            except ValueError as e:
-                bad.append((i, line, f"not a record: {str(e)[:120]}", src))
-                reasons["not a record"] += 1
-                continue
-            keep.append(line)
-            good.append((len(keep), rec))
-        if fixed:
-            reasons["fixed in place"] += fixed
-        for src in (RECORDS, RECORDS_GZ):
-            _quarantine(run_dir, [(i, b, why) for i, b, why, s in bad if s == src], source=src)
-        if bad or fixed:
-            set_aside.insert(0, QUARANTINE)
-        new = b"".join(line + b"\n" for line in keep)
-        if new != data:
-            atomic_write_bytes(jl, new)
-        if keep or gz.exists() or packed is not None:
-            atomic_write_bytes(gz, gzip_bytes(new))
-        if manifest_from is not None:
-            _adopt_manifest(run_dir, manifest_from, good)
-    finally:
-        lock.release()
-    return dict(kept=len(keep), quarantined=len(bad), fixed=fixed, reasons=dict(reasons), merged_from_gz=merged,
-                set_aside=set_aside, manifest_from=None if manifest_from is None else str(manifest_from),
-                problem=check_resumable(run_dir))
-
-
-def session_info(argv=None) -> dict:
-    """Provenance of one collection session (time, host, command line, pid)."""
-    return {"started": utc_now(), "host": socket.gethostname(), "pid": os.getpid(),
-            "argv": _portable_argv(sys.argv if argv is None else argv), "platform": platform.platform()}
-
-
-def _portable_argv(argv) -> list:
-    """The command line without machine paths (``.../moralkit/__main__.py`` becomes ``python -m moralkit``)
-    and without credentials in URLs."""
-    from .secrets import strip_url
-
-    argv = [strip_url(a) if isinstance(a, str) and "://" in a else a for a in argv]
-    if argv and str(argv[0]).endswith("__main__.py"):
-        return ["python", "-m", "moralkit"] + argv[1:]
-    if argv:
-        argv[0] = os.path.basename(str(argv[0]))
-    return argv
-
-
-def provider_of(manifest: dict) -> str:
-    """The organisation that publishes a run's model (the ``provider`` column of both exports).
-
-    The manifest's ``provider`` when it names one; else the organisation of the upstream hub id in
-    ``backend_info`` (``"Qwen/Qwen2.5-Coder-0.5B-Instruct"`` gives ``"Qwen"``); else ``""``.
-    Manifests written before the backend had its own column hold the backend kind under
-    ``provider``; that value is not a provider and is skipped.
-
-    Examples
-    --------
-    >>> provider_of({"backend": "transformers", "provider": "transformers",
-    ...              "backend_info": {"upstream": "Qwen/Qwen2.5-Coder-0.5B-Instruct"}})
-    'Qwen'
-    >>> provider_of({"backend": "openai", "provider": "OpenAI"})
-    'OpenAI'
-    >>> provider_of({"backend": "openai"})
-    ''
-    """
-    given = manifest.get("provider") or ""
-    if given and given != manifest.get("backend"):
-        return given
-    upstream = (manifest.get("backend_info") or {}).get("upstream") or ""
-    return upstream.split("/")[0] if "/" in upstream else ""

@@ -146,6 +146,22 @@ def test_batch_lines_are_the_online_request_bodies(tmp_path, monkeypatch):
         a.api.body(Request(messages=rq.messages, extra_body={"n": 2}))
 
 
+def test_bad_batch_settings_are_moralkit_errors(monkeypatch):
+    """Issue 29: --wait and --poll-interval that are not numbers, and negative counts, are MoralkitErrors
+    naming the option (a --wait of "soon" was a plain ValueError from float())."""
+    from moralkit.errors import MoralkitError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    for kw, message in [(dict(wait="soon"), "--wait must be a number of seconds >= 0, got 'soon'"),
+                        (dict(wait=-1), "--wait must be >= 0 seconds"),
+                        (dict(poll_interval=0), "--poll-interval must be > 0 seconds"),
+                        (dict(max_retries=-1), "max_retries must be an integer >= 0"),
+                        (dict(max_requests=2.5), "max_requests must be an integer")]:
+        with pytest.raises(MoralkitError, match=message):
+            BatchBackend("openai", "o4-mini", status=None, **kw)
+    assert BatchBackend("openai", "o4-mini", status=None, max_requests=7.0, wait=0).max_requests == 7
+
+
 # ------------------------------------------------------------------ kills at every step (in process, exact)
 class _Kill(BaseException):
     """Stands for SIGKILL at one exact point (nothing after it runs; no except clause catches it)."""

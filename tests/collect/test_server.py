@@ -291,6 +291,31 @@ def fake_server():
         s.server_close()
 
 
+def test_server_limits_are_checked():
+    """Issue 29: ServerLimits checks its counts with moralkit.checks.check_int (an integral float is taken as
+    an int; a bool, a fraction or a count out of range is a MoralkitError naming the field)."""
+    assert ServerLimits(max_tokens=64.0, default_max_tokens=16).max_tokens == 64
+    assert type(ServerLimits(max_queue=0.0).max_queue) is int
+    for kw, message in [(dict(max_tokens=0), "max_tokens must be an integer >= 1, got 0"),
+                        (dict(max_queue=-1), "max_queue must be an integer >= 0, got -1"),
+                        (dict(max_connections=True), "max_connections must be an integer, got True"),
+                        (dict(max_body_bytes=1.5), "max_body_bytes must be an integer"),
+                        (dict(read_timeout=0), "read_timeout must be a finite number of seconds > 0"),
+                        (dict(max_tokens=8, default_max_tokens=9), "must not exceed max_tokens")]:
+        with pytest.raises(MoralkitError, match=message):
+            ServerLimits(**kw)
+
+
+def test_a_bad_or_busy_port_is_a_moralkit_error(fake_server):
+    """Issue 29: a port out of range, or one another server holds, is a MoralkitError naming the fix (it was
+    an OverflowError or an OSError)."""
+    _, srv, _ = fake_server()
+    with pytest.raises(MoralkitError, match="port must be an integer <= 65535"):
+        make_server(None, port=70000)
+    with pytest.raises(MoralkitError, match="choose another --port"):
+        make_server(None, port=srv.server_address[1])
+
+
 def test_server_refuses_non_loopback_before_the_model_loads(capsys):
     from moralkit.cli import build_parser, main
 

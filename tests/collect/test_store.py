@@ -168,3 +168,18 @@ def test_the_store_imports_without_fcntl_and_locks_with_filelock(tmp_path):
         with pytest.raises(RunLockedError, match=f"pid {os.getpid()} on host"):
             RecordStore(tmp_path, dict(survey="x"))
     assert not (tmp_path / LOCK_HOLDER).exists()  # released on close
+
+
+def test_missing_runs_and_bad_settings_are_moralkit_errors(tmp_path):
+    """Issue 29: a run directory, manifest or records file that does not exist is a MoralkitError naming the
+    fix, and still a FileNotFoundError (as it was); a compress interval that is not a number is refused."""
+    from moralkit.collect.store import read_manifest, repair_run
+    from moralkit.errors import MoralkitError
+
+    for call in (lambda: read_manifest(tmp_path / "nowhere"), lambda: read_manifest(tmp_path),
+                 lambda: read_records(tmp_path / "nowhere.jsonl"), lambda: repair_run(tmp_path / "nowhere")):
+        with pytest.raises(MoralkitError, match="give the directory") as e:
+            call()
+        assert isinstance(e.value, FileNotFoundError)
+    with pytest.raises(MoralkitError, match="compress_every_s must be None or >= 0 seconds"):
+        RecordStore(tmp_path / "r", M, compress_every_s="often")
