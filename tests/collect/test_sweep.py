@@ -95,7 +95,7 @@ provider = "Local"
     ('[[models]]\nbackend = "openai"\nmodel = "m"\nparameters = { temperature = "hot" }\n[[surveys]]\nsurvey = "psm"\n',
      r"parameters: temperature must be an integer or a number, got 'hot'"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "moralchoice"\n',
-     r"\[\[surveys\]\] #1: ambiguity must be \"low\" or \"high\""),
+     r"\[\[surveys\]\] #1: ambiguity must be one of 'low', 'high', got None"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "moralchoice"\nambiguity = "low"\n'
      'n_scenarios = 3\nscenarios = ["A"]\n', r"give scenarios or n_scenarios, not both"),
     ('[providers.OpenAI]\nrpm = 0\n[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\n',
@@ -106,6 +106,12 @@ provider = "Local"
      r"\(psm\): unknown key 'limits'; allowed keys: attempts, batch, design_seed, limit, order, survey"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n', r"no \[\[surveys\]\]"),
     ('[modles]\n', r"unknown top-level key 'modles'"),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psn"\n',
+     r"\[\[surveys\]\] #1: survey must be one of 'psm', 'moralchoice', 'likelihood', got 'psn'"),
+    ('surveys = ["psm"]\n[[models]]\nbackend = "openai"\nmodel = "m"\n',
+     r"\[\[surveys\]\] #1: must be a table with survey = "),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\norder = "table"\n',
+     r"\[\[surveys\]\] #1: order must be one of 'paper', 'shuffled', got 'table'"),
     ('[[models]\n', r"not valid TOML"),
 ])
 def test_sweep_files_are_validated_strictly(tmp_path, bad, message):
