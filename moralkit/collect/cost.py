@@ -193,12 +193,12 @@ def calibrate(runs=None) -> dict:
     import numpy as np
 
     from .. import moralchoice as mc
-    from .. import paths
+    from .. import runs as project_runs
     from ..psm.design import constrained_prompt, make_design, unconstrained_prompt
     from .store import read_records
 
     if runs is None:
-        runs = [m.parent for m in sorted((paths.data_dir() / "raw").glob("*/manifest.json"))]
+        runs = [m.parent for m in sorted(project_runs.run_dir("raw").glob("*/manifest.json"))]
     runs = [Path(r) for r in runs]
     acc = {k: {"chars": 0, "tokens": 0, "prompts": 0, "out": 0, "answers": 0} for k in CALIBRATION}
     tables, templates = {}, None

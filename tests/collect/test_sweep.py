@@ -379,3 +379,19 @@ def test_sigterm_and_sigint_drain_the_requests_in_flight(tmp_path, sig):
         assert r.returncode == 0, r.stderr[-2000:]
         stored = [r["response_id"] for r in read_records(rec.parent) if r["kind"] == "attempt"]
         assert sorted(stored) == sorted(rid for rid, _ in srv.usable) and len(set(stored)) == len(stored)
+
+
+def test_a_sweep_without_data_writes_into_the_projects_run_folders(tmp_path, monkeypatch):
+    """The run directories and exports of a sweep without ``[sweep] data`` are the folders moralkit.runs
+    names under the project's data folder (MORALKIT_DATA_DIR), like single runs."""
+    from moralkit import runs
+
+    monkeypatch.setenv("MORALKIT_DATA_DIR", str(tmp_path / "d"))
+    p = tmp_path / "s.toml"
+    p.write_text('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\n'
+                 '[[surveys]]\nsurvey = "moralchoice"\nambiguity = "low"\n'
+                 '[[surveys]]\nsurvey = "likelihood"\nambiguity = "high"\n')
+    sweep = load_sweep(p)
+    assert sweep.data == tmp_path / "d"
+    assert {j.run_dir.parent for j in sweep.jobs} == {runs.run_dir("raw")}
+    assert [j.export.parent for j in sweep.jobs] == [runs.run_dir(k) for k in ("psm", "responses", "likelihoods")]
