@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..errors import MoralkitError
+from .prices import format_usd
 
 __all__ = ["RunReport", "CollectionIncompleteError", "CollectionRefusedError", "incomplete_error"]
 
@@ -111,9 +112,6 @@ class RunReport:
 
     def cost_text(self) -> str:
         """``; tokens 12,345 in / 678 out, $0.0123`` (and the run's cost against ``--max-cost``)."""
-        def format_usd(x):  # as moralkit.collect.cost.format_usd (which imports this module's users)
-            return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4f}"
-
         s = f"; tokens {self.prompt_tokens:,} in / {self.completion_tokens:,} out"
         if self.cost is not None:
             s += f", {format_usd(self.cost)}"
