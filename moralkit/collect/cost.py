@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..checks import check_choice
+from ..checks import check_choice, check_int
 from ..errors import MoralkitError
 from .prices import Price, format_usd, price_for  # noqa: F401  (importable from this module as before)
 from .tokens import CALIBRATION, TokenCounter, calibrate, prompt_kind  # noqa: F401  (as before)
@@ -226,8 +226,8 @@ class CostMeter:
             if self.price is None:
                 raise MoralkitError("--max-cost needs a price: the genai-prices table does not know this model; give "
                                     "--price-in and --price-out (dollars per million input and output tokens)")
-        if self.tpm is not None and int(self.tpm) < 1:
-            raise MoralkitError(f"--tpm must be >= 1 tokens per minute, got {self.tpm}")
+        if self.tpm is not None:
+            check_int(self.tpm, "--tpm (tokens per minute)", minimum=1)
         self.counter = self.counter or TokenCounter()
         self._pending: dict = {}
 
