@@ -170,12 +170,11 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     seed : int, default 0
         Sampling seed (each attempt's seed is derived from it) and seed of the shuffled order.
     order : {"paper", "shuffled"}
-        Presentation order of the constrained rounds. ``"shuffled"`` (seeded by
-        ``seed``) makes a partial run (``limit``, or a run stopped early) a random
-        subset of the 160 rounds. It may change between sessions of one run.
+        Presentation order of the constrained rounds. ``"shuffled"`` (seeded by ``seed``) makes a partial run
+        (``limit``, or a run stopped early) a random subset of the 160 rounds. It may change between sessions.
     sampling : Sampling, optional
-        Default ``Sampling(temperature=1.0, top_p=1.0, max_tokens=16)`` (the APIs' default
-        temperature; the paper did not set one); for a reasoning model ``max_tokens`` is
+        Default ``Sampling(temperature=1.0, top_p=1.0, max_tokens=16)`` (the APIs' default temperature; the
+        paper did not set one); for a reasoning model ``max_tokens`` is
         :data:`~moralkit.collect.backends.REASONING_MAX_TOKENS` (its hidden reasoning counts against it).
     system : str, optional
         System message (none in the paper).
@@ -189,39 +188,30 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     export : path-like, optional
         Also write the tidy ``.csv.gz`` (:func:`export_psm`) there at the end.
     provider : str, optional
-        The organisation that publishes the model, the ``provider`` column of the tidy file
-        (default: the organisation of the backend's upstream hub id, e.g. ``"Qwen"``, else ``""``;
-        see :func:`moralkit.collect.store.provider_of`). The backend kind has its own column.
+        The organisation that publishes the model, the ``provider`` column of the tidy file (default: the
+        organisation of the backend's upstream hub id, e.g. ``"Qwen"``, else ``""``; see
+        :func:`moralkit.collect.store.provider_of`). The backend kind has its own column.
     return_report : bool, default False
         Also return the session's :class:`~moralkit.collect.runner.RunReport`.
     spec : PSMSpec, optional
-        The run's identity in one object (:meth:`PSMSpec.for_backend`), in place of ``label``,
-        ``design_seed``, ``seed``, ``sampling``, ``system``, ``max_attempts`` and ``n_options``, which are
-        then left at their defaults.
+        The run's identity in one object (:meth:`PSMSpec.for_backend`), in place of ``label``, ``design_seed``,
+        ``seed``, ``sampling``, ``system``, ``max_attempts`` and ``n_options`` (then left at their defaults).
 
     Returns
     -------
     PSMDataset
-        Completed rounds only (answered or missing after ``max_attempts``); with
-        ``return_report``, ``(dataset, report)``.
+        Completed rounds only (answered or missing after ``max_attempts``); with ``return_report``, a pair.
 
     Raises
     ------
     MoralkitError
         An option out of range (before the run directory is touched), or ``spec`` given together with
         identity keywords.
-    CollectionIncompleteError
-        Rounds are left undone (requests that kept failing, or a server that refuses every
-        request); the message names them and the server's last message. Completed records are
-        saved, the export written, and re-running resumes.
-    CollectionRefusedError
-        A response no retry can fix (HTTP 401, 403, 404: wrong key, no access, unknown model) stopped
-        the session; the message carries the server's (redacted) message.
-
-    Notes
-    -----
-    Requests go through :func:`moralkit.collect.runner.run_tasks`: a malformed or failed response
-    is recorded as an error and re-sent, never ending the run.
+    CollectionIncompleteError, CollectionRefusedError
+        Rounds are left undone (requests that kept failing: completed records are saved, the export
+        written, re-running resumes), or a response no retry can fix (HTTP 401, 403, 404) stopped the
+        session; the message names them and the server's (redacted) last message. Requests go through
+        :func:`moralkit.collect.runner.run_tasks`: a malformed or failed response is recorded and re-sent.
 
     References
     ----------
@@ -230,25 +220,11 @@ def run_psm(backend: Backend, run_dir, *, label=None, design_seed: int = 0, seed
     identity = dict(label=label, design_seed=design_seed, seed=seed, sampling=sampling, system=system,
                     max_attempts=max_attempts, n_options=n_options)
     spec, sampling = _spec_of(backend, spec, identity)
-    check_choice(order, ("paper", "shuffled"), "order")
-    if limit is not None:
-        limit = check_int(limit, "limit", minimum=0)
+    limit = _check_session(order, limit)
     design = make_design(spec.design_seed, n_options=spec.n_options)
     store = _open_store(backend, run_dir, spec, design, order=order, limit=limit, provider=provider)
     rounds = round_order(order, spec.seed, len(design))[:limit]
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=1 + len(rounds), desc=f"PSM {spec.label}", unit="round")
-    try:
-        report = _collect(backend, store, spec, sampling, design, rounds, Path(run_dir).name, bar)
-        _record_result(store, report, finished=report.complete and len(rounds) == len(design))
-    finally:
-        if bar is not None:
-            bar.close()
-        store.compress()
-        store.close()
+    report = _session(backend, store, spec, sampling, design, rounds, Path(run_dir).name, progress)
     ds = psm_dataset(run_dir)
     if export is not None:
         write_psm([ds], export)
@@ -271,6 +247,12 @@ def _spec_of(backend, spec: PSMSpec | None, identity: dict) -> tuple[PSMSpec, Sa
     return spec, spec.sampling_of(backend)
 
 
+def _check_session(order: str, limit):
+    """Phase 1 (the session): ``order`` one of ``"paper"``, ``"shuffled"``; ``limit`` None or an integer >= 0."""
+    check_choice(order, ("paper", "shuffled"), "order")
+    return None if limit is None else check_int(limit, "limit", minimum=0)
+
+
 def _open_store(backend, run_dir, spec: PSMSpec, design, *, order, limit, provider) -> RecordStore:
     """Phase 2: the run's record store, its manifest the spec's identity plus this session's order and limit;
     a run whose sessions used different orders says so."""
@@ -288,6 +270,24 @@ def _open_store(backend, run_dir, spec: PSMSpec, design, *, order, limit, provid
         store.update_manifest(order="mixed: " + ", ".join(
             f"{s.get('started')} {s.get('order')}" for s in store.manifest["sessions"]))
     return store
+
+
+def _session(backend, store, spec: PSMSpec, sampling: Sampling, design, rounds, run_name, progress: bool):
+    """Phases 3 and 4 with a progress bar: collect, record the result; the store is closed whatever happens."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=1 + len(rounds), desc=f"PSM {spec.label}", unit="round")
+    try:
+        report = _collect(backend, store, spec, sampling, design, rounds, run_name, bar)
+        _record_result(store, report, finished=report.complete and len(rounds) == len(design))
+    finally:
+        if bar is not None:
+            bar.close()
+        store.compress()
+        store.close()
+    return report
 
 
 def _collect(backend, store, spec: PSMSpec, sampling: Sampling, design, rounds, run_name, bar):
