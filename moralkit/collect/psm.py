@@ -15,6 +15,9 @@ Protocol (Seror 2025, Section 2.1-2.2), as implemented by :func:`run_psm`:
    no valid answer after 3 attempts is missing (``chosen = 0``). Every raw
    attempt is kept in the run's records.
 
+The run's identity (what its manifest records and a resume must match) is a :class:`PSMSpec`;
+:func:`run_psm` builds it from its keywords or takes it as ``spec=``.
+
 Each attempt's sampling seed is derived from ``(seed, round, attempt)``
 (:func:`moralkit.collect.store.derive_seed`), so with ``batch_size=1`` a run
 gives the same answers whether or not it was interrupted and resumed.
@@ -125,7 +128,7 @@ class PSMSpec:
         label = check_label(label or backend.model)
         return cls(label=label, backend=backend.name, model=backend.model,
                    design_seed=check_int(design_seed, "design_seed", minimum=0),
-                   seed=check_int(seed, "seed", minimum=0), sampling=sampling.to_dict(), system=system,
+                   seed=check_int(seed, "seed"), sampling=sampling.to_dict(), system=system,
                    max_attempts=check_int(max_attempts, "max_attempts", minimum=1),
                    n_options=check_int(n_options, "n_options", minimum=1))
 
