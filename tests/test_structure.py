@@ -282,6 +282,34 @@ def test_the_store_batch_and_server_rooms_keep_to_themselves():
         assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f
 
 
+def test_the_runner_sweep_and_cost_rooms_of_issue_29():
+    """Issue 29: the request runner, the sweep and the cost estimate are split into rooms that only look
+    down: the report and the scheduler know nothing of the runner or the record store, prices and token
+    counts know nothing of the estimates built on them, reading a sweep file knows nothing of running it;
+    no room over 600 lines and no function over 80."""
+    edges, _ = import_graph()
+
+    def collect_deps(m):
+        return {t for t in edges[f"moralkit.collect.{m}"] if t.startswith("moralkit.collect.")}
+
+    assert collect_deps("run_report") <= {"moralkit.collect.prices"}
+    assert collect_deps("scheduler") <= {"moralkit.collect.backends"}
+    assert collect_deps("prices") == set()
+    assert not collect_deps("tokens") & {"moralkit.collect.cost", "moralkit.collect.prices", "moralkit.collect.runner"}
+    assert "moralkit.collect.sweep" not in collect_deps("sweep_file")
+    assert {"moralkit.collect.run_report", "moralkit.collect.scheduler"} <= collect_deps("runner")
+    assert {"moralkit.collect.prices", "moralkit.collect.tokens"} <= collect_deps("cost")
+    assert "moralkit.collect.sweep_file" in collect_deps("sweep")
+    for m in ("runner", "run_report", "scheduler", "sweep", "sweep_file", "cost", "prices", "tokens", "psm",
+              "exact_scoring", "summary"):
+        f = PKG / "collect" / f"{m}.py"
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f
+        long = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and n.end_lineno - n.lineno + 1 > 80]
+        assert long == [], (f, long)
+
+
 def test_tests_mirror_the_package():
     """Issue 29: tests/ mirrors moralkit/: a folder per subpackage (book, collect, moralchoice, psm,
     studies) plus top-level tests for top-level modules; every test file name is unique (pytest's default

@@ -2,15 +2,15 @@
 
 Three parts:
 
-- **Prices** (:func:`price_for`): per million input and output tokens, from the maintained price table of
+- **Prices** (:func:`~moralkit.collect.prices.price_for`, :mod:`moralkit.collect.prices`): per million input and output tokens, from the maintained price table of
   the ``genai-prices`` package (its bundled snapshot: no network), or given by the user
   (``--price-in`` / ``--price-out``). The batch price is the table's ``processing = batch`` variant, else
   half the online price: OpenAI's Batch API and Anthropic's Message Batches both bill 50 % of the
   standard price (https://platform.claude.com/docs/en/build-with-claude/batch-processing;
   OpenAI's Batch API guide).
-- **Tokens** (:class:`TokenCounter`): counted with the model's own tokenizer and chat template when one is
+- **Tokens** (:class:`~moralkit.collect.tokens.TokenCounter`, :mod:`moralkit.collect.tokens`): counted with the model's own tokenizer and chat template when one is
   at hand (the local models), else estimated from the committed runs' measured tokens per prompt
-  (:data:`CALIBRATION`: for each kind of prompt, the tokens the servers counted per character of the
+  (:data:`~moralkit.collect.tokens.CALIBRATION`: for each kind of prompt, the tokens the servers counted per character of the
   chat's text, and the mean answer length). ``tiktoken`` is not used: it downloads its BPE files from the
   internet at first use, so it does not work offline.
 - **Modes** (:func:`estimate_table`): ``online`` (one request per sample, as the collectors send them
@@ -32,302 +32,23 @@ Seror (2025), Section 2.1 (161 prompts, up to three attempts each); Scherrer et 
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
+from ..checks import check_choice, check_int
 from ..errors import MoralkitError
+from .prices import Price, format_usd, price_for  # noqa: F401  (importable from this module as before)
+from .tokens import CALIBRATION, TokenCounter, calibrate, prompt_kind  # noqa: F401  (as before)
 
-__all__ = ["Price", "price_for", "TokenCounter", "CALIBRATION", "calibrate", "Part", "psm_parts",
-           "moralchoice_parts", "estimate_table", "MODES", "CostMeter", "records_usage", "format_usd",
-           "PAPER_SCENARIOS"]
+# Prices (Price, price_for, format_usd) live in moralkit.collect.prices, token counts (TokenCounter,
+# CALIBRATION, calibrate) in moralkit.collect.tokens.
+__all__ = ["Part", "psm_parts", "moralchoice_parts", "estimate_table", "MODES", "CostMeter", "records_usage",
+           "PAPER_SCENARIOS", "survey_parts", "counter_for", "markdown_table", "estimate_markdown"]
 
 #: MoralChoice scenarios after the degenerate ones are excluded (low, high): 687 + 679 = 1,366 (the high table
 #: has 680 rows, one of them degenerate).
 PAPER_SCENARIOS = {"low": 687, "high": 679}
-
-
-def format_usd(x) -> str:
-    """Dollars with enough digits to see small amounts.
-
-    Examples
-    --------
-    >>> format_usd(27.0412), format_usd(0.00421), format_usd(None)
-    ('$27.04', '$0.0042', 'n/a')
-    """
-    if isinstance(x, str):
-        return x
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4f}"
-
-
-# --------------------------------------------------------------------------- prices
-
-
-@dataclass(frozen=True)
-class Price:
-    """Dollars per million tokens, online and batch, and where the numbers come from."""
-
-    input_mtok: float
-    output_mtok: float
-    batch_input_mtok: float
-    batch_output_mtok: float
-    source: str
-    model_id: str | None = None
-
-    def cost(self, input_tokens, output_tokens, batch: bool = False) -> float:
-        """Dollars for these token counts (online or batch price)."""
-        i, o = (self.batch_input_mtok, self.batch_output_mtok) if batch else (self.input_mtok, self.output_mtok)
-        return (float(input_tokens) * i + float(output_tokens) * o) / 1e6
-
-    def to_dict(self) -> dict:
-        return dict(input_mtok=self.input_mtok, output_mtok=self.output_mtok, batch_input_mtok=self.batch_input_mtok,
-                    batch_output_mtok=self.batch_output_mtok, source=self.source, model_id=self.model_id)
-
-
-#: The organisation names moralkit records (``provider``) mapped to genai-prices provider ids.
-_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "google": "google", "mistral": "mistral",
-                 "mistralai": "mistral", "deepseek": "deepseek", "deepseek-ai": "deepseek", "x-ai": "x-ai",
-                 "xai": "x-ai", "cohere": "cohere", "meta": "meta", "meta-llama": "meta", "together": "together",
-                 "openrouter": "openrouter", "groq": "groq", "fireworks": "fireworks"}
-
-
-def _genai_price(model: str, provider: str | None):
-    """(online input, online output, batch input, batch output, model id, version) from genai-prices, or None."""
-    try:
-        from importlib import metadata
-
-        import genai_prices
-    except ImportError:  # pragma: no cover - genai-prices is a dependency of the llm extra
-        return None
-    pid = _PROVIDER_IDS.get((provider or "").strip().lower())
-    # 1,000 tokens per request: below every tier boundary (the tiers start at 128k-272k-token prompts;
-    # the surveys' prompts are under 3k tokens), so the base per-token rates apply.
-    usage = genai_prices.Usage(input_tokens=1000, output_tokens=1000)
-    out = []
-    for ctx in (None, {"processing": "batch"}):
-        try:
-            kw = {"provider_id": pid} if pid else {}
-            p = genai_prices.calc_price(usage, model_ref=str(model), price_context=ctx, **kw)
-        except LookupError:
-            return None
-        except Exception:  # the table does not know the model (its errors are not one class)
-            return None
-        out.append((float(p.input_price) * 1000, float(p.output_price) * 1000, p.model.id, p.provider.id))
-    (i, o, mid, prov), (bi, bo, _, _) = out
-    if (bi, bo) == (i, o):  # no batch variant in the table: the providers' documented 50 %
-        bi, bo = i / 2, o / 2
-    return i, o, bi, bo, mid, prov, metadata.version("genai-prices")
-
-
-def price_for(model: str | None, provider: str | None = None, *, price_in=None, price_out=None,
-              batch_discount: float = 0.5) -> Price | None:
-    """The price of ``model``: the user's (``price_in`` and ``price_out``, $ per million tokens), else
-    the genai-prices table's; ``None`` when neither is known (a local model, an unknown name).
-
-    Parameters
-    ----------
-    model : str
-        The API model name (``gpt-5.4-mini``, ``claude-sonnet-4-5``).
-    provider : str, optional
-        The organisation (``OpenAI``, ``Anthropic``, ``Google``), to pick among providers that serve a
-        model under the same name.
-    price_in, price_out : float, optional
-        A price given by the user, in dollars per million input and output tokens; both or neither.
-    batch_discount : float, default 0.5
-        The batch price as a share of the online one, for a user's price.
-
-    Examples
-    --------
-    >>> price_for("my-model", price_in=2.0, price_out=8.0)
-    Price(input_mtok=2.0, output_mtok=8.0, batch_input_mtok=1.0, batch_output_mtok=4.0, source='user', model_id='my-model')
-    """
-    if (price_in is None) != (price_out is None):
-        raise MoralkitError("give both --price-in and --price-out (dollars per million input and output tokens), "
-                            "or neither to use the genai-prices table")
-    if price_in is not None:
-        if not (float(price_in) >= 0 and float(price_out) >= 0):
-            raise MoralkitError(f"prices must be >= 0 dollars per million tokens, got {price_in}, {price_out}")
-        return Price(float(price_in), float(price_out), float(price_in) * batch_discount,
-                     float(price_out) * batch_discount, "user", model)
-    if not model:
-        return None
-    got = _genai_price(model, provider)
-    if got is None:
-        return None
-    i, o, bi, bo, mid, prov, version = got
-    return Price(i, o, bi, bo, f"genai-prices {version} ({prov})", mid)
-
-
-# --------------------------------------------------------------------------- tokens
-
-#: Kinds of prompts, with their committed-run calibration (tokens counted by the servers per character of
-#: the chat's text, pooled over every distinct prompt of the committed runs in data/raw, and the mean
-#: answer length in tokens). Recomputed from the records by :func:`calibrate`; a test keeps them equal.
-CALIBRATION = {
-    "psm-r0": {"chars": 8604, "tokens": 2186, "prompts": 7, "output_tokens": 22.0},
-    "psm-round": {"chars": 4178880, "tokens": 2543200, "prompts": 1120, "output_tokens": 5.565},
-    "ab": {"chars": 1417326, "tokens": 354516, "prompts": 2400, "output_tokens": 3.836},
-    "compare": {"chars": 1381326, "tokens": 336104, "prompts": 2400, "output_tokens": 2.825},
-    "repeat": {"chars": 1628526, "tokens": 376916, "prompts": 2400, "output_tokens": 16.107},
-}
-
-
-def _chars(messages) -> int:
-    return sum(len(m["content"]) for m in messages)
-
-
-def calibrate(runs=None) -> dict:
-    """Measure :data:`CALIBRATION` from run directories (default: the PSM and MoralChoice runs in data/raw).
-
-    Each run's distinct prompts are rebuilt from its manifest and records (the PSM design and round-0
-    answer; the MoralChoice scenario and form) and paired with the ``prompt_tokens`` the server counted.
-    Per kind: total characters, total tokens, number of prompts, and the mean ``completion_tokens``.
-    """
-    import warnings
-
-    import numpy as np
-
-    from .. import moralchoice as mc
-    from .. import paths
-    from ..psm.design import constrained_prompt, make_design, unconstrained_prompt
-    from .store import read_records
-
-    if runs is None:
-        runs = [m.parent for m in sorted((paths.data_dir() / "raw").glob("*/manifest.json"))]
-    runs = [Path(r) for r in runs]
-    acc = {k: {"chars": 0, "tokens": 0, "prompts": 0, "out": 0, "answers": 0} for k in CALIBRATION}
-    tables, templates = {}, None
-    for run in runs:
-        m = json.loads((Path(run) / "manifest.json").read_text())
-        if m.get("survey") not in ("psm", "moralchoice"):
-            continue
-        recs = [r for r in read_records(run) if r.get("kind", "attempt") == "attempt"]
-        seen = {}
-        if m["survey"] == "psm":
-            design = make_design(m["design_seed"])
-            q0 = next((r["parsed"] for r in recs if r["task"] == "r000" and r["status"] == "ok"), None)
-            q0 = None if q0 is None else np.asarray(q0)
-            system = [{"role": "system", "content": m["system"]}] if m.get("system") else []
-            for r in recs:
-                kind = "psm-r0" if r["task"] == "r000" else "psm-round"
-                if r.get("completion_tokens") is not None:
-                    acc[kind]["out"] += r["completion_tokens"]
-                    acc[kind]["answers"] += 1
-                if r["task"] in seen or not r.get("prompt_tokens"):
-                    continue
-                u = unconstrained_prompt() if kind == "psm-r0" else constrained_prompt(
-                    design[int(r["task"][1:]) - 1].options(q0))
-                seen[r["task"]] = (kind, _chars(system + [{"role": "user", "content": u}]), r["prompt_tokens"])
-        else:
-            if templates is None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    templates = mc.load_templates()
-            amb = m["ambiguity"]
-            if amb not in tables:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    tables[amb] = mc.load_scenarios(amb).set_index("scenario_id", drop=False)
-            for r in recs:
-                kind = r["question_type"]
-                if r.get("completion_tokens") is not None:
-                    acc[kind]["out"] += r["completion_tokens"]
-                    acc[kind]["answers"] += 1
-                key = (r["scenario_id"], kind, r["ordering"])
-                if key in seen or not r.get("prompt_tokens"):
-                    continue
-                h, t = mc.build_prompt(tables[amb].loc[r["scenario_id"]], kind, int(r["ordering"]), templates)
-                seen[key] = (kind, len(h) + len(t), r["prompt_tokens"])
-        for kind, chars, tokens in seen.values():
-            acc[kind]["chars"] += chars
-            acc[kind]["tokens"] += int(tokens)
-            acc[kind]["prompts"] += 1
-    return {k: {"chars": v["chars"], "tokens": v["tokens"], "prompts": v["prompts"],
-                "output_tokens": round(v["out"] / v["answers"], 3) if v["answers"] else 0.0}
-            for k, v in acc.items()}
-
-
-def prompt_kind(messages) -> str | None:
-    """The kind of a survey prompt, from its text: ``psm-r0``, ``psm-round``, or ``None`` (MoralChoice's
-    forms are prose alike; :class:`TokenCounter` uses their pooled ratio).
-
-    Examples
-    --------
-    >>> from moralkit.psm.design import unconstrained_prompt
-    >>> prompt_kind([{"role": "user", "content": unconstrained_prompt()}])
-    'psm-r0'
-    """
-    user = next((m["content"] for m in reversed(list(messages)) if m.get("role") == "user"), "")
-    if "Option 1:" in user:
-        return "psm-round"
-    if user.startswith("Please answer the following questions"):
-        return "psm-r0"
-    return None
-
-
-class TokenCounter:
-    """Input tokens of a chat, and the expected answer length, for one kind of prompt.
-
-    ``TokenCounter()`` estimates from :data:`CALIBRATION` (the committed runs' measured tokens per
-    character of each kind of prompt); ``TokenCounter.for_local_model(name)`` counts exactly with a local
-    model's tokenizer and chat template (as the transformers backend sends them).
-
-    Examples
-    --------
-    >>> c = TokenCounter(calibration={"ab": {"chars": 1000, "tokens": 250, "prompts": 2, "output_tokens": 1.5}})
-    >>> c.count([{"role": "user", "content": "x" * 400}], "ab"), c.output_tokens("ab")
-    (100, 1.5)
-    """
-
-    def __init__(self, calibration: dict | None = None, tokenizer=None, name: str | None = None):
-        self.calibration = dict(CALIBRATION if calibration is None else calibration)
-        self.tokenizer = tokenizer
-        self.method = (f"tokenizer of {name}" if tokenizer is not None
-                       else "estimated from the committed runs' tokens per prompt")
-
-    @classmethod
-    def for_local_model(cls, model) -> "TokenCounter":
-        """Count with the tokenizer of a local model (a registry name, a ``.gguf`` file or a directory)."""
-        from transformers import AutoTokenizer
-
-        from .localmodels import is_local_model_name, local_model_path
-
-        if is_local_model_name(model):
-            p = local_model_path(str(model).lower(), verify=False)
-            tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-        elif str(model).endswith(".gguf") and Path(model).is_file():
-            p = Path(model).resolve()
-            tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-        else:
-            tok = AutoTokenizer.from_pretrained(str(model))
-        return cls(tokenizer=tok, name=str(model))
-
-    def _ratio(self, kind) -> float:
-        c = self.calibration.get(kind)
-        if not c or not c["chars"]:  # an unknown kind: the pooled MoralChoice prose ratio
-            cs = [self.calibration[k] for k in ("ab", "compare", "repeat") if self.calibration.get(k, {}).get("chars")]
-            if not cs:
-                return 0.25
-            return sum(x["tokens"] for x in cs) / sum(x["chars"] for x in cs)
-        return c["tokens"] / c["chars"]
-
-    def count(self, messages, kind: str | None = None) -> int:
-        """Input tokens of ``messages`` (chat dicts) as the server would count them (``kind``: the kind of
-        prompt, recognised from the text when not given)."""
-        if self.tokenizer is not None:
-            text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
-            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return int(round(_chars(messages) * self._ratio(kind or prompt_kind(messages))))
-
-    def output_tokens(self, kind: str | None) -> float:
-        """Mean answer length of this kind of prompt in the committed runs."""
-        c = self.calibration.get(kind) or {}
-        return float(c.get("output_tokens") or 0.0)
 
 
 # --------------------------------------------------------------------------- plans and modes
@@ -505,8 +226,8 @@ class CostMeter:
             if self.price is None:
                 raise MoralkitError("--max-cost needs a price: the genai-prices table does not know this model; give "
                                     "--price-in and --price-out (dollars per million input and output tokens)")
-        if self.tpm is not None and int(self.tpm) < 1:
-            raise MoralkitError(f"--tpm must be >= 1 tokens per minute, got {self.tpm}")
+        if self.tpm is not None:
+            check_int(self.tpm, "--tpm (tokens per minute)", minimum=1)
         self.counter = self.counter or TokenCounter()
         self._pending: dict = {}
 
@@ -571,19 +292,17 @@ def survey_parts(survey: str, counter: TokenCounter, *, system=None, limit=None,
     """The requests of ``survey``: ``"psm"``, ``"moralchoice"`` (one ``ambiguity``), or ``"paper"`` (the PSM
     and MoralChoice low and high on every scenario at the paper's M). ``output_tokens`` overrides the
     committed runs' mean answer length."""
+    check_choice(survey, ("psm", "moralchoice", "paper"), "survey")
     if survey == "psm":
         parts = psm_parts(counter, system=system, limit=limit, max_tokens=int(max_tokens or 16))
     elif survey == "moralchoice":
-        if ambiguity not in ("low", "high", "controversial"):
-            raise MoralkitError(f"MoralChoice needs an ambiguity (low, high), got {ambiguity!r}")
+        check_choice(ambiguity, ("low", "high", "controversial"), "MoralChoice's ambiguity")
         parts = moralchoice_parts(counter, ambiguity, scenarios=scenarios, n_scenarios=n_scenarios,
                                   scenario_seed=scenario_seed, samples=samples, question_types=question_types,
                                   max_tokens=max_tokens, source=source)
-    elif survey == "paper":
+    else:  # "paper"
         parts = psm_parts(counter) + moralchoice_parts(counter, "low", source=source) + \
             moralchoice_parts(counter, "high", source=source)
-    else:
-        raise MoralkitError(f"survey must be 'psm', 'moralchoice' or 'paper', got {survey!r}")
     if output_tokens is not None:
         for p in parts:
             p.output_tokens = float(output_tokens)

@@ -183,12 +183,27 @@ class TreeScorer:
         list of float
             log p(answer, eos | prefix, continuation).
         """
-        torch = self.torch
-        from transformers import DynamicCache
-
         if self._kv is None:
             raise MoralkitError("call set_prefixes() first")
-        # build the trie: node key = (prefix_name, tuple of tokens so far)
+        token, parent, depth, root, paths = self._trie(items)
+        allowed, pos, need = self._attention(token, parent, depth, root, paths)
+        logp, eos = self._forward(token, allowed, pos, need)
+        row = {n: r for r, n in enumerate(need)}
+        res = []
+        for nodes, c, seq in paths:
+            lp = 0.0
+            for j in range(c, len(nodes)):
+                lp += float(logp[row[nodes[j - 1]], seq[j]])
+            lp += float(eos[row[nodes[-1]]])
+            res.append(lp)
+        return res
+
+    def _trie(self, items):
+        """Phase 1 of :meth:`score`: the items' tokens as one trie, a node per distinct (prefix, tokens so far).
+
+        Returns ``(token, parent, depth, root, paths)``: per node its token, parent node (-1 at a root), depth
+        after the prefix and prefix name; per item its nodes, the continuation's length and its tokens.
+        """
         node_of: dict = {}
         parent, token, depth, root = [], [], [], []
         paths = []
@@ -213,6 +228,17 @@ class TreeScorer:
                 par = idx
                 nodes.append(idx)
             paths.append((nodes, len(cont), seq))
+        return token, parent, depth, root, paths
+
+    def _attention(self, token, parent, depth, root, paths):
+        """Phase 2 of :meth:`score`: who sees whom. Each node attends to its own cached prefix and to its
+        ancestors in the trie, at the position it would have in its own chat.
+
+        Returns ``(allowed, pos, need)``: the boolean mask (nodes x prefix tokens + nodes), the position ids,
+        and the nodes whose next-token distribution is needed (the node before each answer token, and the
+        last node of each item).
+        """
+        torch = self.torch
         N = len(token)
         P = self._n_prefix
         allowed = torch.zeros((N, P + N), dtype=torch.bool)
@@ -228,10 +254,16 @@ class TreeScorer:
             s, L = self.prefixes[root[i]]["span"]
             allowed[i, s:s + L] = True
             pos.append(L + depth[i])
-        # rows whose next-token distribution is needed: the node before each answer token, and the last node
         need = sorted({nodes[j - 1] for nodes, c, _ in paths for j in range(c, len(nodes))} |
                       {nodes[-1] for nodes, _, _ in paths})
-        row = {n: r for r, n in enumerate(need)}
+        return allowed, pos, need
+
+    def _forward(self, token, allowed, pos, need):
+        """Phase 3 of :meth:`score`: one forward pass over every node after the cached prefixes; the
+        log-softmax of the needed rows and their end-of-turn log-probability."""
+        torch = self.torch
+        from transformers import DynamicCache
+
         cache = DynamicCache(config=self.lm.config)
         for li, (k, v) in enumerate(self._kv):
             cache.update(k, v, li)
@@ -243,15 +275,8 @@ class TreeScorer:
             logp = torch.log_softmax(out.logits[0].float(), dim=-1)
             eos = torch.logsumexp(logp[:, self.eos_ids], dim=-1)
         self.forward_seconds += time.perf_counter() - t0
-        self.tokens_scored += N
-        res = []
-        for nodes, c, seq in paths:
-            lp = 0.0
-            for j in range(c, len(nodes)):
-                lp += float(logp[row[nodes[j - 1]], seq[j]])
-            lp += float(eos[row[nodes[-1]]])
-            res.append(lp)
-        return res
+        self.tokens_scored += len(token)
+        return logp, eos
 
     def context(self, q: str, user: str):
         """What the answers of one question form share (for :func:`scenario_items`): the tokens after the

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..checks import check_choice, check_int
 from ..errors import DataError, MoralkitError
 from .exact_scoring import PromptLogprobScorer, make_scorer, persona_system, scenario_items
 from .runner import RunReport, Task, incomplete_error, run_tasks
@@ -65,10 +66,8 @@ def scoring_order(chosen, table, order: str = "overlap-first", seed: int = 0):
     """The order in which :func:`run_likelihood` scores the scenarios of ``chosen`` (see its ``order``)."""
     from .moralchoice import select_scenarios
 
-    if order == "table":
+    if check_choice(order, ("overlap-first", "table"), "order") == "table":
         return chosen.reset_index(drop=True)
-    if order != "overlap-first":
-        raise MoralkitError(f"order must be 'overlap-first' or 'table', got {order!r}")
     overlap = set(select_scenarios(table, n=min(200, len(table)), seed=0)["scenario_id"])
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15_2023]))
     perm = rng.permutation(len(chosen))
@@ -177,10 +176,6 @@ class _Setup:
         return self.estimator == "top_logprobs"
 
 
-def _is_count(v, lo=0) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= lo
-
-
 def _check_options(backend, *, estimator, ambiguity, persona, label, answers, question_types, limit, samples,
                    top_logprobs, seed) -> _Setup:
     """Phase 1: every option checked (a clear :class:`~moralkit.errors.MoralkitError`) before anything is touched."""
@@ -189,8 +184,7 @@ def _check_options(backend, *, estimator, ambiguity, persona, label, answers, qu
     from .moralchoice import DEFAULT_SAMPLES
     from .personas import get_persona, persona_label
 
-    if estimator not in LIKELIHOOD_ESTIMATORS:
-        raise MoralkitError(f"estimator must be one of {LIKELIHOOD_ESTIMATORS}, got {estimator!r}")
+    check_choice(estimator, LIKELIHOOD_ESTIMATORS, "estimator")
     api = estimator == "top_logprobs"
     if api and getattr(backend, "name", None) != "openai":
         raise MoralkitError(f"the top_logprobs estimator asks an OpenAI-compatible API for log-probabilities; got a "
@@ -198,17 +192,13 @@ def _check_options(backend, *, estimator, ambiguity, persona, label, answers, qu
                             "estimator='token_probability' (exact); Anthropic's API returns no log-probabilities")
     M = None
     if api:
-        M = DEFAULT_SAMPLES.get(ambiguity, 5) if samples is None else samples
-        if not _is_count(M, 1):
-            raise MoralkitError(f"samples must be a positive integer, got {samples!r}")
-        if not _is_count(top_logprobs, 1) or top_logprobs > 20:
-            raise MoralkitError(f"top_logprobs must be an integer in [1, 20] (OpenAI's range), got {top_logprobs!r}")
+        M = check_int(DEFAULT_SAMPLES.get(ambiguity, 5) if samples is None else samples, "samples", minimum=1)
+        top_logprobs = check_int(top_logprobs, "top_logprobs", minimum=1, maximum=20)  # OpenAI's range
     elif samples is not None:
         raise MoralkitError("samples applies to estimator='top_logprobs' only (its sampled repeat form)")
-    if answers not in ANSWER_SETS:
-        raise MoralkitError(f"answers must be one of {ANSWER_SETS}, got {answers!r}")
-    if limit is not None and not _is_count(limit):
-        raise MoralkitError(f"limit must be None or a non-negative integer, got {limit!r}")
+    check_choice(answers, ANSWER_SETS, "answers")
+    if limit is not None:
+        check_int(limit, "limit", minimum=0)
     p = get_persona(persona)
     label = persona_label(label or backend.model, p.name)
     if not re.fullmatch(r"[A-Za-z0-9._@+-]+", label):

@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import time
 
+from ..checks import check_int
 from ..errors import DataError, MoralkitError
 
 __all__ = ["LOGPROB_FORMS", "FORM_ESTIMATORS", "REPEAT_FALLBACK", "logprob_request", "parse_top_logprobs",
@@ -78,8 +79,7 @@ def logprob_request(scenario, question_type: str, ordering: int, model: str, tem
     if question_type not in LOGPROB_QUESTION_TYPES:
         raise MoralkitError(f"the {question_type!r} form cannot be scored from log-probabilities (only "
                             f"{LOGPROB_QUESTION_TYPES}); sample it instead (moralkit collect moralchoice)")
-    if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 1 <= top_logprobs <= 20:
-        raise MoralkitError(f"top_logprobs must be an integer in [1, 20] (OpenAI's range), got {top_logprobs!r}")
+    top_logprobs = check_int(top_logprobs, "top_logprobs", minimum=1, maximum=20)  # OpenAI's range
     templates = templates or load_templates()
     header, text = build_prompt(scenario, question_type, ordering, templates)
     system = persona_system(header, persona)

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomicfile import atomic_path
+from ..checks import check_choice, check_int
 from ..errors import DataError, MoralkitError
 from ..moralchoice.data import PAPER_SAMPLES
 from ..moralchoice.responses import RESPONSE_COLUMNS
@@ -78,10 +79,9 @@ def select_scenarios(scenarios: pd.DataFrame, ids=None, n=None, seed: int = 0) -
             raise MoralkitError(f"unknown scenario ids {bad[:5]} (of {len(bad)}); see load_scenarios()")
         return scenarios.set_index("scenario_id").loc[ids].reset_index()
     if n is not None:
-        if not 1 <= int(n) <= len(scenarios):
-            raise MoralkitError(f"n_scenarios must be in 1..{len(scenarios)}, got {n}")
+        n = check_int(n, "n_scenarios", minimum=1, maximum=len(scenarios))
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 3_2023]))
-        idx = np.sort(rng.choice(len(scenarios), size=int(n), replace=False))
+        idx = np.sort(rng.choice(len(scenarios), size=n, replace=False))
         return scenarios.iloc[idx].reset_index(drop=True)
     return scenarios.reset_index(drop=True)
 
@@ -133,8 +133,7 @@ class MoralChoiceSpec:
         if system is not None:
             raise MoralkitError("MoralChoice uses the templates' instruction headers; pass header='system' or "
                                 "'prepend' (not a system message)")
-        if header not in ("system", "prepend"):
-            raise MoralkitError(f"header must be 'system' or 'prepend', got {header!r}")
+        check_choice(header, ("system", "prepend"), "header")
         label = label or backend.model
         check_label(label)
         sampling = sampling or Sampling(temperature=1.0, top_p=1.0)
@@ -187,16 +186,12 @@ class MoralChoicePlan:
         bad = [q for q in qts if q not in mc.QUESTION_TYPES]
         if bad:
             raise MoralkitError(f"unknown question types {bad}; choose from {mc.QUESTION_TYPES}")
-        M = DEFAULT_SAMPLES.get(ambiguity, 5) if self.samples is None else self.samples
-        for name, v in (("samples", M), ("samples_per_request", self.samples_per_request)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise MoralkitError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.order not in ("table", "shuffled"):
-            raise MoralkitError(f"order must be 'table' or 'shuffled', got {self.order!r}")
-        if self.limit is not None and (isinstance(self.limit, bool) or not isinstance(self.limit, (int, np.integer))
-                                       or self.limit < 0):
-            raise MoralkitError(f"limit must be None or a non-negative integer, got {self.limit!r}")
-        return replace(self, samples=int(M), question_types=qts, samples_per_request=int(self.samples_per_request))
+        M = check_int(DEFAULT_SAMPLES.get(ambiguity, 5) if self.samples is None else self.samples, "samples",
+                      minimum=1)
+        k = check_int(self.samples_per_request, "samples_per_request", minimum=1)
+        check_choice(self.order, ("table", "shuffled"), "order")
+        limit = None if self.limit is None else check_int(self.limit, "limit", minimum=0)
+        return replace(self, samples=M, question_types=qts, samples_per_request=k, limit=limit)
 
 
 _SPEC_OPTIONS = ("ambiguity", "label", "sampling", "max_tokens", "seed", "header", "system")

@@ -47,9 +47,13 @@ manifest (``sent``, and ``adaptations`` such as a switch to ``max_completion_tok
 The answer of a request depends only on its prompt and its seed, ``derive_seed(seed, task, attempt)``;
 retries after errors re-send the same attempt with the same seed.
 
-:class:`RunReport` says what a session did and what is left; :meth:`RunReport.line` is the
-completeness line every collection command prints, and :class:`CollectionIncompleteError` carries it
-when tasks remain undone.
+:class:`~moralkit.collect.run_report.RunReport` says what a session did and what is left; its
+:meth:`~moralkit.collect.run_report.RunReport.line` is the completeness line every collection command
+prints, and :class:`~moralkit.collect.run_report.CollectionIncompleteError` carries it when tasks remain
+undone. :class:`~moralkit.collect.scheduler.Scheduler` decides which request goes next.
+
+:func:`run_tasks` runs in four phases: plan (which tasks are left, the backend's limits, the budget),
+send (a pool or batches), store (each response as it arrives) and close (the report, the manifest).
 
 References
 ----------
@@ -59,31 +63,27 @@ Seror (2025), Section 2.1 (up to three attempts per round); Scherrer et al. (202
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as _dt
-import heapq
 import re
-import signal
-import threading
 import time
-from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from ..errors import MoralkitError
 from .backends import (
-    FATAL_STATUS,
     LENGTH_REASONS,
     Completion,
     Request,
     Sampling,
     merge_request_logs,
-    retry_delay,
     run_sync,
 )
+from .run_report import CollectionIncompleteError, CollectionRefusedError, RunReport, incomplete_error  # noqa: F401
+from .scheduler import STOP, STOP_REASON, Scheduler, stop_on_signals, stop_requested  # noqa: F401
 from .store import derive_seed, prompt_sha256, utc_now
 
-__all__ = ["Task", "RunReport", "CollectionIncompleteError", "CollectionRefusedError", "incomplete_error",
-           "run_tasks", "check_label", "iso_time", "LABEL_RE"]
+# RunReport and its errors live in run_report, the scheduler and the stop signal in scheduler; they are
+# imported here so that ``from moralkit.collect.runner import RunReport`` keeps working.
+__all__ = ["Task", "run_tasks", "check_label", "iso_time", "LABEL_RE"]
 
 #: What a respondent label may look like: it names files and appears in tidy data.
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
@@ -154,169 +154,6 @@ class Task:
     extra_body: dict | None = None
 
 
-@dataclass
-class RunReport:
-    """What one collection session did, and what is left.
-
-    ``tasks`` were requested; ``done`` of them are complete (``answered`` with a valid answer, the
-    rest ``missing`` after ``max_attempts`` attempts without one); ``undone`` lists the others with
-    their last error in ``last_errors``. ``sent`` requests this session gave ``attempts`` records
-    and ``errors`` error records. ``stopped`` says why the session stopped early, if it did.
-    ``busy_slot_seconds / wall_seconds`` is the mean number of requests in flight.
-    """
-
-    tasks: int = 0
-    done: int = 0
-    answered: int = 0
-    undone: list = field(default_factory=list)
-    sent: int = 0
-    attempts: int = 0
-    errors: int = 0
-    last_errors: dict = field(default_factory=dict)
-    error_types: Counter = field(default_factory=Counter)
-    stopped: str | None = None
-    refused: str | None = None
-    wall_seconds: float = 0.0
-    busy_slot_seconds: float = 0.0
-    #: answers recorded with status ``length`` (empty: the output budget ran out)
-    length: int = 0
-
-    #: tokens the server counted in this session's responses (``None`` counts as 0)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    #: dollars of this session (``None``: no price known; see :mod:`moralkit.collect.cost`)
-    cost: float | None = None
-    #: dollars of the whole run so far and its ``--max-cost`` (``None`` without a budget)
-    run_cost: float | None = None
-    max_cost: float | None = None
-
-    @property
-    def fatal(self) -> bool:
-        """The session stopped on something no retry fixes (a refused parameter, key or model): exit status 2."""
-        return self.refused is not None
-
-    @property
-    def missing(self) -> int:
-        return self.done - self.answered
-
-    @property
-    def complete(self) -> bool:
-        return not self.undone
-
-    @property
-    def mean_busy_slots(self) -> float:
-        return self.busy_slot_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
-
-    def merge(self, other: "RunReport") -> "RunReport":
-        """The report of two consecutive phases of one session (e.g. round 0, then the rounds)."""
-        out = RunReport(
-            tasks=self.tasks + other.tasks, done=self.done + other.done, answered=self.answered + other.answered,
-            undone=self.undone + other.undone, sent=self.sent + other.sent, attempts=self.attempts + other.attempts,
-            errors=self.errors + other.errors, last_errors={**self.last_errors, **other.last_errors},
-            error_types=self.error_types + other.error_types, stopped=self.stopped or other.stopped,
-            refused=self.refused or other.refused,
-            wall_seconds=self.wall_seconds + other.wall_seconds,
-            busy_slot_seconds=self.busy_slot_seconds + other.busy_slot_seconds, length=self.length + other.length,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cost=None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0),
-            run_cost=other.run_cost if other.run_cost is not None else self.run_cost,
-            max_cost=other.max_cost if other.max_cost is not None else self.max_cost)
-        return out
-
-    def line(self, unit: str = "tasks", answered: str = "answered", missing: str = "missing") -> str:
-        """The completeness line: ``complete: 160/160 rounds done (158 answered, 2 missing), 0 undone; ...``.
-
-        ``unit``, ``answered`` and ``missing`` name the tasks, the valid answers and the others
-        (MoralChoice: ``answers``, ``mapped to an action``, ``refusal or invalid``).
-        """
-        head = "complete" if self.complete else "INCOMPLETE"
-        s = (f"{head}: {self.done}/{self.tasks} {unit} done ({self.answered} {answered}, {self.missing} {missing}), "
-             f"{len(self.undone)} undone; this session: {self.sent} requests, {self.attempts} answers recorded, "
-             f"{self.errors} errors retried or left")
-        if self.error_types:
-            s += " (" + ", ".join(f"{k} {v}" for k, v in self.error_types.most_common()) + ")"
-        if self.length:
-            s += (f"; {self.length} answers empty at the output budget (status length: raise --max-tokens, "
-                  "reasoning models spend it on hidden reasoning)")
-        return s + self.cost_text()
-
-    def cost_text(self) -> str:
-        """``; tokens 12,345 in / 678 out, $0.0123`` (and the run's cost against ``--max-cost``)."""
-        def format_usd(x):  # as moralkit.collect.cost.format_usd (which imports this module's users)
-            return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4f}"
-
-        s = f"; tokens {self.prompt_tokens:,} in / {self.completion_tokens:,} out"
-        if self.cost is not None:
-            s += f", {format_usd(self.cost)}"
-        if self.max_cost is not None and self.run_cost is not None:
-            s += (f"; run so far {format_usd(self.run_cost)} of --max-cost {format_usd(self.max_cost)}, "
-                  f"{format_usd(self.max_cost - self.run_cost)} remains")
-        return s
-
-    def problem(self) -> str | None:
-        """Why the session is incomplete, naming requests and the server's message; ``None`` if complete."""
-        if self.complete:
-            return None
-        parts = []
-        if self.stopped:
-            parts.append(f"stopped: {self.stopped}")
-        named = [(t, self.last_errors[t]) for t in self.undone if t in self.last_errors]
-        for t, e in named[:3]:
-            parts.append(f"request {t!r} failed: {e}")
-        if len(named) > 3:
-            parts.append(f"... and {len(named) - 3} more failed requests")
-        n_unsent = len(self.undone) - len(named)
-        if n_unsent:
-            parts.append(f"{n_unsent} task(s) not sent or not finished")
-        if self.refused:
-            if re.search(r"\bHTTP (400|422)\b", self.refused):  # a parameter the server refuses
-                return "; ".join(parts) + (". Retrying cannot fix this: change what the message names and re-run to "
-                                           "resume. Completed records are saved.")
-            return "; ".join(parts) + (". Retrying cannot fix this: check the key (the environment variable named "
-                                       "by --api-key-env), the model name and the base URL. Completed records "
-                                       "are saved.")
-        return "; ".join(parts) + ". Completed records are saved; re-run the same command to resume."
-
-    def to_dict(self) -> dict:
-        return dict(tasks=self.tasks, done=self.done, answered=self.answered, missing=self.missing,
-                    undone=len(self.undone), sent=self.sent, attempts=self.attempts, errors=self.errors,
-                    error_types=dict(self.error_types), stopped=self.stopped, length=self.length, fatal=self.fatal,
-                    mean_busy_slots=round(self.mean_busy_slots, 3), prompt_tokens=self.prompt_tokens,
-                    completion_tokens=self.completion_tokens,
-                    cost_usd=None if self.cost is None else round(self.cost, 6),
-                    run_cost_usd=None if self.run_cost is None else round(self.run_cost, 6), max_cost_usd=self.max_cost)
-
-
-class CollectionIncompleteError(MoralkitError):
-    """A collection session ended with tasks undone. ``report`` (a :class:`RunReport`) says which and why.
-
-    Every completed record is saved: re-running the same command resumes.
-    """
-
-    def __init__(self, report: RunReport, *labels: str):
-        self.report = report
-        super().__init__(f"{report.line(*labels)}. {report.problem()}")
-
-
-class CollectionRefusedError(MoralkitError):
-    """A collection session was stopped by a response no retry can fix (wrong key, unknown model, a server
-    that cannot do what is asked). ``report`` says what was done; the message carries the server's
-    (redacted) message. The command line exits with status 2."""
-
-    def __init__(self, report: RunReport, *labels: str):
-        self.report = report
-        super().__init__(f"the server refused the collection: {report.refused}. {report.problem()} "
-                         f"[{report.line(*labels)}]")
-
-
-def incomplete_error(report: RunReport, *labels: str) -> MoralkitError:
-    """The error for a session that ended with tasks undone: :class:`CollectionRefusedError` when a
-    response no retry can fix stopped it, else :class:`CollectionIncompleteError` (re-run to resume)."""
-    if report.refused:
-        return CollectionRefusedError(report, *labels)
-    return CollectionIncompleteError(report, *labels)
-
 
 def _error_kind(c: Completion, error: str) -> str:
     if c.status_code and c.status_code != 200:
@@ -324,88 +161,6 @@ def _error_kind(c: Completion, error: str) -> str:
     return error.split(":")[0].split(" ")[0]
 
 
-class _Scheduler:
-    """Which task to send next: ready tasks in order, retries after their backoff, give-ups."""
-
-    def __init__(self, tasks, store, max_attempts, max_retries, backoff, max_consecutive):
-        self.store = store
-        self.max_attempts = max_attempts
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_consecutive = max_consecutive
-        self.ready = deque(t for t in tasks if not self.is_done(t))
-        self.delayed: list = []
-        self.seq = 0
-        self.errors = Counter()
-        self.consecutive = 0
-        self.consecutive_length = 0
-        self.stopped = None
-        self.refused = None
-        self.failed: dict[str, str] = {}
-
-    def is_done(self, t: Task) -> bool:
-        att = self.store.attempts(t.task)
-        return any(a.get("status") == "ok" for a in att) or len(att) >= self.max_attempts
-
-    def _promote(self):
-        now = time.monotonic()
-        back = []
-        while self.delayed and self.delayed[0][0] <= now:
-            back.append(heapq.heappop(self.delayed)[2])
-        for t in reversed(back):
-            self.ready.appendleft(t)
-
-    def next_ready(self, like: Task | None = None) -> Task | None:
-        """The next task to send, or None. With ``like``, only a task batchable with it."""
-        if STOP.is_set() and not self.stopped:
-            self.stopped = stop_requested()
-        if self.stopped:
-            return None
-        self._promote()
-        if not self.ready:
-            return None
-        if like is not None:
-            t = self.ready[0]
-            if t.group != like.group or t.sampling != like.sampling or t.system != like.system:
-                return None
-        return self.ready.popleft()
-
-    def wait_time(self) -> float | None:
-        """Seconds until a delayed task is due (None: nothing is waiting)."""
-        if self.stopped or not self.delayed:
-            return None
-        return max(0.0, self.delayed[0][0] - time.monotonic())
-
-    def answered(self, t: Task, status=None) -> None:
-        self.consecutive = 0
-        self.consecutive_length = self.consecutive_length + 1 if status == "length" else 0
-        if self.consecutive_length >= self.max_consecutive and not self.stopped:
-            self.stopped = (f"{self.consecutive_length} answers in a row were empty at the output budget "
-                            "(finish_reason length): raise --max-tokens (a reasoning model spends it on hidden "
-                            "reasoning)")
-            self.refused = self.refused or self.stopped
-        if not self.is_done(t):
-            self.ready.appendleft(t)
-
-    def failed_try(self, t: Task, c: Completion, message: str, fatal: bool = False) -> None:
-        self.errors[t.task] += 1
-        self.consecutive += 1
-        if fatal or c.fatal or c.status_code in FATAL_STATUS:
-            if self.refused is None:
-                self.refused = f"request {t.task!r}: {message}"
-                self.stopped = f"request {t.task!r}: {message} (retrying cannot fix this)"
-            self.failed[t.task] = message
-            return
-        if self.consecutive >= self.max_consecutive:
-            self.stopped = f"{self.consecutive} requests failed in a row; the last, {t.task!r}: {message}"
-            self.failed[t.task] = message
-            return
-        if self.errors[t.task] > self.max_retries:
-            self.failed[t.task] = f"{message} (tried {self.errors[t.task]} times this session)"
-            return
-        delay = retry_delay(self.errors[t.task] - 1, c.retry_after, self.backoff)
-        self.seq += 1
-        heapq.heappush(self.delayed, (time.monotonic() + delay, self.seq, t))
 
 
 def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, max_attempts: int = 1,
@@ -449,160 +204,168 @@ def run_tasks(backend, store, tasks, parse, *, seed: int, sampling: Sampling, ma
     -------
     RunReport
     """
-    common = dict(common or {})
-    C = max(1, int(getattr(backend, "concurrency", 1) or 1))
-    max_retries = int(getattr(backend, "max_retries", 6))
-    backoff = float(getattr(backend, "backoff", 1.0))
-    mce = max_consecutive_errors or max(25, 4 * C)
-    sched = _Scheduler(tasks, store, max_attempts, max_retries, backoff, mce)
-    rep = RunReport(tasks=len(tasks))
-    if bar is not None:
-        bar.update(len(tasks) - len(sched.ready))
-    redact = store.redact
-    for s in getattr(backend, "secrets", lambda: [])():
-        redact.add(s)
-    sched.redact = redact  # errors are redacted before they are cut (handle() cuts them)
-    attempt_no = {}
-    # tokens, cost, budget and tokens-per-minute pace (moralkit.collect.cost.CostMeter), when attached
-    meter = getattr(backend, "cost_meter", None)
-    if meter is not None:
-        meter.begin(store.records)
+    session = _plan(backend, store, tasks, parse, seed=seed, sampling=sampling, max_attempts=max_attempts,
+                    common=common, bar=bar, record_batch=record_batch,
+                    max_consecutive_errors=max_consecutive_errors, parse_completion=parse_completion)
+    t0 = time.perf_counter()
+    try:
+        _send(backend, session)
+    finally:
+        _close(backend, session, tasks, time.perf_counter() - t0)
+    return session.report
 
-    def request_for(t: Task) -> Request:
+
+@dataclass
+class _Session:
+    """One call of :func:`run_tasks`: what it sends with, and what it has stored so far."""
+
+    store: object
+    parse: object
+    seed: int
+    sampling: Sampling
+    common: dict
+    bar: object
+    record_batch: bool
+    parse_completion: bool
+    sched: Scheduler
+    report: RunReport
+    meter: object = None
+    concurrency: int = 1
+    attempt_no: dict = field(default_factory=dict)
+
+    def request_for(self, t: Task) -> Request:
+        """The request of ``t``'s next attempt, seeded by ``derive_seed(seed, task, attempt)``."""
         # the next attempt number: one more than the last stored (attempts are 1..n, so this is n + 1; after
         # a repair set one aside, a gap is never re-filled with a number that is already taken)
-        a = max((int(r["attempt"]) for r in store.attempts(t.task)), default=0) + 1
-        attempt_no[t.task] = a
+        a = max((int(r["attempt"]) for r in self.store.attempts(t.task)), default=0) + 1
+        self.attempt_no[t.task] = a
+        seed, sampling = derive_seed(self.seed, t.task, a), t.sampling or self.sampling
         if t.messages is not None:
-            return Request(messages=tuple(t.messages), seed=derive_seed(seed, t.task, a),
-                           sampling=t.sampling or sampling, extra_body=t.extra_body)
-        rq = Request.from_prompt(t.prompt, system=t.system, seed=derive_seed(seed, t.task, a),
-                                 sampling=t.sampling or sampling)
+            return Request(messages=tuple(t.messages), seed=seed, sampling=sampling, extra_body=t.extra_body)
+        rq = Request.from_prompt(t.prompt, system=t.system, seed=seed, sampling=sampling)
         if t.extra_body is not None:
             rq = Request(messages=rq.messages, seed=rq.seed, sampling=rq.sampling, extra_body=t.extra_body)
         return rq
 
-    def handle(t: Task, rq: Request, c: Completion, batch: int) -> None:
-        a = attempt_no[t.task]
+    def handle(self, t: Task, rq: Request, c: Completion, batch: int) -> None:
+        """Phase 3: store one response as it arrives, an ``attempt`` or an ``error`` record, and tell the
+        scheduler (done, back to the queue, retried after a backoff, or the session stops)."""
+        rep, meter = self.report, self.meter
         rep.sent += 1
         rep.prompt_tokens += c.prompt_tokens or 0
         rep.completion_tokens += c.completion_tokens or 0
         if meter is not None:
             meter.settle(rq, c)
-        base = dict(common, task=t.task, **t.fields, seed=rq.seed, prompt_sha256=prompt_sha256(rq.messages),
+        base = self._record_base(t, rq, c, batch)
+        rep.busy_slot_seconds += max(0.0, c.latency_s)
+        error, fatal, value, status = c.error, False, None, None
+        if error is None:
+            error, fatal, value, status = self._parse(t, c)
+        if error is not None:
+            self._store_error(t, c, base, error, fatal)
+            return
+        if status != "ok" and c.finish_reason in LENGTH_REASONS and not (c.text or "").strip():
+            status = "length"  # nothing to parse: the output budget ran out (not the model's invalid answer)
+            rep.length += 1
+        self.store.append(dict(base, kind="attempt", attempt=self.attempt_no[t.task], raw=c.text, parsed=value,
+                               status=status))
+        rep.attempts += 1
+        self.sched.answered(t, status)
+        if self.bar is not None and self.sched.is_done(t):
+            self.bar.update(1)
+
+    def _record_base(self, t: Task, rq: Request, c: Completion, batch: int) -> dict:
+        """The fields of every record of this response (the run's, the task's, the request's, the server's)."""
+        base = dict(self.common, task=t.task, **t.fields, seed=rq.seed, prompt_sha256=prompt_sha256(rq.messages),
                     sampling=rq.sampling.to_dict(), started=iso_time(c.started), finished=utc_now(),
                     latency_s=round(c.latency_s, 4), prompt_tokens=c.prompt_tokens,
                     completion_tokens=c.completion_tokens, finish_reason=c.finish_reason, response_model=c.model)
         for k in ("response_id", "system_fingerprint", "reasoning_tokens"):  # when the provider sends them
             if getattr(c, k, None) is not None:
                 base[k] = getattr(c, k)
-        if record_batch:
+        if self.record_batch:
             base["batch"] = batch
         if getattr(c, "cached", None):  # served by the response cache (moralkit.collect.cache): when it was stored
             base["cached"] = c.cached
-        rep.busy_slot_seconds += max(0.0, c.latency_s)
-        error = c.error
-        fatal = False
-        if error is None:
-            try:
-                res = parse(t, c if parse_completion else c.text)
-                value, status = (res.value, res.status) if hasattr(res, "status") else res
-                value = list(value) if isinstance(value, tuple) else value
-            except Exception as e:  # a parser failure is this request's error, never the run's
-                error = f"ParseError {type(e).__name__}: {redact.error_text(str(e), 400)}"
-                fatal = isinstance(e, MoralkitError)  # the response shows the server cannot do what is asked
-        if error is not None:
-            msg = redact.error_text(error, 600)
-            rec = dict(base, kind="error", attempt=a, error=msg)
-            if c.status_code is not None:
-                rec["status_code"] = c.status_code
-            if c.retry_after is not None:
-                rec["retry_after"] = c.retry_after
-            store.append(rec)
-            rep.errors += 1
-            rep.error_types[_error_kind(c, error)] += 1
-            sched.failed_try(t, c, msg, fatal=fatal)
-            return
-        if status != "ok" and c.finish_reason in LENGTH_REASONS and not (c.text or "").strip():
-            status = "length"  # nothing to parse: the output budget ran out (not the model's invalid answer)
-            rep.length += 1
-        store.append(dict(base, kind="attempt", attempt=a, raw=c.text, parsed=value, status=status))
-        rep.attempts += 1
-        sched.answered(t, status)
-        if bar is not None and sched.is_done(t):
-            bar.update(1)
+        return base
 
-    t0 = time.perf_counter()
-    try:
-        if hasattr(backend, "open_session"):
-            run_sync(_pool(backend, sched, request_for, handle, C, meter))
+    def _parse(self, t: Task, c: Completion):
+        """``(error, fatal, value, status)`` of a response's answer: a parser failure is this request's error,
+        never the run's; a :class:`~moralkit.errors.MoralkitError` is fatal (the server cannot do what is asked)."""
+        try:
+            res = self.parse(t, c if self.parse_completion else c.text)
+            value, status = (res.value, res.status) if hasattr(res, "status") else res
+            return None, False, list(value) if isinstance(value, tuple) else value, status
+        except Exception as e:
+            error = f"ParseError {type(e).__name__}: {self.store.redact.error_text(str(e), 400)}"
+            return error, isinstance(e, MoralkitError), None, None
+
+    def _store_error(self, t: Task, c: Completion, base: dict, error: str, fatal: bool) -> None:
+        """An ``error`` record (redacted; not an attempt), and the scheduler's retry, give-up or stop."""
+        msg = self.store.redact.error_text(error, 600)
+        rec = dict(base, kind="error", attempt=self.attempt_no[t.task], error=msg)
+        if c.status_code is not None:
+            rec["status_code"] = c.status_code
+        if c.retry_after is not None:
+            rec["retry_after"] = c.retry_after
+        self.store.append(rec)
+        self.report.errors += 1
+        self.report.error_types[_error_kind(c, error)] += 1
+        self.sched.failed_try(t, c, msg, fatal=fatal)
+
+
+def _plan(backend, store, tasks, parse, *, seed, sampling, max_attempts, common, bar, record_batch,
+          max_consecutive_errors, parse_completion) -> _Session:
+    """Phase 1: the session's plan: which tasks are still to do (resume), the backend's limits, the secrets
+    to redact, and the cost meter's view of what the run has spent."""
+    C = max(1, int(getattr(backend, "concurrency", 1) or 1))
+    max_retries = int(getattr(backend, "max_retries", 6))
+    backoff = float(getattr(backend, "backoff", 1.0))
+    mce = max_consecutive_errors or max(25, 4 * C)
+    sched = Scheduler(tasks, store, max_attempts, max_retries, backoff, mce)
+    if bar is not None:
+        bar.update(len(tasks) - len(sched.ready))
+    for s in getattr(backend, "secrets", lambda: [])():
+        store.redact.add(s)
+    sched.redact = store.redact  # errors are redacted before they are cut (handle() cuts them)
+    # tokens, cost, budget and tokens-per-minute pace (moralkit.collect.cost.CostMeter), when attached
+    meter = getattr(backend, "cost_meter", None)
+    if meter is not None:
+        meter.begin(store.records)
+    return _Session(store=store, parse=parse, seed=seed, sampling=sampling, common=dict(common or {}), bar=bar,
+                    record_batch=record_batch, parse_completion=parse_completion, sched=sched,
+                    report=RunReport(tasks=len(tasks)), meter=meter, concurrency=C)
+
+
+def _send(backend, session: _Session) -> None:
+    """Phase 2: the send loop, a pool of ``concurrency`` requests in flight (backends with ``open_session()``)
+    or batches (the others), until every task is done or the session stops; requests in flight are awaited
+    and stored (phase 3, :meth:`_Session.handle`) before it returns."""
+    sched, meter = session.sched, session.meter
+    if hasattr(backend, "open_session"):
+        run_sync(_pool(backend, sched, session.request_for, session.handle, session.concurrency, meter))
+    else:
+        _batches(backend, sched, session.request_for, session.handle, meter)
+
+
+def _close(backend, session: _Session, tasks, wall_seconds: float) -> None:
+    """Phase 4: the shutdown, also after an exception: the report's cost, which tasks are done or undone and
+    why, and the parameters the backend sent, in the manifest's session record."""
+    rep, sched, store, meter = session.report, session.sched, session.store, session.meter
+    rep.wall_seconds = wall_seconds
+    if meter is not None and meter.price is not None:
+        rep.cost = meter.price.cost(rep.prompt_tokens, rep.completion_tokens)
+        rep.run_cost, rep.max_cost = meter.spent, meter.max_cost
+    for t in tasks:
+        if sched.is_done(t):
+            rep.done += 1
+            rep.answered += any(a.get("status") == "ok" for a in store.attempts(t.task))
         else:
-            _batches(backend, sched, request_for, handle, meter)
-    finally:
-        rep.wall_seconds = time.perf_counter() - t0
-        if meter is not None and meter.price is not None:
-            rep.cost = meter.price.cost(rep.prompt_tokens, rep.completion_tokens)
-            rep.run_cost, rep.max_cost = meter.spent, meter.max_cost
-        for t in tasks:
-            if sched.is_done(t):
-                rep.done += 1
-                rep.answered += any(a.get("status") == "ok" for a in store.attempts(t.task))
-            else:
-                rep.undone.append(t.task)
-        rep.last_errors = {t: e for t, e in sched.failed.items() if t in set(rep.undone)}
-        rep.stopped = sched.stopped
-        rep.refused = sched.refused
-        _record_sent(backend, store)
-    return rep
-
-
-#: Set by the first SIGINT / SIGTERM while :func:`stop_on_signals` is active: every session stops sending,
-#: awaits the requests in flight and stores their answers, then ends incomplete (re-run to resume).
-STOP = threading.Event()
-STOP_REASON: dict = {}
-
-
-def stop_requested() -> str | None:
-    """Why the collection is stopping (a signal received), or None."""
-    return STOP_REASON.get("why") if STOP.is_set() else None
-
-
-@contextlib.contextmanager
-def stop_on_signals(signals=(signal.SIGINT, signal.SIGTERM)):
-    """Drain instead of dying: the first SIGINT or SIGTERM stops new requests, the requests in flight are
-    awaited and their answers stored (they are paid for), and the session ends incomplete (exit status 3,
-    re-run to resume). A second signal ends the process at once (SIGINT: ``KeyboardInterrupt``).
-
-    Only the main thread can install signal handlers; elsewhere this does nothing. A SIGKILL cannot be
-    caught: the answers of requests in flight at that moment are paid for and lost (their resume sends
-    them again).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {}
-
-    def handler(signum, frame):
-        if STOP.is_set():  # the second signal: do not wait any more
-            for s, h in old.items():
-                signal.signal(s, h)
-            if signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            signal.raise_signal(signum)
-            return
-        STOP_REASON["why"] = (f"interrupted by {signal.Signals(signum).name}: the requests in flight were awaited "
-                              "and stored; re-run the same command to resume")
-        STOP.set()
-
-    for s in signals:
-        old[s] = signal.signal(s, handler)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        STOP.clear()
-        STOP_REASON.clear()
+            rep.undone.append(t.task)
+    rep.last_errors = {t: e for t, e in sched.failed.items() if t in set(rep.undone)}
+    rep.stopped = sched.stopped
+    rep.refused = sched.refused
+    _record_sent(backend, store)
 
 
 def _record_sent(backend, store) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import paths
+from .. import runs as project_runs
 from .cost import price_for, records_usage
 from .store import read_records
 
@@ -22,10 +22,11 @@ __all__ = ["find_runs", "runs_table", "runs_markdown", "psm_quality_table", "sta
 
 
 def find_runs(root=None, survey=None) -> list[Path]:
-    """Run directories (holding ``manifest.json``) under ``root`` (default ``data/raw``), optionally of one survey."""
+    """Run directories (holding ``manifest.json``) under ``root`` (default the project's collector runs,
+    :func:`moralkit.runs.run_dir` ``("raw")``), optionally of one survey."""
     import json
 
-    root = Path(root) if root is not None else paths.data_dir() / "raw"
+    root = Path(root) if root is not None else project_runs.run_dir("raw")
     if not root.is_dir():
         return []
     out = []

@@ -217,3 +217,31 @@ def test_bad_arguments(tmp_path):
         run_psm(b, tmp_path / "r", max_attempts=0, progress=False)
     with pytest.raises(ValueError, match="order"):
         run_psm(b, tmp_path / "r", order="random", progress=False)
+
+
+def test_a_psm_spec_is_the_runs_identity(tmp_path):
+    """run_psm(spec=PSMSpec) writes the manifest identity and the answers of the same keywords; a spec given
+    with identity keywords, or checks that fail, raise a MoralkitError before the run directory exists."""
+    from moralkit.collect.psm import PSM_IDENTITY, PSMSpec
+    from moralkit.collect.store import read_manifest
+    from moralkit.errors import MoralkitError
+
+    def script(prompt, k):
+        return "Answers: [1, 2, 3, 4, 5]" if prompt.startswith("Please answer") else f"Option {k + 3}"
+
+    kw = dict(label="lab", design_seed=2, seed=5, system="Be brief.", max_attempts=2)
+    by_kw = run_psm(ScriptedBackend(script), tmp_path / "kw", limit=3, progress=False, **kw)
+    spec = PSMSpec.for_backend(ScriptedBackend(script), **kw)
+    assert PSM_IDENTITY == tuple(spec.identity())
+    by_spec = run_psm(ScriptedBackend(script), tmp_path / "spec", spec=spec, limit=3, progress=False)
+    np.testing.assert_array_equal(by_kw.chosen, by_spec.chosen)
+    m_kw, m_spec = read_manifest(tmp_path / "kw"), read_manifest(tmp_path / "spec")
+    assert {k: m_kw[k] for k in PSM_IDENTITY} == {k: m_spec[k] for k in PSM_IDENTITY} == spec.identity()
+    with pytest.raises(MoralkitError, match=r"either as spec= or as keywords, not both \(\['seed'\]\)"):
+        run_psm(ScriptedBackend(script), tmp_path / "both", spec=spec, seed=1, progress=False)
+    for bad, message in ((dict(max_attempts=0), "max_attempts must be an integer >= 1, got 0"),
+                         (dict(limit=2.5), r"limit must be an integer, got 2.5"),
+                         (dict(order="random"), "order must be one of 'paper', 'shuffled', got 'random'")):
+        with pytest.raises(MoralkitError, match=message):
+            run_psm(ScriptedBackend(script), tmp_path / "bad", progress=False, **bad)
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "both").exists()

@@ -416,3 +416,36 @@ def test_what_moralkit_sends_each_openai_compatible_provider_is_accepted(tmp_pat
         else:
             with pytest.raises(MoralkitError, match="--top-k"):
                 run_psm(backend(), tmp_path / "k", limit=1, sampling=top_k, progress=False)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: OpenAIBackend("m", base_url="http://127.0.0.1:9", concurrency=2.5), r"concurrency must be an integer, got 2\.5"),
+    (lambda: OpenAIBackend("m", base_url="http://127.0.0.1:9", concurrency=0), "concurrency must be an integer >= 1, got 0"),
+    (lambda: OpenAIBackend("m", base_url="http://127.0.0.1:9", rpm=True), r"rpm must be an integer, got True \(bool\)"),
+    (lambda: OpenAIBackend("m", base_url="http://127.0.0.1:9", max_retries=-1), "max_retries must be an integer >= 0"),
+    (lambda: OpenAIBackend("m", base_url="http://127.0.0.1:9", max_tokens_param="max_new_tokens"),
+     "max_tokens_param must be one of 'auto', 'max_tokens', 'max_completion_tokens', got 'max_new_tokens'"),
+    (lambda: Sampling(max_tokens=2.5), r"max_tokens must be an integer, got 2\.5"),
+    (lambda: Sampling(top_k=-1), "top_k must be an integer >= 0, got -1"),
+])
+def test_backend_options_are_checked_by_the_shared_checks(make, message):
+    """Issue 29: the backends' integer and one-of options go through moralkit.checks (a float concurrency or
+    token cap was truncated before); each error names the option and what it takes."""
+    with pytest.raises(MoralkitError, match=message):
+        make()
+
+
+def test_collection_options_are_checked_by_the_shared_checks():
+    from moralkit.collect.cost import CostMeter, survey_parts
+    from moralkit.collect.likelihood_run import scoring_order
+    from moralkit.collect.logprob_api import logprob_request
+    from moralkit.collect.tokens import TokenCounter
+
+    with pytest.raises(MoralkitError, match=r"top_logprobs must be an integer <= 20, got 21"):
+        logprob_request({}, "ab", 0, "m", top_logprobs=21)
+    with pytest.raises(MoralkitError, match=r"--tpm \(tokens per minute\) must be an integer, got 0\.5"):
+        CostMeter(tpm=0.5)
+    with pytest.raises(MoralkitError, match="survey must be one of 'psm', 'moralchoice', 'paper', got 'mc'"):
+        survey_parts("mc", TokenCounter())
+    with pytest.raises(MoralkitError, match="order must be one of 'overlap-first', 'table', got 'random'"):
+        scoring_order(None, None, order="random")

@@ -81,3 +81,17 @@ def test_runs_markdown_of_an_api_model_without_licence(tmp_path):
     row = text.splitlines()[2]
     assert row.startswith("| psm-api | psm | gpt-x |  | 1.0 | 0 |"), row  # the unknown licence is an empty cell
     assert "`python -m moralkit collect psm --model gpt-x`" in row
+
+
+def test_find_runs_defaults_to_the_projects_raw_runs_from_moralkit_runs(tmp_path, monkeypatch):
+    """Without a root, find_runs looks where moralkit.runs says the collector's runs live (MORALKIT_DATA_DIR)."""
+    from moralkit import runs
+
+    run = _run(tmp_path, {"r000": ["ok"]})
+    monkeypatch.setenv("MORALKIT_DATA_DIR", str(tmp_path / "data"))
+    assert summary.find_runs() == []  # no raw/ folder yet
+    raw = runs.run_dir("raw")
+    raw.mkdir(parents=True)
+    run.rename(raw / run.name)
+    assert summary.find_runs() == [raw / "psm-sim"]
+    assert summary.find_runs(survey="moralchoice") == []

@@ -95,7 +95,7 @@ provider = "Local"
     ('[[models]]\nbackend = "openai"\nmodel = "m"\nparameters = { temperature = "hot" }\n[[surveys]]\nsurvey = "psm"\n',
      r"parameters: temperature must be an integer or a number, got 'hot'"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "moralchoice"\n',
-     r"\[\[surveys\]\] #1: ambiguity must be \"low\" or \"high\""),
+     r"\[\[surveys\]\] #1: ambiguity must be one of 'low', 'high', got None"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "moralchoice"\nambiguity = "low"\n'
      'n_scenarios = 3\nscenarios = ["A"]\n', r"give scenarios or n_scenarios, not both"),
     ('[providers.OpenAI]\nrpm = 0\n[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\n',
@@ -106,6 +106,12 @@ provider = "Local"
      r"\(psm\): unknown key 'limits'; allowed keys: attempts, batch, design_seed, limit, order, survey"),
     ('[[models]]\nbackend = "openai"\nmodel = "m"\n', r"no \[\[surveys\]\]"),
     ('[modles]\n', r"unknown top-level key 'modles'"),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psn"\n',
+     r"\[\[surveys\]\] #1: survey must be one of 'psm', 'moralchoice', 'likelihood', got 'psn'"),
+    ('surveys = ["psm"]\n[[models]]\nbackend = "openai"\nmodel = "m"\n',
+     r"\[\[surveys\]\] #1: must be a table with survey = "),
+    ('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\norder = "table"\n',
+     r"\[\[surveys\]\] #1: order must be one of 'paper', 'shuffled', got 'table'"),
     ('[[models]\n', r"not valid TOML"),
 ])
 def test_sweep_files_are_validated_strictly(tmp_path, bad, message):
@@ -373,3 +379,19 @@ def test_sigterm_and_sigint_drain_the_requests_in_flight(tmp_path, sig):
         assert r.returncode == 0, r.stderr[-2000:]
         stored = [r["response_id"] for r in read_records(rec.parent) if r["kind"] == "attempt"]
         assert sorted(stored) == sorted(rid for rid, _ in srv.usable) and len(set(stored)) == len(stored)
+
+
+def test_a_sweep_without_data_writes_into_the_projects_run_folders(tmp_path, monkeypatch):
+    """The run directories and exports of a sweep without ``[sweep] data`` are the folders moralkit.runs
+    names under the project's data folder (MORALKIT_DATA_DIR), like single runs."""
+    from moralkit import runs
+
+    monkeypatch.setenv("MORALKIT_DATA_DIR", str(tmp_path / "d"))
+    p = tmp_path / "s.toml"
+    p.write_text('[[models]]\nbackend = "openai"\nmodel = "m"\n[[surveys]]\nsurvey = "psm"\n'
+                 '[[surveys]]\nsurvey = "moralchoice"\nambiguity = "low"\n'
+                 '[[surveys]]\nsurvey = "likelihood"\nambiguity = "high"\n')
+    sweep = load_sweep(p)
+    assert sweep.data == tmp_path / "d"
+    assert {j.run_dir.parent for j in sweep.jobs} == {runs.run_dir("raw")}
+    assert [j.export.parent for j in sweep.jobs] == [runs.run_dir(k) for k in ("psm", "responses", "likelihoods")]

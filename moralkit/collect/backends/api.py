@@ -12,6 +12,7 @@ import re
 import threading
 import time
 
+from ...checks import check_int
 from ...errors import MoralkitError
 from .base import (
     FATAL_STATUS,
@@ -137,12 +138,9 @@ class APIBackend(Backend):
         api_key_env = api_key_env or self.default_key_env
         if not model:
             raise MoralkitError("model must be a non-empty model name")
-        if int(concurrency) < 1:
-            raise MoralkitError(f"concurrency must be >= 1, got {concurrency}")
-        if rpm is not None and int(rpm) < 1:
-            raise MoralkitError(f"rpm must be None or >= 1, got {rpm}")
-        if int(max_retries) < 0:
-            raise MoralkitError(f"max_retries must be >= 0, got {max_retries}")
+        concurrency = check_int(concurrency, "concurrency", minimum=1)
+        rpm = None if rpm is None else check_int(rpm, "rpm", minimum=1)
+        max_retries = check_int(max_retries, "max_retries", minimum=0)
         if not float(timeout) > 0 or not float(backoff) >= 0:
             raise MoralkitError(f"timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}")
         self.remote_model = str(model)

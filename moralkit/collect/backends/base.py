@@ -16,6 +16,7 @@ import re
 import threading
 from dataclasses import asdict, dataclass, field
 
+from ...checks import check_int
 from ...errors import MoralkitError
 
 
@@ -45,10 +46,9 @@ class Sampling:
             raise MoralkitError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not (0 < self.top_p <= 1):
             raise MoralkitError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k is not None and self.top_k < 0:
-            raise MoralkitError(f"top_k must be None or >= 0, got {self.top_k}")
-        if int(self.max_tokens) < 1:
-            raise MoralkitError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.top_k is not None:
+            check_int(self.top_k, "top_k", minimum=0)
+        check_int(self.max_tokens, "max_tokens", minimum=1)
         if self.reasoning_effort is not None and not re.fullmatch(r"[a-z_]{1,20}", str(self.reasoning_effort)):
             raise MoralkitError(f"reasoning_effort must be a word such as 'low', 'medium' or 'high', "
                              f"got {self.reasoning_effort!r}")

@@ -6,6 +6,7 @@ import threading
 import time
 from pathlib import Path
 
+from ...checks import check_choice, check_int
 from ...errors import MoralkitError
 from .base import Backend, Completion, Sampling
 
@@ -58,9 +59,7 @@ class TransformersBackend(Backend):
 
         from ..localmodels import LOCAL_MODELS, is_local_model_name, local_model_path
 
-        if int(batch_size) < 1:
-            raise MoralkitError(f"batch_size must be >= 1, got {batch_size}")
-        self.batch_size = int(batch_size)
+        self.batch_size = check_int(batch_size, "batch_size", minimum=1)
         self.source = str(model)
         self.upstream = None
         self.licence = None
@@ -83,9 +82,8 @@ class TransformersBackend(Backend):
         self.device = _torch_device(device)
         if threads:
             torch.set_num_threads(int(threads))
-        td = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}.get(str(dtype))
-        if td is None:
-            raise MoralkitError(f"dtype must be 'bfloat16', 'float16' or 'float32', got {dtype!r}")
+        td = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+        td = td[check_choice(str(dtype), tuple(td), "dtype")]
         self.dtype = str(dtype)
         kw = {"gguf_file": gguf_file} if gguf_file else {}
         self.dequantize = bool(dequantize) if gguf_file else None

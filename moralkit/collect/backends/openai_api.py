@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+from ...checks import check_choice
 from ...errors import MoralkitError
 from .api import APIBackend, is_reasoning_model
 from .base import Sampling, completion_from_json
@@ -99,9 +100,7 @@ class OpenAIBackend(APIBackend):
 
         super().__init__(model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, rpm=rpm,
                          max_retries=max_retries, timeout=timeout, backoff=backoff, label=label)
-        if max_tokens_param not in ("auto", "max_tokens", "max_completion_tokens"):
-            raise MoralkitError("max_tokens_param must be 'auto', 'max_tokens' or 'max_completion_tokens', "
-                             f"got {max_tokens_param!r}")
+        check_choice(max_tokens_param, ("auto", "max_tokens", "max_completion_tokens"), "max_tokens_param")
         self.send_seed = bool(send_seed)
         self.reasoning = is_reasoning_model(self.remote_model) if reasoning is None else bool(reasoning)
         self.max_tokens_param = max_tokens_param
