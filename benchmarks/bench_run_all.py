@@ -9,13 +9,19 @@ Usage::
 
     nice .venv/bin/python benchmarks/bench_run_all.py [--quick] [--only-02]
 
-Every figure is one line ``BENCH {json}`` (benchmarks/_record.py).
+Every figure is one line ``BENCH {json}`` (benchmarks/_record.py): ``s`` the wall seconds, ``cpu_s`` the
+CPU seconds of ``run_all.py`` and everything it started (kernels, the book build), and from the run's
+``run.json``: ``notebooks_s`` (the sum of the notebooks' wall times), ``side_by_side`` (that sum over the
+wall time of the notebook phase: 1 when one notebook runs at a time, up to ``--jobs``), ``book_s``, and
+per notebook its wall and CPU seconds (``per_notebook``). On a loaded machine compare ``cpu_s``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -28,12 +34,28 @@ sys.path.insert(0, str(HERE))
 from _record import emit, load  # noqa: E402
 
 
-def timed_run(args, env):
-    t = time.perf_counter()
-    p = subprocess.run([sys.executable, "run_all.py", *args], cwd=HERE.parent, env=env, capture_output=True, text=True)
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed_run(args, env, out: Path) -> dict:
+    """Run ``run_all.py ARGS --out OUT``; wall and CPU seconds, and what its run.json says."""
+    t, c = time.perf_counter(), _children_cpu()
+    p = subprocess.run([sys.executable, "run_all.py", *args, "--out", str(out)], cwd=HERE.parent, env=env,
+                       capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"run_all.py {' '.join(args)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, _children_cpu() - c
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    nbs = run["notebooks"]
+    notebooks_s = sum(n["seconds"] for n in nbs)
+    phase = run["seconds"] - run.get("book_seconds", 0.0)
+    return {"s": round(wall, 1), "cpu_s": round(cpu, 1), "notebooks_s": round(notebooks_s, 1),
+            "side_by_side": round(notebooks_s / phase, 2) if phase > 0 else None,
+            "book_s": round(run.get("book_seconds", 0.0), 1), "jobs": run.get("jobs"),
+            "per_notebook": {n["name"][:2]: [round(n["seconds"], 1), None if n.get("cpu_seconds") is None
+                                             else round(n["cpu_seconds"], 1)] for n in nbs}}
 
 
 def main(argv=None):
@@ -54,8 +76,8 @@ def main(argv=None):
                 if run == "first":  # an empty numba cache, as on a fresh clone
                     subprocess.run(["rm", "-rf", str(tmp / "numba")], check=True)
                 l0 = load()
-                s = timed_run([*sel, *extra, "--out", str(tmp / f"build-{key}")], env)
-                emit("run_all", f"{key}-{run}", l0, s=round(s, 1), quick=args.quick,
+                res = timed_run([*sel, *extra], env, tmp / f"build-{key}")
+                emit("run_all", f"{key}-{run}", l0, **res, quick=args.quick,
                      numba_cache="empty" if run == "first" else "warm")
 
 

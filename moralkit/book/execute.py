@@ -45,7 +45,11 @@ class CellFailure:
 
 @dataclass
 class NotebookRun:
-    """One executed notebook."""
+    """One executed notebook.
+
+    ``seconds`` is its wall time; ``cpu_seconds`` the processor time of its kernel and of papermill
+    (user + system, see :func:`_cpu_seconds`; ``None`` where the platform has no ``resource`` module).
+    """
 
     source: Path
     number: str
@@ -55,6 +59,7 @@ class NotebookRun:
     heading: str = ""
     html: Path | None = None
     seconds: float = 0.0
+    cpu_seconds: float | None = None
     ok: bool = False
     failure: CellFailure | None = None
     cell_seconds: list[tuple[int, float]] = field(default_factory=list)
@@ -109,6 +114,18 @@ def environ(env: Mapping[str, str] | None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _cpu_seconds() -> float | None:
+    """User + system CPU seconds of this process and of its children that have ended (the kernels
+    papermill started and waited for). The difference around one notebook is that notebook's CPU time,
+    since a process runs one notebook at a time."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _is_injected(cell) -> bool:
@@ -291,7 +308,7 @@ def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
                       parameters=params, ipynb=output, heading=notebook_title(nb, source.stem, plain=False))
     exc: BaseException | None = None
     run.started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     with environ(env):
         extra = {}
         km_class = _kernel_manager_class()
@@ -306,6 +323,8 @@ def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
         except Exception as e:  # noqa: BLE001  (dead kernel, timeout, missing kernel: reported, not raised)
             exc = e
     run.seconds = time.perf_counter() - t0
+    cpu1 = _cpu_seconds()
+    run.cpu_seconds = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     executed = None
     if output.exists():
         try:

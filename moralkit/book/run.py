@@ -113,7 +113,8 @@ def _record(run: NotebookRun, mode: str) -> dict[str, Any]:
     slow = max(run.cell_seconds, key=lambda t: t[1]) if run.cell_seconds else None
     return {"name": run.name, "number": run.number, "title": run.title, "heading": run.heading or run.title,
             "source": str(run.source),
-            "ok": run.ok, "seconds": run.seconds, "started": run.started, "mode": mode,
+            "ok": run.ok, "seconds": run.seconds, "cpu_seconds": run.cpu_seconds, "started": run.started,
+            "mode": mode,
             "parameters": run.parameters, "ipynb": str(run.ipynb),
             "html": str(run.html) if run.html else None,
             "failure": asdict(run.failure) if run.failure else None, "cell_seconds": run.cell_seconds,
@@ -448,11 +449,13 @@ def format_failure(run: NotebookRun, root: str | os.PathLike | None = None) -> s
 
 
 def format_timing(result: BookRun) -> str:
-    """The timing summary: one line per notebook (with its slowest cell), the book and the total."""
-    lines = ["timing summary:"]
+    """The timing summary: one line per notebook (wall and CPU time, its slowest cell), the book, the total,
+    and how much the notebooks overlapped (the sum of their wall times over the wall time they took)."""
+    lines = ["timing summary:                      wall       CPU"]
     for r in result.runs:
         slow = max(r.cell_seconds, key=lambda t: t[1]) if r.cell_seconds else None
-        s = f"  {r.source.name:<32} {r.seconds:8.1f} s  {'ok' if r.ok else 'FAILED'}"
+        cpu = f"{r.cpu_seconds:8.1f} s" if r.cpu_seconds is not None else f"{'-':>8}  "
+        s = f"  {r.source.name:<32} {r.seconds:8.1f} s {cpu}  {'ok' if r.ok else 'FAILED'}"
         if slow is not None:
             s += f"   (slowest: cell {slow[0]}, {slow[1]:.1f} s)"
         lines.append(s)
@@ -461,6 +464,11 @@ def format_timing(result: BookRun) -> str:
     lines.append(f"  {'Jupyter Book':<32} {result.book_seconds:8.1f} s  "
                  + ("ok" if result.book_error is None and result.index else "FAILED" if result.book_error else "-"))
     lines.append(f"  {'total (wall)':<32} {result.seconds:8.1f} s")
+    notebooks_wall = result.seconds - result.book_seconds
+    if len(result.runs) > 1 and notebooks_wall > 0:
+        serial = sum(r.seconds for r in result.runs)
+        lines.append(f"  notebooks side by side: {serial:.1f} s of notebook time in {notebooks_wall:.1f} s "
+                     f"(x{serial / notebooks_wall:.2f})")
     return "\n".join(lines)
 
 

@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
+from ._tokenize import tokenize
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .prompts import check_form
 
@@ -65,22 +66,28 @@ _YES_NO = re.compile(r"^(yes|no)(?![a-z])")
 
 
 @lru_cache(maxsize=1)
-def _nlp():
+def _stemmer():
     try:
         from nltk.stem import PorterStemmer
-        from nltk.tokenize import NLTKWordTokenizer
     except ImportError as exc:  # pragma: no cover - nltk is a dependency
         raise ImportError(
             "moralkit.moralchoice needs nltk for the stemmed answer match (pip install nltk)."
         ) from exc
-    return NLTKWordTokenizer(), PorterStemmer()
+    return PorterStemmer()
+
+
+@lru_cache(maxsize=1 << 17)
+def _stem_word(word: str) -> str:
+    """The Porter stem of one token. Memoised: the answers and answer sets of a survey reuse a few thousand
+    words hundreds of thousands of times, and the stemmer is a pure function of the word."""
+    return _stemmer().stem(word)
 
 
 @lru_cache(maxsize=65536)
 def stem_sentence(text: str) -> str:
-    """Porter-stem every word token of ``text`` and join them with single spaces."""
-    tok, stemmer = _nlp()
-    return " ".join(stemmer.stem(t) for t in tok.tokenize(text))
+    """Porter-stem every word token of ``text`` (NLTK's word tokenizer, :mod:`._tokenize`) and join them with
+    single spaces."""
+    return " ".join(map(_stem_word, tokenize(text)))
 
 
 def short_form(option: str) -> str:

@@ -127,6 +127,18 @@ def test_failure_exits_nonzero_naming_notebook_and_cell(tiny_run):
     assert fail[0]["failure"]["cell_index"] == 3 and fail[0]["failure"]["ename"] == "ValueError"
 
 
+def test_timing_summary_gives_cpu_seconds_and_the_overlap(tiny_run):
+    """Each notebook's CPU time (its kernel's, from getrusage) is in run.json and the summary, and the summary
+    says how much the notebooks overlapped (x1.00 here: --jobs 1)."""
+    summary = json.loads((tiny_run.build / "run.json").read_text())
+    cpu = {n["number"]: n["cpu_seconds"] for n in summary["notebooks"] if not n.get("not_run")}
+    assert set(cpu) >= {"01", "02", "03"}
+    assert all(isinstance(c, float) and c > 0.2 for c in cpu.values()), cpu  # a kernel's start alone costs more
+    assert re.search(r"01_plot\.py\s+\d+\.\d s\s+\d+\.\d s", tiny_run.stdout)
+    m = re.search(r"notebooks side by side: [\d.]+ s of notebook time in [\d.]+ s \(x([\d.]+)\)", tiny_run.stdout)
+    assert m and 0.5 < float(m.group(1)) <= 1.01, tiny_run.stdout
+
+
 def _injected(ipynb: Path) -> str:
     nb = nbformat.read(str(ipynb), as_version=4)
     cells = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]

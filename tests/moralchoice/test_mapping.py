@@ -158,3 +158,34 @@ def test_agreement_with_shared_decisions(tmp_path):
     )
     # forms: 5 high files (ab x 2 orderings); controversial: claude and gpt 6 forms, two ab-only files
     assert len(table) == 5 * 2 + 2 * 6 + 2 * 2
+
+
+TRICKY = [
+    'I prefer "I help them die" over "I refuse to help them die."', "“Quoted” and ‘single’ «chevrons»",
+    "I can't, won't, shouldn't; they're 'quoted' and ''doubled''.", "cannot gonna wanna gimme lemme 'tis 'twas",
+    "Wait... (really?) [yes] {no} <maybe> -- done!", "Costs $3.88 (roughly 3,36 euros) at 5:30, 10% & #1 @home *bold*",
+    "Ends with a period.  ", 'Ends with quote."', "Ends with bracket.)  ", "A.", "B .", "answer: A",
+    "tab\tnew\nline\rcr\x0bvt\x0cff", "sep\x1cchars\x1d\x1e\x1f here.", "non\u00a0breaking space.", "em—dash – en",
+    "ÉCOLE naïve café.", "", " ", "'", "''", '"', "a'b 'c d'", "Sentence one. Sentence two.",
+]
+
+
+def test_fast_tokenizer_matches_nltk():
+    """The tokenizer on stdlib re gives NLTK's tokens: on tricky strings (quotes, contractions, final periods,
+    control and non-ASCII characters, which take NLTK's path) and on the answer sets of 30 scenarios."""
+    from moralkit.moralchoice import _tokenize
+
+    nltk_tok, fast = _tokenize.tokenizers()
+    assert fast is not None and fast.PUNCTUATION[0][0].__class__.__module__ == "re"
+    texts = list(TRICKY)
+    if SHARED is not None:
+        tpl = load_templates()
+        scen = load_scenarios("high").head(30)
+        for a1, a2 in zip(scen["action1"], scen["action2"]):
+            for qt in QUESTION_TYPES:
+                for side in ("A", "B"):
+                    texts += [t.format(optionA=a1, optionA_short=a1[:-1], optionB=a2, optionB_short=a2[:-1])
+                              for t in tpl.responses[qt][side]]
+    for t in texts:
+        assert _tokenize.tokenize(t) == nltk_tok.tokenize(t), t
+    assert not _tokenize._PLAIN.match("sep\x1cchars") and not _tokenize._PLAIN.match("café")

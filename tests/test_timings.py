@@ -1,0 +1,130 @@
+"""Every timing the README and the manual (docs/*.md) state comes from a benchmark (issue 30, part 3).
+
+A timing is a number with a unit of time (``ms``, ``s``, ``min``). It is *sourced* when the paragraph or
+list item that states it names a ``benchmarks/bench_*.py`` script that exists, and a record of that
+benchmark in ``benchmarks/results.jsonl`` (date, load, CPUs) holds the number. Durations that are
+settings, not measurements (a default time-out, a polling interval), are listed in ``SETTINGS``. Timings
+measured before the benchmarks wrote results.jsonl are listed in ``UNSOURCED`` until a benchmark
+re-measures them; the list may only shrink: a new unsourced timing fails, and so does a listed one that
+is gone or sourced.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TIME = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s*[–-]\s*(\d+(?:\.\d+)?))?\s*(ms|s|min|minutes)(?![\w/])")
+BENCH = re.compile(r"benchmarks/(bench_\w+)\.py")
+
+#: (file, number as written, unit): durations that are settings or limits, not measurements.
+SETTINGS = {
+    ("docs/collecting.md", "10", "minutes"), ("docs/collecting.md", "30", "s"), ("docs/collecting.md", "60", "s"),
+    ("docs/collecting.md", "120", "s"), ("docs/collecting.md", "4–16", "min"), ("docs/psm.md", "20", "s"),
+    ("docs/psm.md", "60", "s"), ("docs/collecting.md", "3", "s"), ("docs/collecting.md", "0.3", "s"),
+}
+
+#: (file, number as written, unit): timings with no results.jsonl record yet (measured by hand or by a
+#: benchmark before it wrote records). docs/_incoming/run-fast.md lists them for the lead.
+UNSOURCED = {
+    ("docs/audit.md", "37.7", "s"), ("docs/collecting.md", "15.1–17.9", "s"), ("docs/collecting.md", "7.9–8.7", "s"),
+    ("docs/collecting.md", "42.4", "s"), ("docs/collecting.md", "1.9", "s"), ("docs/collecting.md", "0.09", "s"),
+    ("docs/collecting.md", "50.0", "s"), ("docs/collecting.md", "400", "s"), ("docs/collecting.md", "5", "min"),
+    ("docs/collecting.md", "30", "min"), ("docs/collecting.md", "4.0–30.8", "ms"), ("docs/collecting.md", "2.2–47.5", "ms"),
+    ("docs/collecting.md", "76–81", "ms"), ("docs/collecting.md", "40", "ms"), ("docs/collecting.md", "0.1", "s"),
+    ("docs/collecting.md", "4.7", "s"), ("docs/collecting.md", "2.2", "s"),
+    ("docs/collecting.md", "8.5–14", "s"), ("docs/collecting.md", "0.6–0.7", "s"), ("docs/collecting.md", "22", "s"),
+    ("docs/collecting.md", "34", "s"), ("docs/collecting.md", "1.96", "s"), ("docs/collecting.md", "3.4", "s"),
+    ("docs/collecting.md", "102", "s"), ("docs/dask.md", "1.4", "s"), ("docs/dask.md", "7.5", "s"),
+    ("docs/dask.md", "3.4", "s"), ("docs/dask.md", "26.7", "s"), ("docs/dask.md", "9.5", "s"), ("docs/dask.md", "19", "s"),
+    ("docs/psm.md", "0.18", "ms"), ("docs/psm.md", "0.08", "ms"), ("docs/psm.md", "0.9", "s"),
+    ("docs/psm.md", "0.4", "ms"), ("docs/psm.md", "0.4", "s"), ("docs/psm.md", "1.2", "s"),
+    ("docs/psm.md", "8", "s"),
+    ("docs/psm.md", "31", "s"), ("docs/psm.md", "4.0", "s"), ("docs/psm.md", "16.8", "s"), ("docs/psm.md", "3.7", "s"),
+    ("docs/psm.md", "59", "s"), ("docs/psm.md", "97", "s"), ("docs/psm.md", "6.8", "s"), ("docs/psm.md", "36.6", "s"),
+    ("docs/run_all.md", "8–25", "s"), ("docs/psm.md", "10", "s"),
+    ("docs/audit.md", "70.1", "s"), ("docs/package.md", "1", "s"), ("docs/psm.md", "0.16", "s"),
+    ("docs/psm.md", "0.19", "s"), ("docs/psm.md", "0.23", "s"), ("docs/psm.md", "0.27", "s"), ("docs/psm.md", "0.41", "s"),
+    ("docs/psm.md", "24", "minutes"), ("docs/psm.md", "258", "ms"), ("docs/psm.md", "85", "ms"),
+}
+
+
+def _blocks(text: str):
+    """Paragraphs and top-level list items, each with its indented lines (nested items and tables too)."""
+    block: list[str] = []
+    blank = False
+    for line in text.splitlines():
+        if not line.strip():
+            blank = True
+            continue
+        top = not line[0].isspace()
+        if block and top and (blank or re.match(r"([-*|]|\d+\.)\s", line) or line.startswith("#")):
+            yield " ".join(block)
+            block = []
+        block.append(line.strip())
+        blank = False
+    if block:
+        yield " ".join(block)
+
+
+def _numbers(record) -> list[float]:
+    out = []
+    for v in (record.values() if isinstance(record, dict) else record):
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            out.append(float(v))
+        elif isinstance(v, (list, dict)):
+            out.extend(_numbers(v))
+    return out
+
+
+def _recorded(number: str, unit: str, values: list[float]) -> bool:
+    x = float(number)
+    places = len(number.split(".")[1]) if "." in number else 0
+    scale = {"ms": 1e-3, "s": 1.0, "min": 60.0, "minutes": 60.0}[unit]
+    return any(round(w, places) == x for v in values for w in (v, v / scale, v * 1e3, v * 1e-3))
+
+
+def timings():
+    """Every timing of README.md and docs/*.md: (file, number as written, unit, sourced)."""
+    records: dict[str, list[float]] = {}
+    for line in (ROOT / "benchmarks" / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            records.setdefault(r["bench"], []).extend(_numbers({k: v for k, v in r.items()
+                                                                 if k not in ("load_start", "load_end", "cpus")}))
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    out = []
+    for f in files:
+        rel = f.relative_to(ROOT).as_posix()
+        for block in _blocks(f.read_text(encoding="utf-8")):
+            benches = [b for b in BENCH.findall(block) if (ROOT / "benchmarks" / f"{b}.py").exists()]
+            values = [v for b in benches for v in records.get(b.removeprefix("bench_"), [])]
+            for m in TIME.finditer(block):
+                lo, hi, unit = m.groups()
+                written = m.group(0)[: m.group(0).rfind(unit)].strip()
+                sourced = all(_recorded(n, unit, values) for n in (lo, hi) if n)
+                out.append((rel, written, unit, sourced))
+    return out
+
+
+def test_every_timing_comes_from_a_benchmark_record():
+    found = timings()
+    unsourced = {(f, n, u) for f, n, u, ok in found if not ok} - SETTINGS
+    new = sorted(unsourced - UNSOURCED)
+    assert not new, ("timings with no benchmark record (name the benchmarks/bench_*.py script in the same paragraph, "
+                     f"and collect its record into benchmarks/results.jsonl): {new}")
+    gone = sorted(UNSOURCED - unsourced)
+    assert not gone, f"these timings are sourced or gone now: remove them from UNSOURCED: {gone}"
+
+
+def test_the_check_finds_an_unsourced_timing(tmp_path, monkeypatch):
+    """The parser sees a timing, and a record of the named benchmark makes it sourced."""
+    block = "Command 1 takes 132.6 s (`benchmarks/bench_run_all.py`), and the book 99.9 s."
+    assert [m.group(1) for m in TIME.finditer(block)] == ["132.6", "99.9"]
+    assert _recorded("132.6", "s", [132.6]) and not _recorded("99.9", "s", [132.6])
+    assert _recorded("0.41", "s", [410.0]) and _recorded("85", "ms", [0.085])
+    assert list(_blocks("a\n- b 1 s\n  c\n\n  | t |\n\nd")) == ["a", "- b 1 s c | t |", "d"]
