@@ -43,6 +43,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..checks import check_int
 from ..errors import MoralkitError
 from . import rp
 from ._rp_kernels import psm_levels_choices
@@ -195,10 +196,8 @@ def _checked_datasets(datasets, n_datasets, seed) -> list:
     if isinstance(datasets, PSMDataset):
         datasets = [datasets]
     items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
-    if not isinstance(n_datasets, (int, np.integer)) or n_datasets < 1:
-        raise MoralkitError(f"n_datasets must be a positive integer, got {n_datasets!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
+    check_int(n_datasets, "n_datasets", minimum=1)
+    check_int(seed, "seed", minimum=0)
     for ds in items:
         if not isinstance(ds, PSMDataset):
             raise MoralkitError(f"expected moralkit.psm.dataset.PSMDataset objects, got {type(ds).__name__}")
