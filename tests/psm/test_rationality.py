@@ -159,6 +159,18 @@ def test_bad_arguments(few):
         random_choice_test(np.eye(3), n_datasets=10)
 
 
+def test_the_hm_test_checks_its_counts_before_solving(few):
+    """hm_random_choice_test names a bad n_datasets or seed (it used to return an empty test for 0 datasets)."""
+    from moralkit.errors import MoralkitError
+    from moralkit.psm.hm_random_choice import hm_random_choice_test
+
+    ds = next(iter(few.values()))
+    with pytest.raises(MoralkitError, match="n_datasets must be an integer >= 1, got 0"):
+        hm_random_choice_test(ds, n_datasets=0)
+    with pytest.raises(MoralkitError, match="seed must be an integer >= 0, got -1"):
+        hm_random_choice_test(ds, seed=-1)
+
+
 def test_plot_null_distributions(few):
     import matplotlib
 
