@@ -270,8 +270,11 @@ def make_design(seed: int = 0, n_options: int = N_OPTIONS) -> Design:
     True
     """
     seed = check_int(seed, "seed", minimum=0)
-    n_options = check_int(n_options, "n_options", minimum=1, maximum=_max_options())
-    return _cached_design(seed, n_options)
+    n_max = _max_options()
+    # an integer type only (not 100.0), and the range in the message: check_int would accept an integral float
+    if not isinstance(n_options, (int, np.integer)) or not 1 <= n_options <= n_max:
+        raise MoralkitError(f"n_options must be an integer in 1..{n_max}, got {n_options!r}")
+    return _cached_design(seed, int(n_options))
 
 
 @lru_cache(maxsize=1)
