@@ -11,6 +11,8 @@ kind (:data:`RUN_DIRS`)      folder under :func:`moralkit.paths.data_dir`  what 
 ``"responses"``              ``moralchoice/``                   MoralChoice sampled answers (response layout)
 ``"likelihoods"``            ``moralchoice_likelihood/``        MoralChoice exact likelihoods (token probs)
 ``"raw"``                    ``raw/``                           the collector's run folders (manifest, records)
+``"derived"``                ``derived/``                       results computed once from the runs by a command
+                                                                (:mod:`moralkit.psm.hm_table1`), with input hashes
 ===========================  =================================  ==============================================
 
 Which estimator represents a respondent of MoralChoice that has both sampled answers and exact
@@ -35,12 +37,14 @@ import os
 from pathlib import Path
 
 from . import paths
-from .errors import DataError, MoralkitError
+from .checks import check_choice
+from .errors import DataError
 
 __all__ = ["RUN_DIRS", "run_dir", "own_runs", "prefer_exact", "best_estimate"]
 
 #: The folder of each kind of committed run, under :func:`moralkit.paths.data_dir`.
-RUN_DIRS = {"psm": "psm", "responses": "moralchoice", "likelihoods": "moralchoice_likelihood", "raw": "raw"}
+RUN_DIRS = {"psm": "psm", "responses": "moralchoice", "likelihoods": "moralchoice_likelihood", "raw": "raw",
+            "derived": "derived"}
 
 
 def run_dir(kind: str, data: str | os.PathLike | None = None) -> Path:
@@ -48,12 +52,11 @@ def run_dir(kind: str, data: str | os.PathLike | None = None) -> Path:
 
     Parameters
     ----------
-    kind : {"psm", "responses", "likelihoods", "raw"}
+    kind : {"psm", "responses", "likelihoods", "raw", "derived"}
     data : path, optional
         The data folder; default :func:`moralkit.paths.data_dir` (``MORALKIT_DATA_DIR``).
     """
-    if kind not in RUN_DIRS:
-        raise MoralkitError(f"kind must be one of {sorted(RUN_DIRS)}, got {kind!r}")
+    check_choice(kind, RUN_DIRS, "kind")
     return Path(data if data is not None else paths.data_dir()) / RUN_DIRS[kind]
 
 
@@ -62,7 +65,7 @@ def own_runs(kind: str, path=None, *, name: str = "path") -> Path | bool:
 
     Parameters
     ----------
-    kind : {"psm", "responses", "likelihoods", "raw"}
+    kind : {"psm", "responses", "likelihoods", "raw", "derived"}
     path : path, False or None
         ``None``: :func:`run_dir` ``(kind)`` when that folder exists, else ``False``; ``False``: none;
         a path: that file or folder, which must exist.

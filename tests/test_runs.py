@@ -17,6 +17,7 @@ def test_run_dirs_follow_the_data_dir(tmp_path, monkeypatch):
     assert runs.run_dir("psm") == tmp_path / "psm"
     assert runs.run_dir("responses") == tmp_path / "moralchoice"
     assert runs.run_dir("likelihoods") == tmp_path / "moralchoice_likelihood"
+    assert runs.run_dir("derived") == tmp_path / "derived"
     assert runs.run_dir("responses", "/elsewhere") == Path("/elsewhere/moralchoice")
     with pytest.raises(MoralkitError, match="kind must be one of"):
         runs.run_dir("moralchoice")
@@ -53,6 +54,30 @@ def test_every_reader_of_the_own_runs_takes_its_default_from_runs(tmp_path, monk
     with pytest.raises(DataError, match="broken.csv"):
         crossmethod.load_own_runs(psm_path=ROOT / "data" / "psm", likelihood_path=False)
     assert load_likelihoods("high").empty  # no likelihood folder under this data dir
+
+
+def test_the_psm_readers_find_the_committed_runs_through_runs(tmp_path, monkeypatch):
+    """load_psm and hm_table1 (its default_dir, input hashes and command defaults) ask runs.run_dir: moving a
+    folder in RUN_DIRS moves where they look."""
+    import warnings
+
+    from moralkit.psm import hm_table1
+    from moralkit.psm.dataset import load_psm
+
+    monkeypatch.setenv("MORALKIT_DATA_DIR", str(tmp_path))
+    monkeypatch.setitem(runs.RUN_DIRS, "psm", "psm_elsewhere")
+    monkeypatch.setitem(runs.RUN_DIRS, "derived", "derived_elsewhere")
+    assert runs.run_dir("derived") == tmp_path / "derived_elsewhere"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "No PSM data yet"
+        path, data = load_psm()
+    assert (path, data) == (tmp_path / "psm_elsewhere", {})
+    assert hm_table1.default_dir() == tmp_path / "derived_elsewhere"
+    (tmp_path / "psm_elsewhere").mkdir()
+    (tmp_path / "psm_elsewhere" / "a.csv.gz").write_bytes(b"x")
+    assert list(hm_table1.input_hashes()) == ["a.csv.gz"]
+    table, meta, why = hm_table1.load()
+    assert table is None and meta is None and "derived_elsewhere/" in why
 
 
 def test_no_reader_spells_a_run_folder_name():

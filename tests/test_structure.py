@@ -155,7 +155,7 @@ def test_errors_are_value_errors():
 #: Which parts of the package each part may import: data flow one way (design -> collect -> data files ->
 #: analysis -> studies), and neither paper's package depends on the other, on the studies or on collection.
 ALLOWED_LAYERS = {
-    "psm": {"errors", "figures", "paths", "atomicfile", "respondents", "checks"},
+    "psm": {"errors", "figures", "paths", "atomicfile", "respondents", "checks", "runs"},
     "moralchoice": {"errors", "figures", "paths", "atomicfile", "respondents", "checks", "runs"},
     "studies": {"errors", "figures", "paths", "atomicfile", "respondents", "checks", "runs", "psm", "moralchoice"},
     "collect": {"errors", "figures", "paths", "atomicfile", "respondents", "checks", "runs", "psm", "moralchoice"},
@@ -163,7 +163,7 @@ ALLOWED_LAYERS = {
     "errors": set(),
     "paths": {"errors", "checks"},
     "checks": {"errors"},  # the argument checks (check_int, check_choice, as_generator): a leaf
-    "runs": {"errors", "paths", "respondents"},  # the project's own runs: where they live, which estimator
+    "runs": {"errors", "paths", "respondents", "checks"},  # the project's own runs: where they live, which estimator
     "respondents": {"errors", "paths", "checks"},  # who each respondent is (real, persona-prompted, second seed, simulated)
     "atomicfile": {"errors", "checks"},  # writing files atomically: a leaf every layer may use (its errors are MoralkitErrors)
     "testing": set(),  # the providers' test doubles: standard library only, used by tests and benchmarks
@@ -220,6 +220,69 @@ def test_the_psm_rooms_of_issue_29_keep_to_themselves():
     for m in ("moralkit.studies.calibration", "moralkit.studies.replication_power"):
         assert "moralkit.studies.replication" not in edges[m], m
     assert psm_deps("moralkit.studies.replication_power") <= {"moralkit.psm.reference"}
+
+
+def test_the_random_choice_rooms():
+    """Issue 29: the Houtman–Maks random-choice test has its own room beside the CCEI test; both draw the
+    random datasets from random_datasets, which knows neither; the HM test never imports the CCEI test
+    (rationality.table1(hm=True) calls it, not the other way round); no room over 600 lines."""
+    edges, _ = import_graph()
+    for m in ("moralkit.psm.rationality", "moralkit.psm.hm_random_choice"):
+        assert "moralkit.psm.random_datasets" in edges[m], m
+    assert "moralkit.psm.hm_random_choice" in edges["moralkit.psm.rationality"]
+    assert "moralkit.psm.rationality" not in edges["moralkit.psm.hm_random_choice"]
+    assert not edges["moralkit.psm.random_datasets"] & {"moralkit.psm.rationality", "moralkit.psm.hm_random_choice"}
+    assert "moralkit.psm.hm_random_choice" in edges["moralkit.psm.hm_table1"]
+    for m in ("rationality", "hm_random_choice", "random_datasets"):
+        f = PKG / "psm" / f"{m}.py"
+        assert len(f.read_text(encoding="utf-8").splitlines()) < 600, f
+
+
+#: Modules that still join a data folder name to a path themselves (issue 29, item 4), with the reason; the
+#: test below fails when one of them no longer does, so that its entry is removed.
+DATA_DIR_NAME_EXCEPTIONS = {
+    "moralkit/moralchoice/data.py": "the download cache ~/.cache/moralkit/moralchoice, not the data folder",
+    "moralkit/collect/cost.py": "the collect/ helpers' room: to move to runs.run_dir('raw')",
+    "moralkit/collect/summary.py": "the collect/ helpers' room: to move to runs.run_dir('raw')",
+    "moralkit/collect/sweep.py": "the collect/ helpers' room: to move to runs.run_dir(...)",
+}
+
+
+def _joins_a_data_dir_name(tree, names) -> list[int]:
+    """Lines where a path is joined with a data folder name: ``x / "psm"``, ``"psm" / x``, or
+    ``Path(x, "psm")`` / ``x.joinpath("psm")``."""
+    def named(node):
+        return isinstance(node, ast.Constant) and node.value in names
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and (named(node.left) or named(node.right)):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and any(named(a) for a in node.args) and (
+                (isinstance(node.func, ast.Name) and node.func.id in ("Path", "PurePath"))
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "joinpath")):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_runs_and_paths_spell_the_data_folder_names():
+    """Issue 29, item 4: the project's own runs in one room. The data folder names (runs.RUN_DIRS) are
+    joined to a path only in runs.py and paths.py; every other module asks runs.run_dir / runs.own_runs."""
+    from moralkit.runs import RUN_DIRS
+
+    names = set(RUN_DIRS.values())
+    assert _joins_a_data_dir_name(ast.parse('d / "psm"; Path(d, "raw"); d.joinpath("derived"); d / "x"'), names) == [1, 1, 1]
+    found = {}
+    for f in sorted(PKG.rglob("*.py")):
+        rel = f.relative_to(ROOT).as_posix()
+        if rel in ("moralkit/runs.py", "moralkit/paths.py"):
+            continue
+        lines = _joins_a_data_dir_name(ast.parse(f.read_text(encoding="utf-8")), names)
+        if lines:
+            found[rel] = lines
+    assert set(found) - set(DATA_DIR_NAME_EXCEPTIONS) == set(), {k: v for k, v in found.items()
+                                                                 if k not in DATA_DIR_NAME_EXCEPTIONS}
+    assert set(DATA_DIR_NAME_EXCEPTIONS) - set(found) == set(), "no longer needed: remove these exceptions"
 
 
 def test_likelihood_collection_rooms():

@@ -166,8 +166,7 @@ def agreement_selection(measured: pd.DataFrame, others: pd.DataFrame | None = No
 
 def likelihood_matrix(metrics: pd.DataFrame, models=None, action: str = "action1") -> pd.DataFrame:
     """Marginal likelihood of ``action`` as a scenarios x models table (NaN where a model lacks a scenario)."""
-    if action not in ("action1", "action2"):
-        raise MoralkitError("action must be 'action1' or 'action2'.")
+    check_choice(action, ("action1", "action2"), "action")
     m = metrics.pivot(index="scenario_id", columns="model", values=f"p_{action}")
     if models is not None:
         missing = sorted(set(models) - set(m.columns))

@@ -274,8 +274,7 @@ def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
         The tidy table (:data:`LIKELIHOOD_COLUMNS`) of every respondent, empty when
         there are none yet.
     """
-    if ambiguity not in ("low", "high", "controversial"):
-        raise MoralkitError(f"ambiguity must be 'low', 'high' or 'controversial', got {ambiguity!r}.")
+    check_choice(ambiguity, ("low", "high", "controversial"), "ambiguity")
     from pathlib import Path
 
     d = Path(path) if path is not None else run_dir("likelihoods")

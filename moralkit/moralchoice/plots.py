@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy.cluster import hierarchy
 
-from ..errors import MoralkitError
+from ..checks import check_choice
 from .analysis import CERTAINTY_THRESHOLD, CONSISTENCY_THRESHOLD
 
 __all__ = [
@@ -200,8 +200,7 @@ def plot_answer_rates(rates: pd.DataFrame, kind: str = "invalid", reference: flo
     ----------
     Scherrer et al. (2023), Appendix D.1, Figures 6-8.
     """
-    if kind not in ("invalid", "refusal"):
-        raise MoralkitError("kind must be 'invalid' or 'refusal'.")
+    check_choice(kind, ("invalid", "refusal"), "kind")
     fig, ax = plt.subplots(figsize=(7, 0.8 + 0.35 * max(len(rates), 1)))
     if len(rates) == 0:
         ax.text(0.5, 0.5, "no responses available", ha="center", va="center", transform=ax.transAxes)

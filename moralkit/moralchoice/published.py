@@ -40,7 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import DataError, MoralkitError
+from ..checks import check_choice
+from ..errors import DataError
 
 __all__ = ["PUBLISHED_REPO", "PUBLISHED_COMMIT", "PUBLISHED_MODELS", "PINNED_SHA256", "published_url",
            "published_cache_dir", "download_published", "published_files", "load_published",
@@ -87,8 +88,7 @@ def published_url(ambiguity: str, model: str, commit: str = PUBLISHED_COMMIT, ba
 
 
 def _check_ambiguity(ambiguity):
-    if ambiguity not in ("low", "high"):
-        raise MoralkitError(f"ambiguity must be 'low' or 'high' (the paper's two tables), got {ambiguity!r}.")
+    check_choice(ambiguity, ("low", "high"), "ambiguity (the paper's two tables)")
 
 
 def published_cache_dir(cache_dir=None, commit: str = PUBLISHED_COMMIT) -> Path:

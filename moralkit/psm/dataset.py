@@ -422,13 +422,13 @@ def read_psm(path) -> dict[str, PSMDataset]:
 
 
 def load_psm(data_path=None) -> tuple[Path, dict[str, PSMDataset]]:
-    """The PSM datasets a notebook analyses: ``data_path``, else the committed ``data/psm``.
+    """The PSM datasets a notebook analyses: ``data_path``, else the project's committed PSM runs.
 
     Parameters
     ----------
     data_path : str or Path, optional
-        A tidy ``.csv.gz`` file or a directory of them (see :func:`read_psm`). Default:
-        ``moralkit.paths.data_dir() / "psm"``.
+        A tidy ``.csv.gz`` file or a directory of them (see :func:`read_psm`). Default: the project's
+        own PSM runs, :func:`moralkit.runs.run_dir` ``("psm")``.
 
     Returns
     -------
@@ -446,7 +446,7 @@ def load_psm(data_path=None) -> tuple[Path, dict[str, PSMDataset]]:
     """
     import warnings
 
-    from ..paths import data_dir
+    from .. import runs
 
     if data_path is not None:
         path = Path(data_path)
@@ -463,7 +463,7 @@ def load_psm(data_path=None) -> tuple[Path, dict[str, PSMDataset]]:
                             f"({len(datasets)} model(s), all rounds missing); collect answers first "
                             "(notebooks/01_collect.py)")
         return path, datasets
-    path = data_dir() / "psm"
+    path = runs.run_dir("psm")
     try:
         return path, read_psm(path)
     except FileNotFoundError as ex:

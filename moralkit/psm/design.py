@@ -19,6 +19,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from ..checks import check_int
 from ..errors import MoralkitError
 
 __all__ = [
@@ -268,12 +269,12 @@ def make_design(seed: int = 0, n_options: int = N_OPTIONS) -> Design:
     >>> d.fingerprint() == make_design(0).fingerprint()  # the same seed gives the same design
     True
     """
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
+    seed = check_int(seed, "seed", minimum=0)
     n_max = _max_options()
+    # an integer type only (not 100.0), and the range in the message: check_int would accept an integral float
     if not isinstance(n_options, (int, np.integer)) or not 1 <= n_options <= n_max:
         raise MoralkitError(f"n_options must be an integer in 1..{n_max}, got {n_options!r}")
-    return _cached_design(int(seed), int(n_options))
+    return _cached_design(seed, int(n_options))
 
 
 @lru_cache(maxsize=1)

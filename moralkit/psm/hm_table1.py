@@ -6,8 +6,9 @@ datasets x 7 respondents are too slow for notebook 02's run. The command
 
     .venv/bin/python -m moralkit.psm.hm_table1 [--n-datasets 1000] [--time-limit 10] [--n-jobs 2]
 
-runs :func:`moralkit.psm.rationality.table1` with ``hm=True`` on the committed PSM data and writes
-``data/derived/table1_hm.csv`` (one row per respondent) and ``table1_hm.json`` (the run's
+runs :func:`moralkit.psm.rationality.table1` with ``hm=True`` (the test of
+:mod:`moralkit.psm.hm_random_choice`) on the committed PSM data (:func:`moralkit.runs.run_dir` ``("psm")``)
+and writes ``table1_hm.csv`` (one row per respondent) to ``run_dir("derived")``, with ``table1_hm.json`` (the run's
 parameters, the SHA-256 of every input file, the date, the load and the wall time). Notebook 02
 reads it with :func:`load` and shows it only when the hashes match the data it analyses; a test
 recomputes a sample of rows.
@@ -30,10 +31,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import runs
 from ..errors import MoralkitError
-from ..paths import data_dir
+from .hm_random_choice import HMTestResult
 
-__all__ = ["COLUMNS", "alpha_text", "compute", "default_dir", "input_hashes", "load", "main",
+__all__ = ["COLUMNS", "alpha_text", "compute", "decisions_frame", "default_dir", "input_hashes", "load", "main",
            "write", "beside", "describe"]
 
 COLUMNS = ["model", "n_obs", "ccei_exact", "alpha", "hm_exact", "hm", "hm_kept", "hm_upper", "alpha_hm", "alpha_hm_low",
@@ -42,12 +44,16 @@ COLUMNS = ["model", "n_obs", "ccei_exact", "alpha", "hm_exact", "hm", "hm_kept",
 
 
 def default_dir() -> Path:
-    return data_dir() / "derived"
+    """Where the committed table lives: :func:`moralkit.runs.run_dir` ``("derived")``."""
+    return runs.run_dir("derived")
 
 
 def input_hashes(psm_dir=None) -> dict:
-    """SHA-256 of every ``*.csv.gz`` file of the PSM data directory (or of one file), by file name."""
-    d = Path(psm_dir) if psm_dir is not None else data_dir() / "psm"
+    """SHA-256 of every ``*.csv.gz`` file of the PSM data directory (or of one file), by file name.
+
+    The default directory is the committed PSM runs, :func:`moralkit.runs.run_dir` ``("psm")``.
+    """
+    d = Path(psm_dir) if psm_dir is not None else runs.run_dir("psm")
     files = [d] if d.is_file() else sorted(d.glob("*.csv.gz"))
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
@@ -55,6 +61,8 @@ def input_hashes(psm_dir=None) -> dict:
 def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float = 10.0, n_jobs: int = 1,
             own_time_limit: float | None = None):
     """Table 1 with the HM column (:func:`moralkit.psm.rationality.table1`, ``hm=True``) as tidy rows.
+
+    The HM column is :func:`moralkit.psm.hm_random_choice.hm_random_choice_test` of each respondent.
 
     Returns (table, decisions): one row per respondent, and one row per (respondent, random
     dataset) with its decision (1: HM at least the respondent's, 0: below, -1: undecided within
@@ -75,10 +83,15 @@ def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float =
                          alpha_hm_high=h.alpha_high, stars_hm=r["stars_hm"], n_datasets=h.n_datasets,
                          n_at_least=h.n_at_least, n_below=h.n_below, n_undecided=h.n_undecided, n_exact=h.n_exact,
                          time_limit_s=time_limit, own_time_limit_s=own_time_limit))
-    dec = pd.DataFrame([dict(model=m, dataset=i, decision=int(d), decided_by=b)
-                        for m, h in res.items() for i, (d, b) in enumerate(zip(h.decisions, h.decided_by))],
-                       columns=["model", "dataset", "decision", "decided_by"])
-    return pd.DataFrame(rows, columns=COLUMNS), dec
+    return pd.DataFrame(rows, columns=COLUMNS), decisions_frame(res)
+
+
+def decisions_frame(results: dict[str, HMTestResult]) -> pd.DataFrame:
+    """One row per (respondent, random dataset) of :class:`~moralkit.psm.hm_random_choice.HMTestResult` objects:
+    ``model``, ``dataset`` (its index), ``decision`` (1, 0 or -1) and ``decided_by``."""
+    return pd.DataFrame([dict(model=m, dataset=i, decision=int(d), decided_by=b)
+                         for m, h in results.items() for i, (d, b) in enumerate(zip(h.decisions, h.decided_by))],
+                        columns=["model", "dataset", "decision", "decided_by"])
 
 
 def write(df: pd.DataFrame, meta: dict, out_dir=None, decisions: pd.DataFrame | None = None) -> Path:
@@ -140,12 +153,12 @@ def main(argv=None):
     ap.add_argument("--own-time-limit", type=float, default=None,
                     help="seconds for each respondent's own exact HM (default: none; then bounds)")
     ap.add_argument("--n-jobs", type=int, default=1)
-    ap.add_argument("--psm-dir", default=None, help="default: data/psm")
-    ap.add_argument("--out", default=None, help="default: data/derived")
+    ap.add_argument("--psm-dir", default=None, help=f"default: {runs.run_dir('psm')}")
+    ap.add_argument("--out", default=None, help=f"default: {runs.run_dir('derived')}")
     args = ap.parse_args(argv)
     from .dataset import read_psm
 
-    psm_dir = Path(args.psm_dir) if args.psm_dir else data_dir() / "psm"
+    psm_dir = Path(args.psm_dir) if args.psm_dir else runs.run_dir("psm")
     data = {m: ds for m, ds in read_psm(psm_dir).items() if ds.n_obs > 0}
     if not data:
         raise MoralkitError(f"no answered PSM rounds in {psm_dir}")

@@ -64,6 +64,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..checks import as_generator
 from ..errors import MoralkitError
 from ._partition_kernels import violating_cycle_obs, violation_models
 from .level import RationalityLevel, rationality_level
@@ -357,9 +358,7 @@ class Partition:
 
 
 def _rng(seed):
-    if isinstance(seed, np.random.Generator):
-        return seed
-    return np.random.default_rng(seed)
+    return as_generator(seed)
 
 
 class LSSolver(Protocol):

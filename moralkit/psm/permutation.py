@@ -46,6 +46,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..checks import as_generator, check_int
 from ..errors import MoralkitError
 from .level import rationality_level
 from .milp_solvers import SOLVERS, get_solver
@@ -306,9 +307,9 @@ def _distinct_rounds(ri: _RoundIndex) -> int:
     return len(np.unique(np.concatenate(ri.round_ids))) if ri.round_ids else 0
 
 
-def _check_draw_params(ri: _RoundIndex, rho):
-    if not isinstance(rho, (int, np.integer)) or rho < 1:
-        raise MoralkitError(f"rho (rounds per model) must be a positive integer, got {rho!r}")
+def _check_draw_params(ri: _RoundIndex, rho) -> int:
+    """``rho`` as an int, checked to be at least 1 and at most every model's answered rounds."""
+    rho = check_int(rho, "rho (rounds per model)", minimum=1)
     for name, p in zip(ri.models, ri.positions):
         if len(p) < rho:
             raise MoralkitError(f"{name}: rho = {rho} is larger than its {len(p)} answered rounds; "
@@ -317,6 +318,7 @@ def _check_draw_params(ri: _RoundIndex, rho):
     if len(ri.models) * rho > distinct:
         raise MoralkitError(f"{len(ri.models)} models x rho = {rho} rounds exceed the {distinct} distinct rounds "
                             "available (rounds are drawn without replacement across models); lower rho")
+    return rho
 
 
 def _draw(ri: _RoundIndex, rho: int, rng, max_attempts: int = 1000) -> list:
@@ -351,8 +353,8 @@ def draw_rounds(datasets, rho: int = PAPER_RHO, seed=None) -> dict:
     """
     dd = as_datasets(datasets)
     ri = _round_index(dd)
-    _check_draw_params(ri, rho)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rho = _check_draw_params(ri, rho)
+    rng = as_generator(seed)
     return dict(zip(ri.models, _draw(ri, rho, rng)))
 
 
@@ -514,7 +516,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     lv = rationality_level(e)
     _check_study_args(T, seed, solver)
     ri = _round_index(dd)
-    _check_draw_params(ri, rho)
+    rho = _check_draw_params(ri, rho)
     full = pool(dd)
     R0, P0 = revealed_relations(full, lv)
     args = (ri, R0, P0, _observation_lookup(ri), full.obs_model, rho, solver, None if solver == "exact" else full, lv,
@@ -542,10 +544,8 @@ def _study_models(datasets, models) -> dict:
 
 
 def _check_study_args(T, seed, solver) -> None:
-    if not isinstance(T, (int, np.integer)) or T < 1:
-        raise MoralkitError(f"T (number of synthetic datasets) must be a positive integer, got {T!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
+    check_int(T, "T (number of synthetic datasets)", minimum=1)
+    check_int(seed, "seed", minimum=0)
     if solver != "exact":
         if solver not in SOLVERS:
             raise MoralkitError(f"unknown solver {solver!r}; choose 'exact' or one of {SOLVERS}")

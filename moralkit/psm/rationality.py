@@ -13,12 +13,11 @@ and H0 (random answers) is rejected at level ``a`` when ``alpha <= a``
 
 Reproducibility
 ---------------
-The synthetic datasets of model ``m`` are drawn in fixed chunks of
-:data:`CHUNK_SIZE`; chunk ``c`` uses the generator
-``SeedSequence([seed, key(m)], spawn_key=(c,))`` where ``key(m)`` is derived
-from the model's label (SHA-256). Results therefore depend only on ``seed``,
-the model's data and ``n_datasets`` — not on the number of workers, on how
-the work is split, nor on which other models are tested alongside.
+The synthetic datasets are drawn by :mod:`moralkit.psm.random_datasets` in seeded chunks of
+:data:`~moralkit.psm.random_datasets.CHUNK_SIZE`, keyed by ``seed`` and the model's label. Results
+therefore depend only on ``seed``, the model's data and ``n_datasets`` — not on the number of workers,
+on how the work is split, nor on which other models are tested alongside. The Houtman–Maks variant of
+the test (:mod:`moralkit.psm.hm_random_choice`, ``table1(hm=True)``) uses the same datasets.
 
 Parallelism goes through :mod:`joblib`: threads by default (the compiled
 kernels release the GIL, so there is no process start-up), or any backend set
@@ -40,47 +39,30 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 
+from ..checks import check_int
 from ..errors import MoralkitError
 from . import rp
 from ._rp_kernels import psm_levels_choices
-from .dataset import PSMDataset, model_key
+from .dataset import PSMDataset
 from .design import BUDGET
+from .hm_random_choice import HMTestResult, hm_random_choice_test
 from .indices import convention, critical_efficiencies, critical_efficiency, exact_ratio, option_expenditures
-from .random_choice import STANDARD_INDEX, RandomChoiceResult, Table1, stars
+from .random_choice import STANDARD_INDEX, RandomChoiceResult, Table1
+from .random_datasets import CHUNK_SIZE as CHUNK_SIZE  # importable here, as before (defined there)
+from .random_datasets import answered_part, chunk_choices, chunk_sizes
 
 __all__ = [
     "index_convention",
-    "CHUNK_SIZE",
     "random_choice_test",
     "random_dataset_expenditure",
     "retest",
     "random_choice_tests",
     "table1",
-    "HMTestResult",
-    "hm_random_choice_test",
 ]
-
-#: Synthetic datasets per seeded chunk (fixed: changing it changes the draws).
-CHUNK_SIZE: int = 100
-
-# --------------------------------------------------------------------------- seeding
-
-
-def _chunk_rng(seed: int, model: str, chunk: int) -> np.random.Generator:
-    ss = np.random.SeedSequence([int(seed), model_key(model)], spawn_key=(int(chunk),))
-    return np.random.default_rng(ss)
-
-
-def _chunk_sizes(n_datasets: int) -> list[int]:
-    n_full, rest = divmod(n_datasets, CHUNK_SIZE)
-    return [CHUNK_SIZE] * n_full + ([rest] if rest else [])
-
 
 # --------------------------------------------------------------------------- work units
 
@@ -91,7 +73,7 @@ def _null_levels(model, corners, prices, options, seed, chunks, sizes, budget):
     start, rows = rp.choice_level_lists(corners, prices, options, budget)
     out = []
     for c, m in zip(chunks, sizes):
-        C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))
+        C = chunk_choices(seed, model, c, m, T, n_opt)
         if T < 2:
             out.append(np.full(m, budget, dtype=np.int64))
         else:
@@ -132,7 +114,7 @@ def _null_efficiencies(model, V, coordinates, seed, chunks, sizes):
     T, n_opt = V.shape[1], V.shape[2]
     out = []
     for c, m in zip(chunks, sizes):
-        C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))
+        C = chunk_choices(seed, model, c, m, T, n_opt)
         out.append(np.ones(m) if T < 2 else critical_efficiencies(V, C, coordinates))
     return np.concatenate(out) if out else np.zeros(0)
 
@@ -144,23 +126,13 @@ def random_dataset_expenditure(dataset, i: int, n_datasets: int = 1000, seed: in
     (and as the committed decisions of :mod:`moralkit.psm.hm_table1`), so that one row of a committed
     table can be recomputed alone.
     """
-    v = _prepare(dataset)
+    v = answered_part(dataset)
     T, n_opt = v.options.shape[0], v.options.shape[1]
-    sizes = _chunk_sizes(int(n_datasets))
+    sizes = chunk_sizes(int(n_datasets))
     chunk, pos = divmod(int(i), sizes[0])
-    C = _chunk_rng(seed, v.model, chunk).integers(0, n_opt, size=(sizes[chunk], T))
+    C = chunk_choices(seed, v.model, chunk, sizes[chunk], T, n_opt)
     V = rp.option_expenditures(v.corners, v.prices, v.options).astype(np.int64)
     return V[:, np.arange(T), C[pos]]
-
-
-def _prepare(ds: PSMDataset):
-    if not isinstance(ds, PSMDataset):
-        raise MoralkitError(f"expected a moralkit.psm.dataset.PSMDataset, got {type(ds).__name__}")
-    v = ds.valid()
-    if v.n_obs == 0:
-        raise MoralkitError(f"{ds.model}: no answered constrained round; the test needs at least one "
-                            "(drop the model or collect its answers)")
-    return v
 
 
 def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1,
@@ -196,7 +168,7 @@ def random_choice_tests(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs:
     Seror (2025), Section 2.3, eq. (4) and Procedure 1.
     """
     valid = _checked_datasets(datasets, n_datasets, seed)
-    sizes = _chunk_sizes(int(n_datasets))
+    sizes = chunk_sizes(int(n_datasets))
     conv = index_convention(index)
     units, parts = _run_units(valid, sizes, conv, int(seed), n_jobs, progress)
     null = {i: [] for i in range(len(valid))}
@@ -224,17 +196,15 @@ def _checked_datasets(datasets, n_datasets, seed) -> list:
     if isinstance(datasets, PSMDataset):
         datasets = [datasets]
     items = list(datasets.values()) if isinstance(datasets, dict) else list(datasets)
-    if not isinstance(n_datasets, (int, np.integer)) or n_datasets < 1:
-        raise MoralkitError(f"n_datasets must be a positive integer, got {n_datasets!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise MoralkitError(f"seed must be a non-negative integer, got {seed!r}")
+    check_int(n_datasets, "n_datasets", minimum=1)
+    check_int(seed, "seed", minimum=0)
     for ds in items:
         if not isinstance(ds, PSMDataset):
             raise MoralkitError(f"expected moralkit.psm.dataset.PSMDataset objects, got {type(ds).__name__}")
     names = [ds.model for ds in items]
     if len(set(names)) != len(names):
         raise MoralkitError("model labels must be unique (they key the random draws)")
-    return [_prepare(ds) for ds in items]
+    return [answered_part(ds) for ds in items]
 
 
 def _run_units(valid, sizes, conv, seed: int, n_jobs, progress: bool):
@@ -311,7 +281,7 @@ def retest(result: RandomChoiceResult, dataset: PSMDataset) -> RandomChoiceResul
     """
     if result.index != STANDARD_INDEX:
         raise MoralkitError(f"retest reuses standard-CCEI nulls only; got a result for index {result.index!r}")
-    v = _prepare(dataset)
+    v = answered_part(dataset)
     same = (v.model == result.model and v.n_obs == result.n_obs and result.extra_key is not None
             and result.extra_key == _option_key(v))
     if not same:
@@ -390,14 +360,16 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
     min_obs : int, default 1
         Models with fewer answered rounds are left out (with a warning naming them).
     hm : bool, default False
-        Add the Houtman–Maks index with its own alpha (:func:`hm_random_choice_test`,
+        Add the Houtman–Maks index with its own alpha
+        (:func:`moralkit.psm.hm_random_choice.hm_random_choice_test`,
         on the same random datasets): columns ``hm``, ``hm_exact``, ``alpha_hm``,
         ``alpha_hm_low``, ``alpha_hm_high``, ``stars_hm`` and ``n_hm_exact`` (random
         datasets the bounds did not decide, so that the branch-and-cut was run).
     hm_time_limit : float, default 10
         Seconds per random dataset for the Houtman–Maks decision (see there).
     hm_own_time_limit : float, optional
-        Seconds for each model's own exact HM (default: no limit); see :func:`hm_random_choice_test`.
+        Seconds for each model's own exact HM (default: no limit); see
+        :func:`moralkit.psm.hm_random_choice.hm_random_choice_test`.
     index : str, default "ccei"
         The standard CCEI, or a convention of :mod:`moralkit.psm.indices` such as the
         paper-compatible ``"origin/1-e"`` (see :func:`random_choice_tests`). The
@@ -435,7 +407,7 @@ def table1(datasets, n_datasets: int = 1000, seed: int = 0, n_jobs: int = 1, pro
         if precomputed:
             raise MoralkitError("hm=True needs the datasets themselves, not precomputed results; pass the datasets")
         by_model = {ds.model: ds for ds in items}
-        hres = {m: hm_random_choice_test(by_model[m], n_datasets=n_datasets, seed=seed, n_jobs=n_jobs,
+        hres: dict[str, HMTestResult] = {m: hm_random_choice_test(by_model[m], n_datasets=n_datasets, seed=seed, n_jobs=n_jobs,
                                          time_limit=hm_time_limit, own_time_limit=hm_own_time_limit)
                 for m in results}
         df["hm"] = [float(hres[m].hm) for m in df["model"]]
@@ -472,151 +444,3 @@ def _table1_frame(results) -> pd.DataFrame:
     rows = [dict(provider=r.provider, model=r.model, ccei=r.index_value, ccei_exact=str(r.index_exact), alpha=r.alpha,
                  stars=r.stars, label=f"{r.index_value:.3f}{r.stars}", n_obs=r.n_obs) for r in results.values()]
     return pd.DataFrame(rows, columns=["provider", "model", "ccei", "ccei_exact", "alpha", "stars", "label", "n_obs"])
-
-
-# --------------------------------------------------------------------------- the Houtman–Maks index
-
-
-@dataclass(frozen=True)
-class HMTestResult:
-    """The random-choice test with the Houtman–Maks index (:func:`hm_random_choice_test`).
-
-    Attributes
-    ----------
-    model : str
-    hm : fractions.Fraction
-        The model's Houtman–Maks index, ``n_kept / n_obs``.
-    n_kept, n_obs : int
-    n_upper : int
-        The proven upper bound on the model's HM count (``n_kept`` when its HM is exact).
-    n_at_least, n_below, n_undecided : int
-        Random datasets whose HM is at least the model's, below it, and neither
-        decided within the time limit (nor, when the model's own HM is only known to
-        lie in ``[n_kept, n_upper]``, placed on one side of that whole interval).
-    n_datasets, seed : int
-    n_exact : int
-        Random datasets that the bounds (packing bound, greedy subset) did not decide,
-        so that the branch-and-cut was run (decided or not).
-    time_limit : float or None
-        Seconds allowed per random dataset.
-    decisions, decided_by : ndarray
-        Per random dataset, in order: 1 (HM at least the model's), 0 (below), -1
-        (undecided); and ``"bound"``, ``"greedy"`` or ``"exact"``.
-    """
-
-    model: str
-    hm: Fraction
-    n_kept: int
-    n_obs: int
-    n_at_least: int
-    n_below: int
-    n_undecided: int
-    n_datasets: int
-    seed: int
-    n_exact: int = 0
-    time_limit: float | None = None
-    decisions: np.ndarray | None = field(default=None, repr=False, compare=False)
-    decided_by: np.ndarray | None = field(default=None, repr=False, compare=False)
-    n_upper: int = -1
-
-    @property
-    def own_exact(self) -> bool:
-        """Whether the model's own HM was proven (else it lies in ``[n_kept, n_upper]``)."""
-        return self.n_upper < 0 or self.n_upper == self.n_kept
-
-    @property
-    def hm_text(self) -> str:
-        """``"41/160"``, or ``"[40, 45]/160"`` when the model's own HM is only bounded."""
-        if self.own_exact:
-            return f"{self.n_kept}/{self.n_obs}"
-        return f"[{self.n_kept}, {self.n_upper}]/{self.n_obs}"
-
-    @property
-    def alpha_low(self) -> float:
-        return self.n_at_least / self.n_datasets
-
-    @property
-    def alpha_high(self) -> float:
-        return (self.n_at_least + self.n_undecided) / self.n_datasets
-
-    @property
-    def alpha(self) -> float:
-        """The share of random datasets with an HM at least the model's; NaN when some are undecided."""
-        return self.alpha_low if self.n_undecided == 0 else float("nan")
-
-    @property
-    def stars(self) -> str:
-        """Stars when the interval [alpha_low, alpha_high] decides them, else ``"?"``."""
-        lo, hi = stars(Fraction(self.n_at_least, self.n_datasets)), stars(
-            Fraction(self.n_at_least + self.n_undecided, self.n_datasets))
-        return lo if lo == hi else "?"
-
-
-def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_limit, k_hi=None):
-    """1 (HM >= k_hi, or >= k when k_hi is None), 0 (HM < k), -1 (undecided, or between k and k_hi)."""
-    from .houtman_maks import houtman_maks_decision
-
-    T, n_opt = options.shape[0], options.shape[1]
-    V = rp.option_expenditures(corners, prices, options).astype(np.int64)
-    cols = np.arange(T)
-    out = []
-    for c, m in zip(chunks, sizes):
-        C = _chunk_rng(seed, model, c).integers(0, n_opt, size=(m, T))  # the CCEI test's random datasets
-        for row in C:
-            E = V[:, cols, row]
-            if k_hi is None or k_hi == k:
-                d, how = houtman_maks_decision(E, k, time_limit=time_limit)
-                out.append((-1 if d is None else int(d), how))
-                continue
-            d, how = houtman_maks_decision(E, k_hi, time_limit=time_limit)
-            if d:
-                out.append((1, how))
-                continue
-            d2, how2 = houtman_maks_decision(E, k, time_limit=time_limit)
-            how = "exact" if "exact" in (how, how2) else how2
-            out.append((0 if d2 is False else -1, how))
-    return out
-
-
-def hm_random_choice_test(dataset: PSMDataset, n_datasets: int = 1000, seed: int = 0, *, n_jobs: int = 1,
-                          time_limit: float = 10.0, own_time_limit: float | None = None) -> HMTestResult:
-    """The random-choice rationality test (Procedure 1) with the Houtman–Maks index in corner coordinates.
-
-    The model's HM (:func:`moralkit.psm.houtman_maks.houtman_maks`, exact) is compared
-    with that of the same random datasets as the CCEI test (same seeds). Each
-    random dataset is decided by bounds first (a packing bound, a greedy consistent
-    subset) and by the branch-and-cut only when they do not decide
-    (:func:`moralkit.psm.houtman_maks.houtman_maks_decision`).
-    A dataset not decided within ``time_limit`` seconds is counted as undecided:
-    alpha is then reported as the interval [``alpha_low``, ``alpha_high``] and
-    ``alpha`` is NaN. Near-random data at T = 160 are slow to decide (see
-    ``benchmarks/bench_houtman_maks.py``).
-
-    ``own_time_limit`` (seconds, default none) bounds the model's own exact HM. When it
-    stops the search, the model's HM is only known to lie in ``[n_kept, n_upper]``; each
-    random dataset is then decided at both ends, and one whose HM is at least ``n_upper``
-    counts as at least the model's, one below ``n_kept`` as below it, and any other as
-    undecided (so alpha is again an interval, never a guess).
-
-    References
-    ----------
-    Seror (2025), Section 2.3, eq. (4) and footnote 6; Houtman and Maks (1985).
-    """
-    from joblib import Parallel, delayed
-
-    from .houtman_maks import houtman_maks
-
-    v = _prepare(dataset)
-    own = houtman_maks(rp.psm_expenditure_matrix(v), time_limit=own_time_limit)
-    sizes = _chunk_sizes(int(n_datasets))
-    tasks = [delayed(_hm_decisions)(v.model, v.corners, v.prices, v.options, int(seed), [c], [sizes[c]],
-                                    own.n_kept, time_limit, own.n_upper) for c in range(len(sizes))]
-    parts = Parallel(n_jobs=n_jobs)(tasks) if n_jobs != 1 else [f(*a, **kw) for f, a, kw in tasks]
-    flat = [x for p in parts for x in p]
-    d = np.array([x[0] for x in flat], dtype=np.int64)
-    how = np.array([x[1] for x in flat])
-    return HMTestResult(model=v.model, hm=own.index, n_kept=own.n_kept, n_obs=v.n_obs,
-                        n_at_least=int((d == 1).sum()), n_below=int((d == 0).sum()),
-                        n_undecided=int((d == -1).sum()), n_datasets=len(d), seed=int(seed),
-                        n_exact=int((how == "exact").sum()), time_limit=time_limit, decisions=d, decided_by=how,
-                        n_upper=own.n_upper)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import as_generator, check_choice, check_int
 from ..errors import MoralkitError
 from .dataset import PSMDataset
 from .design import as_design
@@ -106,7 +107,7 @@ def random_quadratic_agent(seed=None, *, b_range=(0.5, 4.5), a_concentration: fl
     a_concentration : float, default 5
         Larger values give more balanced weights (Table 2 (b) reports weights 0.14-0.25).
     """
-    rng = np.random.default_rng(seed)
+    rng = as_generator(seed)
     lo, hi = b_range
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise MoralkitError(f"b_range must be an increasing pair of finite numbers, got {b_range!r}")
@@ -166,7 +167,7 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
     if not str(model).startswith("sim-"):
         raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
     noise = _check_noise(noise)
-    rng = np.random.default_rng(seed)
+    rng = as_generator(seed)
     if agent is None:
         agent = random_quadratic_agent(rng)
     if not isinstance(agent, QuadraticAgent):
@@ -210,7 +211,7 @@ def logit_choices(utilities, noise: float, seed=None, size: int | None = None) -
     if noise == 0:
         best = np.argmax(u, axis=1).astype(np.int64)
         return best if size is None else np.tile(best, (int(size), 1))
-    rng = np.random.default_rng(seed)
+    rng = as_generator(seed)
     z = (u - u.max(1, keepdims=True)) / noise
     w = np.exp(z)
     w /= w.sum(1, keepdims=True)
@@ -232,7 +233,7 @@ def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=Non
     """
     if not str(model).startswith("sim-"):
         raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
-    rng = np.random.default_rng(seed)
+    rng = as_generator(seed)
     design = as_design(design)
     q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
     corners, prices, options, ci, pi, idx = design.arrays(q0)
@@ -265,13 +266,11 @@ def simulate_agents(n: int, kind: str = "quadratic", design=None, *, noise: floa
     dict
         ``{"sim-quadratic-0": PSMDataset, ...}`` (or ``"sim-random-i"``).
     """
-    if kind not in ("quadratic", "random"):
-        raise MoralkitError(f"kind must be 'quadratic' or 'random', got {kind!r}")
+    check_choice(kind, ("quadratic", "random"), "kind")
     if agents is not None:
         agents = list(agents)
         n = len(agents)
-    if not isinstance(n, (int, np.integer)) or n < 0:
-        raise MoralkitError(f"n must be a non-negative integer, got {n!r}")
+    n = check_int(n, "n", minimum=0)
     design = as_design(design)
     children = np.random.SeedSequence(int(seed)).spawn(int(n))
     out = {}

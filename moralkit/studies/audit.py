@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..checks import as_generator
 from ..errors import MoralkitError
 from ..psm import indices as ix
 from ..psm import rp
@@ -398,7 +399,7 @@ DEFAULT_GROUP_IDEALS = ((1.0, 1.0, 1.0, 1.0, 1.0), (4.0, 4.0, 4.0, 4.0, 4.0), (1
 
 
 def _group_agents(group_ideals, per_group, noise, seed, jitter):
-    rng = np.random.default_rng(seed)
+    rng = as_generator(seed)
     data, groups = {}, []
     k = 0
     for g, b in enumerate(group_ideals):

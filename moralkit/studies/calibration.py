@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..checks import as_generator, check_int
 from ..errors import MoralkitError
 from ..psm import ccei_many, reference
 from ..psm.design import as_design
@@ -87,7 +88,7 @@ def missing_rounds(n_rounds: int, n_obs: int, seed) -> np.ndarray:
     """Boolean mask of the ``n_rounds - n_obs`` rounds left unanswered (drawn uniformly, seeded)."""
     if not 1 <= n_obs <= n_rounds:
         raise MoralkitError(f"n_obs must be in 1..{n_rounds}, got {n_obs}")
-    rng = np.random.default_rng(seed)
+    rng = as_generator(seed)
     miss = np.zeros(n_rounds, dtype=bool)
     miss[rng.choice(n_rounds, size=n_rounds - n_obs, replace=False)] = True
     return miss
@@ -179,8 +180,7 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
     grid = [float(s) for s in noise_grid]
     if not grid or min(grid) <= 0:
         raise MoralkitError("noise_grid must hold positive logit noise scales")
-    if n_reps < 1:
-        raise MoralkitError(f"n_reps must be a positive integer, got {n_reps!r}")
+    n_reps = check_int(n_reps, "n_reps", minimum=1)
     pub = (reference.published_table1() if published is None else published).set_index("model")
     agents = paper_agents()
     d = as_design(design)

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .. import runs
-from ..checks import as_generator, check_int
+from ..checks import as_generator, check_choice, check_int
 from ..errors import MoralkitError
 
 __all__ = [
@@ -182,42 +182,13 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
     >>> round(res.statistic, 12), res.pvalue, res.exact  # exact: 4! relabellings, p >= 2/24
     (1.0, 0.08333333333333333, True)
     """
-    if method not in ("spearman", "pearson"):
-        raise MoralkitError(f"method must be 'spearman' or 'pearson', got {method!r}")
-    if alternative not in ("greater", "less", "two-sided"):
-        raise MoralkitError(f"alternative must be 'greater', 'less' or 'two-sided', got {alternative!r}")
-    if isinstance(A, pd.DataFrame) and isinstance(B, pd.DataFrame):
-        if set(A.index) != set(B.index):
-            raise MoralkitError(f"A and B must describe the same objects; got {sorted(A.index)} and {sorted(B.index)}")
-        B = B.loc[list(A.index), list(A.index)]
-    a, b = _as_square(A, "A"), _as_square(B, "B")
-    if a.shape != b.shape:
-        raise MoralkitError(f"A and B must have the same shape, got {a.shape} and {b.shape}")
+    check_choice(method, ("spearman", "pearson"), "method")
+    check_choice(alternative, ("greater", "less", "two-sided"), "alternative")
+    a, b = _mantel_matrices(A, B)
     n = len(a)
-    if n < 3:
-        raise MoralkitError(f"a Mantel test needs at least 3 objects (got {n}): with 2 there is a single pair and "
-                            "no correlation; at least 4 are needed to reach p <= 0.05 (minimum p = 1/n!)")
-    iu = np.triu_indices(n, 1)
-    x = a[iu]
-    if np.ptp(x) == 0 or np.ptp(b[iu]) == 0:
-        raise MoralkitError("an upper triangle is constant: the correlation is undefined")
     exact = math.factorial(n) <= int(exact_max)
-    if exact:
-        perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
-    else:
-        rng = as_generator(seed)
-        perms = np.array([rng.permutation(n) for _ in range(int(n_permutations))], dtype=np.int64)
-    # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu. A relabelling permutes the entries
-    # of the triangle, so it permutes their (average) ranks too: rank once, then permute the ranks.
-    if method == "spearman":
-        rb = np.zeros_like(b, dtype=float)
-        rb[iu] = _rank_rows(b[iu][None])[0]
-        rb = rb + rb.T
-        x_, Y_ = _rank_rows(x[None])[0], rb[perms[:, iu[0]], perms[:, iu[1]]]
-    else:
-        x_, Y_ = x, b[perms[:, iu[0]], perms[:, iu[1]]]
-    obs = float(_corr_rows(x_, (_rank_rows(b[iu][None]) if method == "spearman" else b[iu][None]))[0])
-    null = _corr_rows(x_, Y_)
+    perms = _relabellings(n, exact, n_permutations, seed)
+    obs, null = _mantel_null(a, b, perms, method)
     tol = 1e-12
     if alternative == "greater":
         hits = null >= obs - tol
@@ -234,6 +205,53 @@ def mantel_test(A, B, *, method: str = "spearman", alternative: str = "greater",
         pmin = 1.0 / (1 + len(perms))
     return MantelResult(statistic=obs, pvalue=float(p), n=n, n_permutations=len(perms), exact=exact,
                         min_pvalue=pmin, method=method, alternative=alternative, null=null)
+
+
+def _mantel_matrices(A, B):
+    """``A`` and ``B`` of :func:`mantel_test` as square float arrays in the same order of objects, checked
+    (DataFrames aligned on their labels; same shape, at least 3 objects, non-constant upper triangles)."""
+    if isinstance(A, pd.DataFrame) and isinstance(B, pd.DataFrame):
+        if set(A.index) != set(B.index):
+            raise MoralkitError(f"A and B must describe the same objects; got {sorted(A.index)} and {sorted(B.index)}")
+        B = B.loc[list(A.index), list(A.index)]
+    a, b = _as_square(A, "A"), _as_square(B, "B")
+    if a.shape != b.shape:
+        raise MoralkitError(f"A and B must have the same shape, got {a.shape} and {b.shape}")
+    n = len(a)
+    if n < 3:
+        raise MoralkitError(f"a Mantel test needs at least 3 objects (got {n}): with 2 there is a single pair and "
+                            "no correlation; at least 4 are needed to reach p <= 0.05 (minimum p = 1/n!)")
+    iu = np.triu_indices(n, 1)
+    if np.ptp(a[iu]) == 0 or np.ptp(b[iu]) == 0:
+        raise MoralkitError("an upper triangle is constant: the correlation is undefined")
+    return a, b
+
+
+def _relabellings(n: int, exact: bool, n_permutations: int, seed) -> np.ndarray:
+    """The relabellings of :func:`mantel_test`, one per row: all ``n!`` when ``exact``, else
+    ``n_permutations`` random ones drawn from ``seed``."""
+    if exact:
+        return np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+    rng = as_generator(seed)
+    return np.array([rng.permutation(n) for _ in range(int(n_permutations))], dtype=np.int64)
+
+
+def _mantel_null(a, b, perms, method: str):
+    """``(observed, null)``: the correlation of the upper triangles of ``a`` and ``b``, and its value under
+    each relabelling of ``b`` (rows of ``perms``)."""
+    iu = np.triu_indices(len(a), 1)
+    x = a[iu]
+    # permuted upper triangles of B: b[p[i], p[j]] for (i, j) in iu. A relabelling permutes the entries
+    # of the triangle, so it permutes their (average) ranks too: rank once, then permute the ranks.
+    if method == "spearman":
+        rb = np.zeros_like(b, dtype=float)
+        rb[iu] = _rank_rows(b[iu][None])[0]
+        rb = rb + rb.T
+        x_, Y_ = _rank_rows(x[None])[0], rb[perms[:, iu[0]], perms[:, iu[1]]]
+    else:
+        x_, Y_ = x, b[perms[:, iu[0]], perms[:, iu[1]]]
+    obs = float(_corr_rows(x_, (_rank_rows(b[iu][None]) if method == "spearman" else b[iu][None]))[0])
+    return obs, _corr_rows(x_, Y_)
 
 
 # --------------------------------------------------------------------------- the two structures

@@ -214,115 +214,159 @@ def _significance(p: float, level: float = 0.05) -> str:
 
 
 def findings_markdown(*, seed: int = 0, results: dict | None = None) -> str:
-    """The README's "What the committed runs show" section body (``python -m moralkit findings``)."""
-    f = results if results is not None else findings(seed=seed)
-    out = []
-    runs = f.get("psm_runs", pd.DataFrame())
-    if len(runs):
-        t = runs.assign(option1=runs["option1"].map(lambda x: f"{100 * x:.1f} %"), alpha=runs["alpha"].map("{:.3f}".format))
-        out += ["**PSM runs** (160 constrained rounds each, temperature 1; `option 1`: share of the answered rounds "
-                "answered \"Option 1\"; CCEI and α of the random-choice test, 1,000 random datasets):", ""]
-        out += _table(t.rename(columns={"option1": "option 1", "alpha": "α"})) + [""]
-    cov = f["coverage"]
-    if len(cov):
-        t = cov.assign(covered=cov["covered"].map("{:.3f}".format),
-                       scenarios=[f"{s} / {o}" for s, o in zip(cov["scenarios"], cov["of"])])
-        out += ["**Exact likelihoods** (token probabilities, all six forms per scenario; `covered`: mean "
-                "probability of the canonical answers):", ""]
-        out += _table(t[["respondent", "ambiguity", "scenarios", "forms", "covered"]]) + [""]
-    smp = f["sampling"]
-    if len(smp):
-        t = smp.assign(invalid_or_refusal=smp["invalid_or_refusal"].map("{:.3f}".format))
-        out += ["**Sampled answers** (temperature 1; the paper's M: 5 low, 10 high; `invalid_or_refusal`: share "
-                "of answers mapped to neither action):", ""]
-        out += _table(t[["respondent", "ambiguity", "scenarios", "paper_M", "scenarios_at_paper_M",
-                         "invalid_or_refusal"]]) + [""]
-    ag = f["agreement"]
-    if len(ag):
-        t = pd.DataFrame({
-            "respondent": ag["model"], "ambiguity": ag["ambiguity"], "M": ag["M"], "scenarios": ag["n_scenarios"],
-            "r (noise band)": [format_interval(*v) for v in ag[["r_p", "r_p_sim_lo", "r_p_sim_hi"]].to_numpy()],
-            "mean abs. diff. (noise band)": [format_interval(*v, digits=3) for v in ag[["mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()],
-            "QF-E exact / sampled / expected": [f"{a:.2f} / {b:.2f} / {c:.2f}" for a, b, c in
-                                               ag[["qfe_exact", "qfe_sampled", "qfe_sampled_sim"]].to_numpy()],
-            "within noise": [_within_noise(*v) for v in
-                             ag[["r_p", "r_p_sim_lo", "r_p_sim_hi", "mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()]})
-        out += ["**Exact against sampled** at the paper's M, on the scenarios both cover (marginal likelihood of "
-                "action 1: Pearson r and mean absolute difference; in brackets the 95 % range from sampling "
-                "noise alone; `expected`: the sampled QF-E that answers drawn from the exact likelihoods give; "
-                "`within noise`: whether r and the mean abs. diff. lie in their bands):", ""]
-        out += _table(t) + [""]
-    res = f["cross_method"]
-    if res is not None:
-        out += [f"**Both instruments:** {len(res.models)} respondents ({', '.join(f'`{m}`' for m in res.models)})."]
-        if res.mantel is not None:
-            m = res.mantel
-            from ..psm.permutation import describe_e
+    """The README's "What the committed runs show" section body (``python -m moralkit findings``).
 
-            out[-1] += (f" Mantel test of PSM similarity G ({describe_e(res.e)}, T = {res.T}, "
-                        f"ρ = {res.rho}) against MoralChoice agreement (high ambiguity): "
-                        f"{m.method} r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
-                        + (f"(exact over {m.n_permutations} relabellings)" if m.exact else "(Monte Carlo)")
-                        + f", {_significance(m.pvalue)}.")
-        for k, v in res.same_model.items():
-            out[-1] += (f" {len(v)} of these {len(res.models)} respondents are one model (`{k}`"
-                        + (" and its persona or seed variants" if k in v else "") + f"): {len(v) * (len(v) - 1) // 2} "
-                        f"of the {len(res.models) * (len(res.models) - 1) // 2} pairs compare it with itself, so the "
-                        "relabelling null, which treats the respondents as exchangeable, does not hold.")
-        d = res.distinct
-        if d is not None and d.mantel is not None:
-            md = d.mantel
-            out[-1] += (f" On one respondent per distinct model ({', '.join(f'`{m}`' for m in d.models)}): "
-                        f"{md.method} r = {md.statistic:.3f}, p = {md.pvalue:.3f} over {md.n_permutations} "
-                        f"relabellings, whose smallest attainable p is {md.min_pvalue:.3f}: "
-                        + ("the test cannot reach the 5 % level." if md.min_pvalue > 0.05 else f"{_significance(md.pvalue)}."))
-        out += [""]
-    eff = f["persona_moralchoice"]
-    if len(eff):
-        t = pd.DataFrame({
-            "respondent": eff["respondent"], "ambiguity": eff["ambiguity"], "scenarios": eff["n_scenarios"],
-            "mean change of p(action 1) [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
-                                                     eff[["mean_delta", "delta_lo", "delta_hi"]].to_numpy()],
-            "signed by its rules: share favouring action 1": eff["share_plus"].map("{:.3f}".format),
-            "towards the persona's rules [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
-                                                      eff[["directed_effect", "directed_lo", "directed_hi"]].to_numpy()],
-            "p (one-sided)": eff["p_directed"].map("{:.4f}".format),
-            "p, random signs": eff["p_specific"].map("{:.4f}".format),
-            "p, other personas' rules": eff["placebo_p"],
-            "p, beats them": eff["p_beats_placebos"].map("{:.4f}".format),
-            "verdict": eff["verdict"]})
-        out += ["**Persona effects on MoralChoice** (exact likelihoods, persona-respondent minus the model without "
-                "a persona, per scenario; bootstrap intervals over scenarios, sign-flip p-values. Placebos: `random "
-                "signs` shuffles the persona's rule signs over the scenarios; `other personas' rules` signs the same "
-                "changes by another persona's rules (a small p there: the placebo works as well); `beats them`: "
-                "paired bootstrap p that the effect exceeds every placebo's. `verdict` says \"towards its rules\" "
-                "only when all three p-values are at most 0.05):", ""]
-        out += _table(t) + [""]
-    ps = f["persona_psm"]
-    if len(ps):
-        signed = ps[ps["persona"].notna()]
-        seed_only = ps.loc[ps["persona"].isna(), "max_abs_delta"]
-        differ = ps.loc[ps["persona"].isna(), "rounds_options_differ"] if "rounds_options_differ" in ps else []
-        paired = "paired bootstrap over rounds: " if "paired" in ps and signed["paired"].all() else "bootstrap over rounds: "
-        out += [f"**Persona effects on the PSM** (NLLS ideal points b, {paired}"
-                + ("each persona answered the baseline's option sets, so every replicate refits both on the same "
-                   "resampled rounds): " if paired.startswith("paired") else "")
-                + f"{int(signed['interval_excludes_0'].sum())} of {int(signed['statements'].sum())} shifts of b have a "
-                f"95 % interval that excludes 0; {int(signed['expected_side'].sum())} of "
-                f"{int(signed['with_expectation'].sum())} signed predictions are met. Largest |shift| "
-                f"{signed['max_abs_delta'].max():.2f}"
-                + (f"; a second sampling seed of the same model, whose round-0 answer differs and with it the option "
-                   f"sets of {int(max(differ))} of the 160 rounds, moves b by up to {seed_only.max():.2f}." if len(seed_only)
-                   else ".")]
-        eff = f.get("persona_psm_effects")
-        if eff is not None and len(eff):
-            wide = eff.assign(cell=[format_interval(*v, digits=2, signed=True) for v in
-                                    eff[["delta", "delta_lo", "delta_hi"]].to_numpy()])
-            wide = wide.pivot(index="respondent", columns="dimension", values="cell")
-            wide = wide.loc[list(dict.fromkeys(eff["respondent"])), list(dict.fromkeys(eff["dimension"]))]
-            kind = eff.groupby("respondent", sort=False)["paired"].first().map({True: "paired", False: "unpaired"})
-            wide.insert(0, "bootstrap", kind.loc[wide.index])
-            out += ["", "Shift of b per statement, respondent minus the model without a persona [95 % interval]:", ""]
-            out += _table(wide.reset_index())
+    Parameters
+    ----------
+    seed : int, default 0
+        Passed to :func:`findings` when ``results`` is not given.
+    results : dict, optional
+        :func:`findings` output, to format without recomputing it.
+
+    Returns
+    -------
+    str
+        Markdown: one block per table of :func:`findings` that has rows, in the order of the README.
+    """
+    f = results if results is not None else findings(seed=seed)
+    out = (_psm_runs_block(f.get("psm_runs", pd.DataFrame())) + _coverage_block(f["coverage"])
+           + _sampling_block(f["sampling"]) + _agreement_block(f["agreement"])
+           + _both_instruments_block(f["cross_method"]) + _persona_moralchoice_block(f["persona_moralchoice"])
+           + _persona_psm_block(f["persona_psm"], f.get("persona_psm_effects")))
     return "\n".join(out).rstrip() + "\n"
 
+
+def _psm_runs_block(psm: pd.DataFrame) -> list[str]:
+    """The PSM runs: rounds answered, share of "Option 1", CCEI and alpha (:func:`psm_runs`)."""
+    if not len(psm):
+        return []
+    t = psm.assign(option1=psm["option1"].map(lambda x: f"{100 * x:.1f} %"), alpha=psm["alpha"].map("{:.3f}".format))
+    return (["**PSM runs** (160 constrained rounds each, temperature 1; `option 1`: share of the answered rounds "
+             "answered \"Option 1\"; CCEI and α of the random-choice test, 1,000 random datasets):", ""]
+            + _table(t.rename(columns={"option1": "option 1", "alpha": "α"})) + [""])
+
+
+def _coverage_block(cov: pd.DataFrame) -> list[str]:
+    """The exact likelihoods' coverage (:func:`likelihood_coverage`)."""
+    if not len(cov):
+        return []
+    t = cov.assign(covered=cov["covered"].map("{:.3f}".format),
+                   scenarios=[f"{s} / {o}" for s, o in zip(cov["scenarios"], cov["of"])])
+    return (["**Exact likelihoods** (token probabilities, all six forms per scenario; `covered`: mean "
+             "probability of the canonical answers):", ""]
+            + _table(t[["respondent", "ambiguity", "scenarios", "forms", "covered"]]) + [""])
+
+
+def _sampling_block(smp: pd.DataFrame) -> list[str]:
+    """The sampled answers' coverage at M = 1 and at the paper's M (:func:`sampling_coverage`)."""
+    if not len(smp):
+        return []
+    t = smp.assign(invalid_or_refusal=smp["invalid_or_refusal"].map("{:.3f}".format))
+    return (["**Sampled answers** (temperature 1; the paper's M: 5 low, 10 high; `invalid_or_refusal`: share "
+             "of answers mapped to neither action):", ""]
+            + _table(t[["respondent", "ambiguity", "scenarios", "paper_M", "scenarios_at_paper_M",
+                        "invalid_or_refusal"]]) + [""])
+
+
+def _agreement_block(ag: pd.DataFrame) -> list[str]:
+    """Exact likelihoods against sampled answers, with the sampling-noise bands (:func:`estimator_agreement`)."""
+    if not len(ag):
+        return []
+    t = pd.DataFrame({
+        "respondent": ag["model"], "ambiguity": ag["ambiguity"], "M": ag["M"], "scenarios": ag["n_scenarios"],
+        "r (noise band)": [format_interval(*v) for v in ag[["r_p", "r_p_sim_lo", "r_p_sim_hi"]].to_numpy()],
+        "mean abs. diff. (noise band)": [format_interval(*v, digits=3) for v in ag[["mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()],
+        "QF-E exact / sampled / expected": [f"{a:.2f} / {b:.2f} / {c:.2f}" for a, b, c in
+                                           ag[["qfe_exact", "qfe_sampled", "qfe_sampled_sim"]].to_numpy()],
+        "within noise": [_within_noise(*v) for v in
+                         ag[["r_p", "r_p_sim_lo", "r_p_sim_hi", "mad_p", "mad_p_sim_lo", "mad_p_sim_hi"]].to_numpy()]})
+    return (["**Exact against sampled** at the paper's M, on the scenarios both cover (marginal likelihood of "
+             "action 1: Pearson r and mean absolute difference; in brackets the 95 % range from sampling "
+             "noise alone; `expected`: the sampled QF-E that answers drawn from the exact likelihoods give; "
+             "`within noise`: whether r and the mean abs. diff. lie in their bands):", ""]
+            + _table(t) + [""])
+
+
+def _both_instruments_block(res) -> list[str]:
+    """One paragraph on the respondents with both instruments and the Mantel test (:func:`both_instruments`)."""
+    if res is None:
+        return []
+    text = f"**Both instruments:** {len(res.models)} respondents ({', '.join(f'`{m}`' for m in res.models)})."
+    if res.mantel is not None:
+        m = res.mantel
+        from ..psm.permutation import describe_e
+
+        text += (f" Mantel test of PSM similarity G ({describe_e(res.e)}, T = {res.T}, "
+                 f"ρ = {res.rho}) against MoralChoice agreement (high ambiguity): "
+                 f"{m.method} r = {m.statistic:.3f}, p = {m.pvalue:.3f} "
+                 + (f"(exact over {m.n_permutations} relabellings)" if m.exact else "(Monte Carlo)")
+                 + f", {_significance(m.pvalue)}.")
+    for k, v in res.same_model.items():
+        text += (f" {len(v)} of these {len(res.models)} respondents are one model (`{k}`"
+                 + (" and its persona or seed variants" if k in v else "") + f"): {len(v) * (len(v) - 1) // 2} "
+                 f"of the {len(res.models) * (len(res.models) - 1) // 2} pairs compare it with itself, so the "
+                 "relabelling null, which treats the respondents as exchangeable, does not hold.")
+    d = res.distinct
+    if d is not None and d.mantel is not None:
+        md = d.mantel
+        text += (f" On one respondent per distinct model ({', '.join(f'`{m}`' for m in d.models)}): "
+                 f"{md.method} r = {md.statistic:.3f}, p = {md.pvalue:.3f} over {md.n_permutations} "
+                 f"relabellings, whose smallest attainable p is {md.min_pvalue:.3f}: "
+                 + ("the test cannot reach the 5 % level." if md.min_pvalue > 0.05 else f"{_significance(md.pvalue)}."))
+    return [text, ""]
+
+
+def _persona_moralchoice_block(eff: pd.DataFrame) -> list[str]:
+    """Persona effects on MoralChoice with their placebos (:func:`persona_effects` ``.moralchoice``)."""
+    if not len(eff):
+        return []
+    t = pd.DataFrame({
+        "respondent": eff["respondent"], "ambiguity": eff["ambiguity"], "scenarios": eff["n_scenarios"],
+        "mean change of p(action 1) [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
+                                                 eff[["mean_delta", "delta_lo", "delta_hi"]].to_numpy()],
+        "signed by its rules: share favouring action 1": eff["share_plus"].map("{:.3f}".format),
+        "towards the persona's rules [95 % CI]": [format_interval(*v, digits=4, signed=True) for v in
+                                                  eff[["directed_effect", "directed_lo", "directed_hi"]].to_numpy()],
+        "p (one-sided)": eff["p_directed"].map("{:.4f}".format),
+        "p, random signs": eff["p_specific"].map("{:.4f}".format),
+        "p, other personas' rules": eff["placebo_p"],
+        "p, beats them": eff["p_beats_placebos"].map("{:.4f}".format),
+        "verdict": eff["verdict"]})
+    return (["**Persona effects on MoralChoice** (exact likelihoods, persona-respondent minus the model without "
+             "a persona, per scenario; bootstrap intervals over scenarios, sign-flip p-values. Placebos: `random "
+             "signs` shuffles the persona's rule signs over the scenarios; `other personas' rules` signs the same "
+             "changes by another persona's rules (a small p there: the placebo works as well); `beats them`: "
+             "paired bootstrap p that the effect exceeds every placebo's. `verdict` says \"towards its rules\" "
+             "only when all three p-values are at most 0.05):", ""]
+            + _table(t) + [""])
+
+
+def _persona_psm_block(ps: pd.DataFrame, eff: pd.DataFrame | None) -> list[str]:
+    """Persona effects on the PSM: a paragraph from the summary ``ps``, then the shifts of b per statement
+    (``eff``) when given (:func:`persona_effects` ``.psm_summary`` and ``.psm``)."""
+    if not len(ps):
+        return []
+    signed = ps[ps["persona"].notna()]
+    seed_only = ps.loc[ps["persona"].isna(), "max_abs_delta"]
+    differ = ps.loc[ps["persona"].isna(), "rounds_options_differ"] if "rounds_options_differ" in ps else []
+    paired = "paired bootstrap over rounds: " if "paired" in ps and signed["paired"].all() else "bootstrap over rounds: "
+    out = [f"**Persona effects on the PSM** (NLLS ideal points b, {paired}"
+           + ("each persona answered the baseline's option sets, so every replicate refits both on the same "
+              "resampled rounds): " if paired.startswith("paired") else "")
+           + f"{int(signed['interval_excludes_0'].sum())} of {int(signed['statements'].sum())} shifts of b have a "
+           f"95 % interval that excludes 0; {int(signed['expected_side'].sum())} of "
+           f"{int(signed['with_expectation'].sum())} signed predictions are met. Largest |shift| "
+           f"{signed['max_abs_delta'].max():.2f}"
+           + (f"; a second sampling seed of the same model, whose round-0 answer differs and with it the option "
+              f"sets of {int(max(differ))} of the 160 rounds, moves b by up to {seed_only.max():.2f}." if len(seed_only)
+              else ".")]
+    if eff is not None and len(eff):
+        wide = eff.assign(cell=[format_interval(*v, digits=2, signed=True) for v in
+                                eff[["delta", "delta_lo", "delta_hi"]].to_numpy()])
+        wide = wide.pivot(index="respondent", columns="dimension", values="cell")
+        wide = wide.loc[list(dict.fromkeys(eff["respondent"])), list(dict.fromkeys(eff["dimension"]))]
+        kind = eff.groupby("respondent", sort=False)["paired"].first().map({True: "paired", False: "unpaired"})
+        wide.insert(0, "bootstrap", kind.loc[wide.index])
+        out += ["", "Shift of b per statement, respondent minus the model without a persona [95 % interval]:", ""]
+        out += _table(wide.reset_index())
+    return out

@@ -49,6 +49,7 @@ import pandas as pd
 
 from ..checks import check_int
 from ..errors import DataError
+from .resampling import assignment_p, beats_p, boot_mean_ci, signflip_p
 
 __all__ = ["PERSONA_RULES", "PSM_EXPECTED", "rule_direction", "likelihood_effects", "placebo_effects",
            "psm_effects", "psm_paired_effects", "psm_effects_summary", "rationality_effects", "option_sets_differ"]
@@ -115,55 +116,6 @@ def rule_direction(scenarios: pd.DataFrame, rules) -> pd.Series:
     v2 = sum((scenarios[f"a2_{r}"] == "Yes").astype(int) for r in rules)
     return pd.Series(np.sign(v2 - v1).astype(int).to_numpy(), index=scenarios["scenario_id"].to_numpy(),
                      name="direction")
-
-
-def _boot_mean_ci(x, n_boot, rng, level):
-    x = np.asarray(x, float)
-    if len(x) < 2:
-        return np.nan, np.nan
-    idx = rng.integers(0, len(x), size=(int(n_boot), len(x)))
-    m = x[idx].mean(axis=1)
-    a = (1 - level) / 2
-    return float(np.quantile(m, a)), float(np.quantile(m, 1 - a))
-
-
-def _signflip_p(x, n_perm, rng):
-    """One-sided p-value of mean(x) > 0 under random sign flips (x symmetric about 0 under H0)."""
-    x = np.asarray(x, float)
-    if len(x) == 0:
-        return np.nan
-    obs = x.mean()
-    signs = rng.choice((-1.0, 1.0), size=(int(n_perm), len(x)))
-    null = (signs * x).mean(axis=1)
-    return float((1 + np.sum(null >= obs - 1e-15)) / (1 + int(n_perm)))
-
-
-def _assignment_p(s, delta, n_perm, rng):
-    """Rule-specificity p-value: the directed effect against random assignments of the same signs.
-
-    The persona's signs (+1, -1, 0 per scenario) are shuffled over the scenarios ``n_perm`` times;
-    p = (1 + #{effect of a shuffle >= the observed effect}) / (1 + n_perm). When nearly every sign is
-    +1, every shuffle gives nearly the observed effect and p is large: the effect is then a shift of
-    p(action 1), not a response to the rules.
-    """
-    s, delta = np.asarray(s, float), np.asarray(delta, float)
-    nz = s != 0
-    if not nz.any():
-        return np.nan
-    obs = float((s * delta)[nz].mean())
-    perm = np.argsort(rng.random((int(n_perm), len(s))), axis=1)
-    S = s[perm]
-    null = (S * delta).sum(axis=1) / nz.sum()
-    return float((1 + np.sum(null >= obs - 1e-15)) / (1 + int(n_perm)))
-
-
-def _beats_p(s, sq, delta, boot):
-    """One-sided paired-bootstrap p-value that the directed effect under the rules ``s`` exceeds the one
-    under the placebo rules ``sq`` (the same scenarios resampled for both: rows of ``boot``)."""
-    s, sq, delta = (np.asarray(x, float) for x in (s, sq, delta))
-    own = (s * delta)[boot].sum(axis=1) / np.maximum((s != 0)[boot].sum(axis=1), 1)
-    pla = (sq * delta)[boot].sum(axis=1) / np.maximum((sq != 0)[boot].sum(axis=1), 1)
-    return float((1 + np.sum(own - pla <= 0)) / (1 + len(boot)))
 
 
 def placebo_rules(persona: str | None, placebos=None) -> list[str]:
@@ -252,6 +204,43 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
     ----------
     Scherrer et al. (2023), eq. 8 and the rule annotations (Section 3.1, Appendix A).
     """
+    respondents = _checked_respondents(metrics, baseline, respondents)
+    base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
+    rows = [_likelihood_row(r, metrics[metrics["model"] == r].set_index("scenario_id")["p_action1"], base, scenarios,
+                            n_boot=n_boot, n_perm=n_perm, level=level, seed=seed, placebos=placebos)
+            for r in respondents]
+    out = pd.DataFrame(rows)
+    est = metrics["estimator"].iloc[0] if "estimator" in metrics.columns and len(metrics) else None
+    out["estimator"] = est
+    return out
+
+
+def _likelihood_row(r: str, per: pd.Series, base: pd.Series, scenarios: pd.DataFrame, *, n_boot, n_perm, level,
+                    seed, placebos) -> dict:
+    """One respondent's row of :func:`likelihood_effects`: ``per`` and ``base`` are p(action 1) by scenario of
+    the respondent ``r`` and of the baseline."""
+    common = sorted(set(per.index) & set(base.index))
+    delta = (per.loc[common] - base.loc[common]).to_numpy()
+    persona = _persona_of(r)
+    # one stream per respondent: its intervals do not move when another respondent's data change
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15, 3, *r.encode()]))
+    row = dict(respondent=r, persona=persona, n_scenarios=len(common),
+               mean_delta=float(delta.mean()) if len(delta) else np.nan)
+    row["delta_lo"], row["delta_hi"] = boot_mean_ci(delta, n_boot, rng, level)
+    if persona in PERSONA_RULES and len(common):
+        s = rule_direction(scenarios, persona).reindex(common).fillna(0).to_numpy()
+        row.update(_directed_columns(s, delta, n_boot, n_perm, level, rng))
+        # placebos, on a stream of their own (the columns above do not move when they are added)
+        prng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 5, *r.encode()]))
+        row.update(_placebo_columns(s, delta, common, scenarios, placebo_rules(persona, placebos), n_boot,
+                                    n_perm, prng, row["directed_hi"]))
+        row["verdict"] = _verdict(row, 1 - level)
+    return row
+
+
+def _checked_respondents(metrics: pd.DataFrame, baseline: str, respondents) -> list:
+    """The respondents :func:`likelihood_effects` compares with ``baseline``, after checking that the metrics
+    have the columns it reads and hold the baseline and every respondent (default: the persona-respondents)."""
     for c in ("model", "scenario_id", "p_action1"):
         if c not in metrics.columns:
             raise DataError(f"metrics lack the column {c!r}; pass moralkit.moralchoice.scenario_metrics output.")
@@ -260,49 +249,44 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
         raise DataError(f"baseline {baseline!r} is not in the metrics; they hold {sorted(models)}.")
     if respondents is None:
         respondents = sorted(m for m in models if m != baseline and _persona_of(m))
-    base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
-    rows = []
     for r in respondents:
         if r not in models:
             raise DataError(f"respondent {r!r} is not in the metrics; they hold {sorted(models)}.")
-        per = metrics[metrics["model"] == r].set_index("scenario_id")["p_action1"]
-        common = sorted(set(per.index) & set(base.index))
-        delta = (per.loc[common] - base.loc[common]).to_numpy()
-        persona = _persona_of(r)
-        # one stream per respondent: its intervals do not move when another respondent's data change
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 15, 3, *r.encode()]))
-        row = dict(respondent=r, persona=persona, n_scenarios=len(common),
-                   mean_delta=float(delta.mean()) if len(delta) else np.nan)
-        row["delta_lo"], row["delta_hi"] = _boot_mean_ci(delta, n_boot, rng, level)
-        if persona in PERSONA_RULES and len(common):
-            s = rule_direction(scenarios, persona).reindex(common).fillna(0).to_numpy()
-            d = (s * delta)[s != 0]
-            row.update(n_signed=int((s != 0).sum()), directed_effect=float(d.mean()) if len(d) else np.nan)
-            row["directed_lo"], row["directed_hi"] = _boot_mean_ci(d, n_boot, rng, level)
-            row["p_directed"] = _signflip_p(d, n_perm, rng)
-            # placebos, on a stream of their own (the columns above do not move when they are added)
-            prng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 5, *r.encode()]))
-            row["share_plus"] = float((s[s != 0] > 0).mean()) if (s != 0).any() else np.nan
-            row["p_specific"] = _assignment_p(s, delta, n_perm, prng)
-            pl = {}
-            boot = prng.integers(0, len(common), size=(int(n_boot), len(common)))
-            for q in placebo_rules(persona, placebos):
-                sq = rule_direction(scenarios, q).reindex(common).fillna(0).to_numpy()
-                dq = (sq * delta)[sq != 0]
-                pl[q] = (float(dq.mean()) if len(dq) else np.nan, _signflip_p(dq, n_perm, prng),
-                         _beats_p(s, sq, delta, boot))
-            row["placebos"] = ", ".join(pl)
-            row["placebo_effect_max"] = max((v[0] for v in pl.values()), default=np.nan)
-            row["placebo_p_min"] = min((v[1] for v in pl.values()), default=np.nan)
-            row["placebo_p"] = "; ".join(f"{q} {v[1]:.4f}" for q, v in pl.items())
-            row["p_beats_placebos"] = max((v[2] for v in pl.values()), default=np.nan)
-            if row["directed_hi"] < 0:  # the same specificity test for a shift the other way
-                row["p_specific_away"] = _assignment_p(s, -delta, n_perm, prng)
-            row["verdict"] = _verdict(row, 1 - level)
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    est = metrics["estimator"].iloc[0] if "estimator" in metrics.columns and len(metrics) else None
-    out["estimator"] = est
+    return respondents
+
+
+def _directed_columns(s, delta, n_boot, n_perm, level, rng) -> dict:
+    """The directed effect of :func:`likelihood_effects` under the persona's signs ``s`` (+1, -1, 0 per
+    scenario): ``n_signed``, ``directed_effect`` with its bootstrap interval, and the sign-flip ``p_directed``,
+    drawn from ``rng`` in that order."""
+    d = (s * delta)[s != 0]
+    out = dict(n_signed=int((s != 0).sum()), directed_effect=float(d.mean()) if len(d) else np.nan)
+    out["directed_lo"], out["directed_hi"] = boot_mean_ci(d, n_boot, rng, level)
+    out["p_directed"] = signflip_p(d, n_perm, rng)
+    return out
+
+
+def _placebo_columns(s, delta, common, scenarios, placebos, n_boot, n_perm, prng, directed_hi) -> dict:
+    """The placebo columns of :func:`likelihood_effects` (see there), drawn from the placebo stream ``prng``.
+
+    ``s`` are the persona's own signs on the ``common`` scenarios, ``placebos`` the other rule sets
+    (:func:`placebo_rules`); ``p_specific_away`` is computed only when ``directed_hi`` is below 0.
+    """
+    out = {"share_plus": float((s[s != 0] > 0).mean()) if (s != 0).any() else np.nan,
+           "p_specific": assignment_p(s, delta, n_perm, prng)}
+    pl = {}
+    boot = prng.integers(0, len(common), size=(int(n_boot), len(common)))
+    for q in placebos:
+        sq = rule_direction(scenarios, q).reindex(common).fillna(0).to_numpy()
+        dq = (sq * delta)[sq != 0]
+        pl[q] = (float(dq.mean()) if len(dq) else np.nan, signflip_p(dq, n_perm, prng), beats_p(s, sq, delta, boot))
+    out["placebos"] = ", ".join(pl)
+    out["placebo_effect_max"] = max((v[0] for v in pl.values()), default=np.nan)
+    out["placebo_p_min"] = min((v[1] for v in pl.values()), default=np.nan)
+    out["placebo_p"] = "; ".join(f"{q} {v[1]:.4f}" for q, v in pl.items())
+    out["p_beats_placebos"] = max((v[2] for v in pl.values()), default=np.nan)
+    if directed_hi < 0:  # the same specificity test for a shift the other way
+        out["p_specific_away"] = assignment_p(s, -delta, n_perm, prng)
     return out
 
 
@@ -342,7 +326,7 @@ def placebo_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataFram
             d = (s * delta)[s != 0]
             rows.append(dict(respondent=r, persona=_persona_of(r), rules=q, own=q == _persona_of(r),
                              n_signed=int((s != 0).sum()), share_plus=float((s[s != 0] > 0).mean()) if len(d) else np.nan,
-                             effect=float(d.mean()) if len(d) else np.nan, p=_signflip_p(d, n_perm, rng)))
+                             effect=float(d.mean()) if len(d) else np.nan, p=signflip_p(d, n_perm, rng)))
     return pd.DataFrame(rows)
 
 
@@ -390,9 +374,38 @@ def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boo
     Seror (2025), Section 3.2, eq. (7), Table 2 (a); Efron & Tibshirani (1993), Chapter 6.
     """
     from ..psm import nlls
-    from ..psm.design import DIMENSIONS
 
     expected = PSM_EXPECTED if expected is None else expected
+    respondents = _checked_psm_respondents(datasets, baseline, respondents)
+    n_boot = check_int(n_boot, "n_boot", minimum=2)
+    fits = nlls.fit_models({m: datasets[m] for m in [baseline, *respondents]}, form=form, seed=seed)
+    b0 = datasets[baseline]
+    differ = {r: option_sets_differ(b0, datasets[r]) for r in respondents}
+    paired = [r for r in respondents if differ[r] == 0]
+    common, sets = _paired_round_sets(b0, [datasets[r] for r in paired], n_boot, seed)
+    base_paired = nlls.refit_rounds(b0, fits[baseline], sets)[:, 5:] if paired else None
+    need_indep = unpaired or len(paired) < len(respondents)
+    base_indep = (nlls.refit_rounds(b0, fits[baseline], _own_round_sets(b0, baseline, n_boot, seed))[:, 5:]
+                  if need_indep else None)
+    rows = []
+    for r in respondents:
+        ds, f = datasets[r], fits[r]
+        if unpaired or r not in paired:
+            indep = nlls.refit_rounds(ds, f, _own_round_sets(ds, r, n_boot, seed))[:, 5:] - base_indep
+            indep = indep[np.isfinite(indep).all(axis=1)]
+        else:
+            indep = np.full((2, 5), np.nan)
+        diff = nlls.refit_rounds(ds, f, sets)[:, 5:] - base_paired if r in paired else indep
+        diff = diff[np.isfinite(diff).all(axis=1)]
+        rows += _paired_shift_rows(r, f, fits[baseline], diff, indep, expected, level, paired=r in paired,
+                                   rounds=int(len(common) if r in paired else (ds.chosen > 0).sum()),
+                                   differ=differ[r])
+    return pd.DataFrame(rows)
+
+
+def _checked_psm_respondents(datasets: dict, baseline: str, respondents) -> list:
+    """The respondents :func:`psm_paired_effects` compares with ``baseline`` (default: every other label),
+    after checking that ``datasets`` hold the baseline and each of them."""
     if baseline not in datasets:
         raise DataError(f"baseline {baseline!r} is not in the data; they hold {sorted(datasets)}.")
     if respondents is None:
@@ -400,51 +413,48 @@ def psm_paired_effects(datasets: dict, baseline: str, respondents=None, *, n_boo
     missing = [r for r in respondents if r not in datasets]
     if missing:
         raise DataError(f"respondents {missing} are not in the data; they hold {sorted(datasets)}.")
-    n_boot = check_int(n_boot, "n_boot", minimum=2)
-    fits = nlls.fit_models({m: datasets[m] for m in [baseline, *respondents]}, form=form, seed=seed)
-    b0 = datasets[baseline]
-    differ = {r: option_sets_differ(b0, datasets[r]) for r in respondents}
-    paired = [r for r in respondents if differ[r] == 0]
-    # one multiset of rounds per replicate, from the rounds the baseline and every paired respondent answered
+    return respondents
+
+
+def _paired_round_sets(b0, paired, n_boot: int, seed: int):
+    """``(common, sets)``: the rounds the baseline ``b0`` and every paired respondent answered, and one
+    multiset of them per bootstrap replicate (the paired bootstrap of :func:`psm_paired_effects`)."""
     ans = b0.chosen > 0
-    for r in paired:
-        ans &= datasets[r].chosen > 0
+    for ds in paired:
+        ans &= ds.chosen > 0
     common = b0.round_index[ans]
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 1]))
-    sets = [np.sort(rng.choice(common, size=len(common), replace=True)) for _ in range(int(n_boot))]
+    return common, [np.sort(rng.choice(common, size=len(common), replace=True)) for _ in range(int(n_boot))]
 
-    def own_sets(ds, key):  # independent resamples of one respondent's answered rounds
-        g = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 2, *key.encode()]))
-        rounds = ds.round_index[ds.chosen > 0]
-        return [np.sort(g.choice(rounds, size=len(rounds), replace=True)) for _ in range(int(n_boot))]
 
-    base_paired = nlls.refit_rounds(b0, fits[baseline], sets)[:, 5:] if paired else None
-    need_indep = unpaired or len(paired) < len(respondents)
-    base_indep = nlls.refit_rounds(b0, fits[baseline], own_sets(b0, baseline))[:, 5:] if need_indep else None
+def _own_round_sets(ds, key: str, n_boot: int, seed: int) -> list:
+    """Independent resamples of one respondent's answered rounds, on a stream keyed by its label ``key``."""
+    g = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 2, *key.encode()]))
+    rounds = ds.round_index[ds.chosen > 0]
+    return [np.sort(g.choice(rounds, size=len(rounds), replace=True)) for _ in range(int(n_boot))]
+
+
+def _paired_shift_rows(r: str, f, f0, diff, indep, expected: dict, level: float, *, paired: bool, rounds: int,
+                       differ: int) -> list[dict]:
+    """The rows of one respondent in :func:`psm_paired_effects`, one per statement: the shift of b from
+    the baseline's fit ``f0`` to ``f``, with percentile intervals of the replicate differences ``diff``
+    (paired or not) and ``indep`` (unpaired)."""
+    from ..psm.design import DIMENSIONS
+
     a = (1 - level) / 2
+    exp = expected.get(_persona_of(r) or "", (0,) * 5)
     rows = []
-    for r in respondents:
-        ds, f = datasets[r], fits[r]
-        if unpaired or r not in paired:
-            indep = nlls.refit_rounds(ds, f, own_sets(ds, r))[:, 5:] - base_indep
-            indep = indep[np.isfinite(indep).all(axis=1)]
-        else:
-            indep = np.full((2, 5), np.nan)
-        diff = nlls.refit_rounds(ds, f, sets)[:, 5:] - base_paired if r in paired else indep
-        diff = diff[np.isfinite(diff).all(axis=1)]
-        exp = expected.get(_persona_of(r) or "", (0,) * 5)
-        for s, dim in enumerate(DIMENSIONS):
-            lo, hi = np.quantile(diff[:, s], [a, 1 - a])
-            ulo, uhi = np.quantile(indep[:, s], [a, 1 - a])
-            e = int(exp[s])
-            agrees = None if e == 0 else bool((lo > 0) if e > 0 else (hi < 0))
-            rows.append(dict(respondent=r, persona=_persona_of(r), dimension=dim, b=float(f.b[s]),
-                             b_baseline=float(fits[baseline].b[s]), delta=float(f.b[s] - fits[baseline].b[s]),
-                             delta_lo=float(lo), delta_hi=float(hi), expected=e, agrees=agrees,
-                             paired=r in paired, rounds=int(len(common) if r in paired else (ds.chosen > 0).sum()),
-                             rounds_options_differ=differ[r], delta_lo_unpaired=float(ulo),
-                             delta_hi_unpaired=float(uhi), n_boot_ok=int(len(diff))))
-    return pd.DataFrame(rows)
+    for s, dim in enumerate(DIMENSIONS):
+        lo, hi = np.quantile(diff[:, s], [a, 1 - a])
+        ulo, uhi = np.quantile(indep[:, s], [a, 1 - a])
+        e = int(exp[s])
+        agrees = None if e == 0 else bool((lo > 0) if e > 0 else (hi < 0))
+        rows.append(dict(respondent=r, persona=_persona_of(r), dimension=dim, b=float(f.b[s]),
+                         b_baseline=float(f0.b[s]), delta=float(f.b[s] - f0.b[s]),
+                         delta_lo=float(lo), delta_hi=float(hi), expected=e, agrees=agrees,
+                         paired=paired, rounds=rounds, rounds_options_differ=differ, delta_lo_unpaired=float(ulo),
+                         delta_hi_unpaired=float(uhi), n_boot_ok=int(len(diff))))
+    return rows
 
 
 def psm_effects(fits: dict, baseline: str, respondents=None, *, expected=None, level: float = 0.95) -> pd.DataFrame:

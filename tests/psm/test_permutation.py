@@ -132,7 +132,7 @@ def test_bad_input(mixed, design):
         permutation_study(two, 1.2, T=2, progress=False)
     with pytest.raises(ValueError, match="unknown solver"):
         permutation_study(two, 0.5, T=2, solver="lp_solve", progress=False)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match=r"T \(number of synthetic datasets\) must be an integer >= 1, got 0"):
         permutation_study(two, 0.5, T=0, progress=False)
     with pytest.raises(ValueError, match="not in the datasets"):
         permutation_study(two, 0.5, T=2, models=["sim-q0", "gpt"], progress=False)

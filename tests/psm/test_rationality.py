@@ -12,9 +12,8 @@ import pytest
 from moralkit.psm import rp
 from moralkit.psm.design import make_design
 from moralkit.psm.random_choice import RandomChoiceResult, Table1, plot_null_distributions, stars
+from moralkit.psm.random_datasets import CHUNK_SIZE, chunk_rng
 from moralkit.psm.rationality import (
-    CHUNK_SIZE,
-    _chunk_rng,
     random_choice_test,
     random_choice_tests,
     table1,
@@ -45,8 +44,8 @@ def test_null_datasets_are_uniform_draws_from_the_same_option_sets(design):
     res = random_choice_test(ds, n_datasets=n, seed=5)
     v = ds.valid()
     assert res.n_obs == v.n_obs == 156 and res.n_datasets == n
-    draws = np.concatenate([_chunk_rng(5, "sim-r", 0).integers(0, 100, size=(CHUNK_SIZE, 156)),
-                            _chunk_rng(5, "sim-r", 1).integers(0, 100, size=(17, 156))])
+    draws = np.concatenate([chunk_rng(5, "sim-r", 0).integers(0, 100, size=(CHUNK_SIZE, 156)),
+                            chunk_rng(5, "sim-r", 1).integers(0, 100, size=(17, 156))])
     expected = []
     for c in draws:
         E = rp.expenditure_matrix(v.corners, v.prices, v.options[np.arange(156), c])
@@ -59,7 +58,7 @@ def test_null_datasets_are_uniform_draws_from_the_same_option_sets(design):
 
 
 def test_draws_are_uniform_over_the_100_options():
-    draws = np.concatenate([_chunk_rng(0, "m", c).integers(0, 100, size=(CHUNK_SIZE, 160)) for c in range(10)])
+    draws = np.concatenate([chunk_rng(0, "m", c).integers(0, 100, size=(CHUNK_SIZE, 160)) for c in range(10)])
     counts = np.bincount(draws.ravel(), minlength=100)
     expected = draws.size / 100
     chi2 = ((counts - expected) ** 2 / expected).sum()
@@ -160,6 +159,18 @@ def test_bad_arguments(few):
         random_choice_test(np.eye(3), n_datasets=10)
 
 
+def test_the_hm_test_checks_its_counts_before_solving(few):
+    """hm_random_choice_test names a bad n_datasets or seed (it used to return an empty test for 0 datasets)."""
+    from moralkit.errors import MoralkitError
+    from moralkit.psm.hm_random_choice import hm_random_choice_test
+
+    ds = next(iter(few.values()))
+    with pytest.raises(MoralkitError, match="n_datasets must be an integer >= 1, got 0"):
+        hm_random_choice_test(ds, n_datasets=0)
+    with pytest.raises(MoralkitError, match="seed must be an integer >= 0, got -1"):
+        hm_random_choice_test(ds, seed=-1)
+
+
 def test_plot_null_distributions(few):
     import matplotlib
 
@@ -210,7 +221,7 @@ def test_convention_index_uses_the_same_random_datasets(design):
     n = 40
     res = random_choice_test(ds, n_datasets=n, seed=2, index="origin/1-e")
     v = ds.valid()
-    draws = _chunk_rng(2, "sim-q", 0).integers(0, 100, size=(n, v.n_obs))
+    draws = chunk_rng(2, "sim-q", 0).integers(0, 100, size=(n, v.n_obs))
     expected = [1 - cv.critical_efficiency(v.with_choices(c + 1), "origin") for c in draws]
     assert [Fraction(x).limit_denominator(30) for x in res.null_index] == expected
     own = 1 - cv.critical_efficiency(v, "origin")

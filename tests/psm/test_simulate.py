@@ -133,3 +133,16 @@ def test_logit_choices_batch_matches_single_draws(design):
     assert batch.shape == (3, 160) and np.array_equal(batch[0], one)
     assert not np.array_equal(batch[1], batch[0])
     assert np.array_equal(logit_choices(u, 0, size=2)[1], np.argmax(u, axis=1))
+
+
+def test_a_seed_that_is_not_one_is_named():
+    """simulate_* take their seed through moralkit.checks.as_generator: a float or negative seed is a
+    MoralkitError naming the argument (numpy's own TypeError/ValueError before)."""
+    from moralkit.errors import MoralkitError
+
+    with pytest.raises(MoralkitError, match="seed must be None, an integer >= 0"):
+        simulate_random(0, seed=1.5)
+    with pytest.raises(MoralkitError, match="seed must be an integer >= 0, got -2"):
+        simulate_quadratic(None, 0, seed=-2)
+    with pytest.raises(MoralkitError, match="kind must be one of 'quadratic', 'random', got 'logit'"):
+        simulate_agents(2, "logit")

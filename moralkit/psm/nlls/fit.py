@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 from scipy.optimize import least_squares
 
+from ...checks import check_choice, check_int
 from ...errors import IdentificationError, MoralkitError
 from ..dataset import PSMDataset, model_key
 from ..design import BUDGET
@@ -271,14 +272,11 @@ def fit_answers(corners, prices, answers, *, form: str = "exact", n_starts: int 
 def _check_fit_args(form, n_starts, n_boot, level, cov_type) -> str:
     """The checked ``form`` (see :func:`~moralkit.psm.nlls.model.check_form`), after checking the others."""
     form = check_form(form)
-    if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
-        raise MoralkitError(f"n_starts must be a positive integer, got {n_starts!r}")
-    if not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise MoralkitError(f"n_boot must be a non-negative integer, got {n_boot!r}")
+    check_int(n_starts, "n_starts", minimum=1)
+    check_int(n_boot, "n_boot", minimum=0)
     if not 0 < level < 1:
         raise MoralkitError(f"level must be in (0, 1), got {level!r}")
-    if cov_type not in ("cluster", "nonrobust", "HC0", "HC1", "HC2", "HC3"):
-        raise MoralkitError(f"cov_type must be 'cluster', 'nonrobust' or 'HC0'..'HC3', got {cov_type!r}")
+    check_choice(cov_type, ("cluster", "nonrobust", "HC0", "HC1", "HC2", "HC3"), "cov_type")
     return form
 
 
