@@ -242,9 +242,6 @@ def test_the_random_choice_rooms():
 #: test below fails when one of them no longer does, so that its entry is removed.
 DATA_DIR_NAME_EXCEPTIONS = {
     "moralkit/moralchoice/data.py": "the download cache ~/.cache/moralkit/moralchoice, not the data folder",
-    "moralkit/collect/cost.py": "the collect/ helpers' room: to move to runs.run_dir('raw')",
-    "moralkit/collect/summary.py": "the collect/ helpers' room: to move to runs.run_dir('raw')",
-    "moralkit/collect/sweep.py": "the collect/ helpers' room: to move to runs.run_dir(...)",
 }
 
 

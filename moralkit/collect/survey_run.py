@@ -189,7 +189,7 @@ def collect_survey(survey: str, model: str, backend: str = "transformers", *, se
     SurveyRun
         The run directory, its quality, the completeness line, and whether the session completed.
     """
-    from moralkit.paths import data_dir
+    from moralkit.runs import run_dir as project_run_dir
 
     from .moralchoice import MC_LINE, moralchoice_quality, run_moralchoice
     from .psm import psm_quality, run_psm
@@ -198,7 +198,7 @@ def collect_survey(survey: str, model: str, backend: str = "transformers", *, se
     _check_survey(survey)
     limit = quick_limit(limit, quick)
     b = _backend(backend, model, base_url, api_key_env, max_cost, price_in, price_out)
-    run_dir = Path(out) if out else Path(data or data_dir()) / "raw" / run_dir_name(survey, b.model, seed, ambiguity)
+    run_dir = Path(out) if out else project_run_dir("raw", data) / run_dir_name(survey, b.model, seed, ambiguity)
     kw = _survey_kwargs(survey, limit, ambiguity, n_scenarios, samples)
     try:
         if survey == "psm":
