@@ -295,7 +295,6 @@ def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
         ``ok`` is False and ``failure`` says which cell raised what if the run failed.
         The function does not raise on notebook errors.
     """
-    import nbformat
     import papermill as pm
 
     _quiet_papermill_inference()
@@ -325,26 +324,34 @@ def execute_notebook(source: str | os.PathLike, output: str | os.PathLike,
     run.seconds = time.perf_counter() - t0
     cpu1 = _cpu_seconds()
     run.cpu_seconds = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+    _read_executed(run, nb, source, output, exc)
+    run.ok = exc is None and run.failure is None
+    return run
+
+
+def _read_executed(run: NotebookRun, nb, source: Path, output: Path, exc: BaseException | None) -> None:
+    """After the run: each code cell's papermill duration, the failing cell (if any), cells that wrote to stderr."""
+    import nbformat
+
     executed = None
     if output.exists():
         try:
             executed = nbformat.read(str(output), as_version=4)
         except Exception:  # noqa: BLE001  (a truncated notebook: the failure is reported without it)
             executed = None
-    if executed is not None:
-        i = -1
-        for cell in executed.cells:
-            if _is_injected(cell):
-                continue
-            i += 1
-            d = cell.get("metadata", {}).get("papermill", {}).get("duration")
-            if cell.cell_type == "code" and d is not None:
-                run.cell_seconds.append((i, float(d)))
-        run.failure = _find_failure(executed, nb, source.read_text(encoding="utf-8"), exc)
-        run.stderr_cells = [i for i, cell in enumerate(c for c in executed.cells if not _is_injected(c))
-                            if any(o.get("output_type") == "stream" and o.get("name") == "stderr"
-                                   for o in cell.get("outputs", []))]
-    elif exc is not None:
-        run.failure = CellFailure(None, "", None, None, "", type(exc).__name__, str(exc).strip())
-    run.ok = exc is None and run.failure is None
-    return run
+    if executed is None:
+        if exc is not None:
+            run.failure = CellFailure(None, "", None, None, "", type(exc).__name__, str(exc).strip())
+        return
+    i = -1
+    for cell in executed.cells:
+        if _is_injected(cell):
+            continue
+        i += 1
+        d = cell.get("metadata", {}).get("papermill", {}).get("duration")
+        if cell.cell_type == "code" and d is not None:
+            run.cell_seconds.append((i, float(d)))
+    run.failure = _find_failure(executed, nb, source.read_text(encoding="utf-8"), exc)
+    run.stderr_cells = [i for i, cell in enumerate(c for c in executed.cells if not _is_injected(c))
+                        if any(o.get("output_type") == "stream" and o.get("name") == "stderr"
+                               for o in cell.get("outputs", []))]
