@@ -264,15 +264,15 @@ def test_warmup_reaches_the_kernels_the_notebooks_use():
 def test_combinatorial_bnb_and_scip_each_match_brute_force(monkeypatch):
     """The combinatorial branch-and-bound alone (it finishes on small components) and SCIP alone (the
     branch-and-bound given one node) both give the brute-force optimum, and decide ">= k" alike."""
-    import moralkit.psm.houtman_maks as hm
+    import moralkit.psm._hm_scip as hm
 
     rng = np.random.default_rng(5)
     Es = [_psm_subset(rng, int(rng.integers(6, 10))) for _ in range(12)]
     truth = [brute_force_hm(E) for E in Es]
     assert sum(t < len(E) for t, E in zip(truth, Es)) >= 6
     for nodes in (1, 10**6):
-        monkeypatch.setattr(hm, "_HEUR_NODES", nodes)
-        monkeypatch.setattr(hm, "_DECISION_NODES", nodes)
+        monkeypatch.setattr(hm, "HEUR_NODES", nodes)
+        monkeypatch.setattr(hm, "DECISION_NODES", nodes)
         for E, t in zip(Es, truth):
             assert houtman_maks(E).n_kept == t
             assert houtman_maks_at_least(E, t) and not houtman_maks_at_least(E, t + 1)
