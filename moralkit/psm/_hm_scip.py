@@ -39,7 +39,7 @@ _DEFAULT_PARAMS = {
 _ALL_EDGES = False
 
 
-def _add_cuts(model, tvars, rows):
+def _add_cuts(model, tvars, rows, pool=False):
     """Add the efficacious rows ``sum_{i in key} y_i <= rhs`` as cuts; whether any was added."""
     added = False
     for key, rhs in rows:
@@ -50,9 +50,35 @@ def _add_cuts(model, tvars, rows):
         model.flushRowExtensions(row)
         if model.isCutEfficacious(row):
             model.addCut(row)
+            if pool:
+                model.addPoolCut(row)
             added = True
         model.releaseRow(row)
     return added
+
+
+def clique_cover(conflict):
+    """Maximal cliques of the symmetric boolean matrix ``conflict`` that together cover each of its edges
+    (greedy: from each uncovered edge, grow a clique by common neighbours, uncovered edges first)."""
+    n = conflict.shape[0]
+    uncovered = np.triu(conflict, 1)
+    uncovered = uncovered | uncovered.T
+    out = []
+    for a in np.argsort(-conflict.sum(axis=1), kind="stable"):
+        while uncovered[a].any():
+            b = int(np.argmax(uncovered[a]))
+            q = [int(a), b]
+            common = conflict[a] & conflict[b]
+            while common.any():
+                cand = np.nonzero(common)[0]
+                score = uncovered[np.ix_(cand, q)].sum(axis=1) * n + conflict[cand].sum(axis=1)
+                c = int(cand[np.argmax(score)])
+                q.append(c)
+                common &= conflict[c]
+            for i in q:
+                uncovered[i, q] = False
+            out.append(sorted(q))
+    return out
 
 
 def _conshdlr_class():
@@ -69,9 +95,14 @@ def _conshdlr_class():
             self.tvars = None
             self.rank, self.rank_depth = 0, 0
             self.all_edges, self.max_cuts = _ALL_EDGES, None
+            self.pool = False
             self.conflict = (P & R.T) | (P & R.T).T
 
-        def _values(self, sol=None):
+        def _values(self, sol=None, lp=False):
+            if lp:  # the current LP solution (enforcement and separation at an LP point)
+                if self.tvars is None:
+                    self.tvars = [self.model.getTransformedVar(v) for v in self.y]
+                return np.array([v.getLPSol() for v in self.tvars])
             return np.array([self.model.getSolVal(sol, v) for v in self.y])
 
         def _new_cycles(self, flat, starts):
@@ -83,12 +114,12 @@ def _conshdlr_class():
                     out.append(key)
             return out
 
-        def _violations(self, sol=None):
-            inc = self._values(sol) > 0.5
+        def _violations(self, sol=None, lp=False):
+            inc = self._values(sol, lp) > 0.5
             return shortest_violating_cycles(self.R, self.P, inc)
 
-        def _enforce(self, sol=None):
-            flat, starts = self._violations(sol)
+        def _enforce(self, sol=None, lp=False):
+            flat, starts = self._violations(sol, lp)
             if len(starts) == 1:
                 return {"result": SCIP_RESULT.FEASIBLE}
             for key in self._new_cycles(flat, starts):
@@ -102,7 +133,7 @@ def _conshdlr_class():
             return {"result": SCIP_RESULT.FEASIBLE if len(starts) == 1 else SCIP_RESULT.INFEASIBLE}
 
         def consenfolp(self, constraints, nusefulconss, solinfeasible):
-            return self._enforce()
+            return self._enforce(lp=True)
 
         def consenfops(self, constraints, nusefulconss, solinfeasible, objinfeasible):
             return self._enforce()
@@ -111,12 +142,12 @@ def _conshdlr_class():
             return self._enforce(solution)
 
         def conssepalp(self, constraints, nusefulconss):
-            y = self._values()
+            y = self._values(lp=True)
             rows = []
             flat, starts, w = lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, self.all_edges)
             seen = set()
             for c in np.argsort(w, kind="stable")[:self.max_cuts]:  # the most violated first
-                key = np.unique(flat[starts[c]:starts[c + 1]])
+                key = np.sort(flat[starts[c]:starts[c + 1]])  # a simple cycle: its rounds are distinct
                 if key.tobytes() not in seen:
                     seen.add(key.tobytes())
                     rows.append((key, len(key) - 1))
@@ -124,9 +155,7 @@ def _conshdlr_class():
                 flat, starts, rhs = rank_cuts(self.R, self.P, self.conflict, y, self.rank, 40, 48)
                 for c in range(len(starts) - 1):
                     rows.append((flat[starts[c]:starts[c + 1]], int(rhs[c])))
-            if self.tvars is None:
-                self.tvars = [self.model.getTransformedVar(v) for v in self.y]
-            added = _add_cuts(self.model, self.tvars, rows)
+            added = _add_cuts(self.model, self.tvars, rows, self.pool)
             return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
 
         def conslock(self, constraint, locktype, nlockspos, nlocksneg):
@@ -158,6 +187,27 @@ def _bnb(R, P, start, time_limit, max_nodes, stop_at=None, floor=None):
     return kept, int(n), int(up), bool(fin), int(nodes)
 
 
+def local_search(R, P, kept, rounds=3):
+    """Improve the consistent subset ``kept`` by swaps: drop one kept round, then add back greedily every
+    round that still fits (rounds with few violating 2-cycles first); a larger result replaces ``kept``."""
+    two = P & R.T
+    deg = two.sum(axis=0) + two.sum(axis=1)
+    for _ in range(rounds):
+        improved = False
+        for x in np.nonzero(kept)[0]:
+            rest = np.nonzero(kept)[0]
+            rest = rest[rest != x]
+            out = np.nonzero(~kept)[0]
+            out = out[np.argsort(deg[out], kind="stable")]
+            cand = greedy_consistent(R, P, np.concatenate([rest, out, [x]]).astype(np.int64))
+            if cand.sum() > kept.sum():
+                kept = cand
+                improved = True
+        if not improved:
+            break
+    return kept
+
+
 def _greedy(R, P, seed=0, start=None):
     """A greedy consistent subset: rounds with few violating 2-cycles first, then a few random orders
     (and ``start``, when given and larger)."""
@@ -180,7 +230,7 @@ def solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, para
     the search stops as soon as ``target`` rounds are kept (then ``optimal`` is False
     unless the bound also closed).
     """
-    from pyscipopt import Model
+    from pyscipopt import Model, quicksum
 
     t0 = time.perf_counter()
     n = R.shape[0]
@@ -197,6 +247,8 @@ def solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, para
     if fin:  # proven: nothing larger than the incumbent (or than target - 1)
         return kept_b, n_b, ("optimal" if target is None else "infeasible"), 0, nodes_b
     best = kept_b
+    if params and params.get("_ls"):
+        best = local_search(R, P, best, params["_ls"])
     if time_limit is not None and time_limit - (time.perf_counter() - t0) <= 0.001:
         return best, up_b, "timelimit", 0, nodes_b
     m = Model("houtman-maks")
@@ -208,14 +260,27 @@ def solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, para
     sepafreq = params.pop("_sepafreq", 1)
     rank, rank_depth = params.pop("_rank", 0), params.pop("_rank_depth", 0)
     all_edges, max_cuts = params.pop("_all_edges", _ALL_EDGES), params.pop("_max_cuts", None)
+    pool, cliques = params.pop("_pool", False), params.pop("_cliques", True)
+    params.pop("_ls", None)
     for key, val in params.items():
         m.setParam(key, val)
     y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
     m.setMaximize()
     u, v = np.nonzero(np.triu(two | two.T))  # every violating 2-cycle as a clique row
-    for a, b in zip(u.tolist(), v.tolist()):
-        m.addCons(y[a] + y[b] <= 1)
+    if cliques == "all":
+        import networkx as nx
+
+        for q in nx.find_cliques(nx.from_numpy_array((two | two.T).astype(np.int8))):
+            if len(q) > 1:
+                m.addCons(quicksum(y[i] for i in q) <= 1)
+    elif cliques:
+        for q in clique_cover(two | two.T):
+            m.addCons(quicksum(y[i] for i in q) <= 1)
+    else:
+        for a, b in zip(u.tolist(), v.tolist()):
+            m.addCons(y[a] + y[b] <= 1)
     hdlr = _conshdlr_class()(R, P, y)
+    hdlr.pool = pool
     hdlr.rank, hdlr.rank_depth = rank, rank_depth
     hdlr.all_edges, hdlr.max_cuts = all_edges, max_cuts
     for a, b in zip(u.tolist(), v.tolist()):
