@@ -39,7 +39,7 @@ _DEFAULT_PARAMS = {
 _ALL_EDGES = False
 
 
-def _add_cuts(model, tvars, rows, pool=False):
+def _add_cuts(model, tvars, rows):
     """Add the efficacious rows ``sum_{i in key} y_i <= rhs`` as cuts; whether any was added."""
     added = False
     for key, rhs in rows:
@@ -50,8 +50,6 @@ def _add_cuts(model, tvars, rows, pool=False):
         model.flushRowExtensions(row)
         if model.isCutEfficacious(row):
             model.addCut(row)
-            if pool:
-                model.addPoolCut(row)
             added = True
         model.releaseRow(row)
     return added
@@ -95,7 +93,6 @@ def _conshdlr_class():
             self.tvars = None
             self.rank, self.rank_depth = 0, 0
             self.all_edges, self.max_cuts = _ALL_EDGES, None
-            self.pool = False
             self.conflict = (P & R.T) | (P & R.T).T
 
         def _values(self, sol=None, lp=False):
@@ -155,7 +152,7 @@ def _conshdlr_class():
                 flat, starts, rhs = rank_cuts(self.R, self.P, self.conflict, y, self.rank, 40, 48)
                 for c in range(len(starts) - 1):
                     rows.append((flat[starts[c]:starts[c + 1]], int(rhs[c])))
-            added = _add_cuts(self.model, self.tvars, rows, self.pool)
+            added = _add_cuts(self.model, self.tvars, rows)
             return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
 
         def conslock(self, constraint, locktype, nlockspos, nlocksneg):
@@ -185,27 +182,6 @@ def _bnb(R, P, start, time_limit, max_nodes, stop_at=None, floor=None):
         R, P, order, max(int(start.sum()), -1 if floor is None else int(floor)), start.astype(np.bool_), 0 if stop_at is None else int(stop_at),
         0.0 if time_limit is None else max(float(time_limit), 1e-3), int(max_nodes))
     return kept, int(n), int(up), bool(fin), int(nodes)
-
-
-def local_search(R, P, kept, rounds=3):
-    """Improve the consistent subset ``kept`` by swaps: drop one kept round, then add back greedily every
-    round that still fits (rounds with few violating 2-cycles first); a larger result replaces ``kept``."""
-    two = P & R.T
-    deg = two.sum(axis=0) + two.sum(axis=1)
-    for _ in range(rounds):
-        improved = False
-        for x in np.nonzero(kept)[0]:
-            rest = np.nonzero(kept)[0]
-            rest = rest[rest != x]
-            out = np.nonzero(~kept)[0]
-            out = out[np.argsort(deg[out], kind="stable")]
-            cand = greedy_consistent(R, P, np.concatenate([rest, out, [x]]).astype(np.int64))
-            if cand.sum() > kept.sum():
-                kept = cand
-                improved = True
-        if not improved:
-            break
-    return kept
 
 
 def _greedy(R, P, seed=0, start=None):
@@ -247,8 +223,6 @@ def solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, para
     if fin:  # proven: nothing larger than the incumbent (or than target - 1)
         return kept_b, n_b, ("optimal" if target is None else "infeasible"), 0, nodes_b
     best = kept_b
-    if params and params.get("_ls"):
-        best = local_search(R, P, best, params["_ls"])
     if time_limit is not None and time_limit - (time.perf_counter() - t0) <= 0.001:
         return best, up_b, "timelimit", 0, nodes_b
     m = Model("houtman-maks")
@@ -260,27 +234,22 @@ def solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, para
     sepafreq = params.pop("_sepafreq", 1)
     rank, rank_depth = params.pop("_rank", 0), params.pop("_rank_depth", 0)
     all_edges, max_cuts = params.pop("_all_edges", _ALL_EDGES), params.pop("_max_cuts", None)
-    pool, cliques = params.pop("_pool", False), params.pop("_cliques", True)
-    params.pop("_ls", None)
+    cliques = params.pop("_cliques", True)
     for key, val in params.items():
         m.setParam(key, val)
     y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
     m.setMaximize()
     u, v = np.nonzero(np.triu(two | two.T))  # every violating 2-cycle as a clique row
-    if cliques == "all":
-        import networkx as nx
-
-        for q in nx.find_cliques(nx.from_numpy_array((two | two.T).astype(np.int8))):
-            if len(q) > 1:
-                m.addCons(quicksum(y[i] for i in q) <= 1)
-    elif cliques:
+    # the violating 2-cycles as a maximal-clique cover, not one row per pair. Measured on the random chooser
+    # (T = 160, process CPU time, load ~16): 19.4 -> 11.0 s, 1,741 -> 1,084 nodes; every maximal clique
+    # (networkx) instead: 11.5 s, 1,209 nodes
+    if cliques:
         for q in clique_cover(two | two.T):
             m.addCons(quicksum(y[i] for i in q) <= 1)
     else:
         for a, b in zip(u.tolist(), v.tolist()):
             m.addCons(y[a] + y[b] <= 1)
     hdlr = _conshdlr_class()(R, P, y)
-    hdlr.pool = pool
     hdlr.rank, hdlr.rank_depth = rank, rank_depth
     hdlr.all_edges, hdlr.max_cuts = all_edges, max_cuts
     for a, b in zip(u.tolist(), v.tolist()):

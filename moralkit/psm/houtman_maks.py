@@ -26,8 +26,9 @@ branch-and-cut over *cycle constraints*:
    exponentially many, so they are generated inside one search tree of SCIP
    (PySCIPOpt), by a constraint handler:
 
-   - every violating 2-cycle is a row ``y_a + y_b <= 1`` from the start (SCIP's
-     clique machinery then works on these);
+   - the violating 2-cycles are rows from the start, as a cover of them by maximal
+     cliques (``sum_{i in Q} y_i <= 1``: at most one round of a set of pairwise
+     violating 2-cycles is kept), stronger than one row per pair;
    - at an integral point, the kept rounds are checked exactly (a compiled
      breadth-first search per round); a shortest violating cycle through each
      strict edge found is added as a constraint (lazy constraints);
