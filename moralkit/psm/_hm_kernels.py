@@ -90,6 +90,21 @@ def _push_path(flat, starts, weights, pos, nc, prev, u, weight):
 
 
 @njit(cache=True)
+def _adjacency(R, act):
+    """The R0 edges among the rounds ``act`` as adjacency lists: (adj, deg), a's are ``adj[a, :deg[a]]``."""
+    n = R.shape[0]
+    adj = np.empty((n, n), np.int64)
+    deg = np.zeros(n, np.int64)
+    for a in range(n):
+        if act[a]:
+            for b in range(n):
+                if act[b] and R[a, b]:
+                    adj[a, deg[a]] = b
+                    deg[a] += 1
+    return adj, deg
+
+
+@njit(cache=True)
 def lightest_violating_cycles(R, P, y, threshold, all_edges):
     """Cycle cuts at a fractional point ``y`` in [0, 1]^n.
 
@@ -106,15 +121,7 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
         if w[i] < 0.0:
             w[i] = 0.0
     act = w < threshold
-    # R0 edges among active rounds as adjacency lists: a Dijkstra step scans a's neighbours only
-    adj = np.empty((n, n), np.int64)
-    deg = np.zeros(n, np.int64)
-    for a in range(n):
-        if act[a]:
-            for b in range(n):
-                if act[b] and R[a, b]:
-                    adj[a, deg[a]] = b
-                    deg[a] += 1
+    adj, deg = _adjacency(R, act)  # a Dijkstra step scans a's neighbours only
     dist = np.full(n, np.inf)
     prev = np.empty(n, np.int64)
     done = np.zeros(n, np.bool_)
