@@ -90,6 +90,21 @@ def _push_path(flat, starts, weights, pos, nc, prev, u, weight):
 
 
 @njit(cache=True)
+def _adjacency(R, act):
+    """The R0 edges among the rounds ``act`` as adjacency lists: (adj, deg), a's are ``adj[a, :deg[a]]``."""
+    n = R.shape[0]
+    adj = np.empty((n, n), np.int64)
+    deg = np.zeros(n, np.int64)
+    for a in range(n):
+        if act[a]:
+            for b in range(n):
+                if act[b] and R[a, b]:
+                    adj[a, deg[a]] = b
+                    deg[a] += 1
+    return adj, deg
+
+
+@njit(cache=True)
 def lightest_violating_cycles(R, P, y, threshold, all_edges):
     """Cycle cuts at a fractional point ``y`` in [0, 1]^n.
 
@@ -106,36 +121,50 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
         if w[i] < 0.0:
             w[i] = 0.0
     act = w < threshold
-    dist = np.empty(n)
+    adj, deg = _adjacency(R, act)  # a Dijkstra step scans a's neighbours only
+    dist = np.full(n, np.inf)
     prev = np.empty(n, np.int64)
     done = np.zeros(n, np.bool_)
+    touched = np.empty(n, np.int64)  # rounds given a finite distance (below the threshold) from v
     flat = np.empty(4 * n, np.int64)
-    starts = np.zeros(n * n + 1, np.int64)
-    weights = np.empty(n * n)
+    m = n * n if all_edges else n
+    starts = np.zeros(m + 1, np.int64)
+    weights = np.empty(m)
     nc = 0
     pos = 0
     for v in range(n):
         if not act[v]:
             continue
-        for i in range(n):
-            dist[i] = np.inf
-            done[i] = False
+        closes = False  # a strict edge u P0 v from an active round
+        for u in range(n):
+            if act[u] and u != v and P[u, v]:
+                closes = True
+                break
+        if not closes:
+            continue
         dist[v] = w[v]
         prev[v] = -1
-        while True:  # dense Dijkstra, stopped at the threshold
+        touched[0] = v
+        nt = 1
+        while True:  # Dijkstra over the touched rounds, stopped at the threshold (ties: lowest index)
             a = -1
             best = threshold
-            for i in range(n):
-                if not done[i] and dist[i] < best:
+            for t in range(nt):
+                i = touched[t]
+                if not done[i] and (dist[i] < best or (dist[i] == best and a >= 0 and i < a)):
                     best = dist[i]
                     a = i
             if a < 0:
                 break
             done[a] = True
-            for b in range(n):
-                if act[b] and not done[b] and R[a, b]:
+            for k in range(deg[a]):
+                b = adj[a, k]
+                if not done[b]:
                     d = dist[a] + w[b]
-                    if d < dist[b]:
+                    if d < dist[b] and d < threshold:
+                        if dist[b] == np.inf:
+                            touched[nt] = b
+                            nt += 1
                         dist[b] = d
                         prev[b] = a
         # the lightest cycle through v and each strict edge u P0 v closing it (only the lightest one
@@ -151,6 +180,9 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
                     bu = u
         if bu >= 0:
             pos, nc, flat = _push_path(flat, starts, weights, pos, nc, prev, bu, bw)
+        for t in range(nt):
+            dist[touched[t]] = np.inf
+            done[touched[t]] = False
     return flat[:pos].copy(), starts[:nc + 1].copy(), weights[:nc].copy()
 
 

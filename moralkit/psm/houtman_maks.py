@@ -26,8 +26,9 @@ branch-and-cut over *cycle constraints*:
    exponentially many, so they are generated inside one search tree of SCIP
    (PySCIPOpt), by a constraint handler:
 
-   - every violating 2-cycle is a row ``y_a + y_b <= 1`` from the start (SCIP's
-     clique machinery then works on these);
+   - the violating 2-cycles are rows from the start, as a cover of them by maximal
+     cliques (``sum_{i in Q} y_i <= 1``: at most one round of a set of pairwise
+     violating 2-cycles is kept), stronger than one row per pair;
    - at an integral point, the kept rounds are checked exactly (a compiled
      breadth-first search per round); a shortest violating cycle through each
      strict edge found is added as a constraint (lazy constraints);
@@ -77,13 +78,9 @@ import numpy as np
 
 from ..errors import MoralkitError
 from . import rp
-from ._hm_kernels import (
-    greedy_consistent,
-    lightest_violating_cycles,
-    max_consistent_bnb,
-    rank_cuts,
-    shortest_violating_cycles,
-)
+from ._hm_bounds import disjoint_cycles, packing, solve_component_cuts, two_cycle_matching
+from ._hm_kernels import greedy_consistent
+from ._hm_scip import solve_component_scip
 
 __all__ = [
     "HMDecision",
@@ -161,301 +158,6 @@ def _scc_labels(R0):
     return connected_components(csr_matrix(R0), directed=True, connection="strong")[1]
 
 
-def _solve_master(n, cuts, time_limit):
-    """max sum y s.t. sum_{i in C} y_i <= |C| - 1 for every cut C (y binary)."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_matrix
-
-    rows = np.concatenate([np.full(len(c), k) for k, c in enumerate(cuts)])
-    cols = np.concatenate(cuts)
-    A = csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(cuts), n))
-    ub = np.array([len(c) - 1 for c in cuts], dtype=float)
-    opts = {"mip_rel_gap": 0.0, "presolve": True}
-    if time_limit is not None:
-        opts["time_limit"] = float(time_limit)
-    res = milp(c=-np.ones(n), integrality=np.ones(n), bounds=Bounds(0, 1),
-               constraints=[LinearConstraint(A, -np.inf, ub)], options=opts)
-    if res.status == 1:  # the time limit stopped HiGHS
-        return None
-    if res.status != 0 or res.x is None:  # pragma: no cover - the master is always feasible (y = 0)
-        raise RuntimeError(f"the Houtman–Maks master problem was not solved ({res.message})")
-    return np.round(res.x).astype(bool)
-
-
-def _solve_component_cuts(R, P, time_limit):
-    """The earlier method for one SCC: a cut loop whose master problem HiGHS re-solves from scratch.
-
-    Returns (kept bool array, upper bound, status, n_cuts, n_solves); on a time limit, the
-    greedy subset and the last master optimum (a relaxation, so an upper bound).
-    """
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
-    n = R.shape[0]
-    u, v = np.nonzero(P & R.T)  # violating 2-cycles: u P0 v and v R0 u
-    seen = set()
-    cuts = []
-    for a, b in zip(u, v):
-        key = (min(a, b), max(a, b))
-        if key not in seen:
-            seen.add(key)
-            cuts.append(np.array(key, dtype=np.int64))
-    y = np.ones(n, dtype=bool)
-    upper = n
-    n_solves = 0
-    while True:
-        if cuts:
-            left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left <= 0:
-                break
-            y = _solve_master(n, cuts, left)
-            if y is None:
-                break
-            upper = int(y.sum())
-            n_solves += 1
-        flat, starts = shortest_violating_cycles(R, P, y)
-        if len(starts) == 1:  # no violating cycle left: y is optimal
-            return y, int(y.sum()), "optimal", len(cuts), n_solves
-        new = 0
-        for c in range(len(starts) - 1):
-            cyc = np.unique(flat[starts[c]:starts[c + 1]])
-            key = tuple(cyc.tolist())
-            if key not in seen:
-                seen.add(key)
-                cuts.append(cyc)
-                new += 1
-        if new == 0:  # pragma: no cover - a violating cycle is never a known cut of a feasible y
-            raise RuntimeError("Houtman–Maks cut generation made no progress; please report this dataset")
-    kept = greedy_consistent(R, P, np.arange(n, dtype=np.int64))
-    return kept, upper, "timelimit", len(cuts), n_solves
-
-
-# --------------------------------------------------------------------------- branch-and-cut (SCIP)
-
-_EPS = 1e-6
-# Measured on T = 160 random choosers (benchmarks/bench_houtman_maks.py): SCIP's general-purpose cut
-# separators and large-neighbourhood heuristics cost more than they gain on this pure 0-1 packing
-# problem, and a restart throws the cycle cuts away.
-_DEFAULT_PARAMS = {
-    **{f"separating/{s}/freq": -1 for s in ("gomory", "aggregation", "mcf", "zerohalf", "cmir")},
-    **{f"heuristics/{h}/freq": -1 for h in ("shiftandpropagate", "rens", "rins", "alns", "locks")},
-    "presolving/maxrestarts": 0,
-}
-
-
-# Fractional cycle cuts: one lightest cycle per round, not one per strict edge. Measured on the 94-round
-# LLM run (smollm2, load ~27): SCIP's CPU time fell from 1.61 to 1.34 s, separation from 4.4 to 2.0 s
-# wall, nodes from 272 to 139.
-_ALL_EDGES = False
-
-
-def _add_cuts(model, tvars, rows):
-    """Add the efficacious rows ``sum_{i in key} y_i <= rhs`` as cuts; whether any was added."""
-    added = False
-    for key, rhs in rows:
-        row = model.createEmptyRowUnspec(name="cc", lhs=None, rhs=rhs, local=False, removable=True)
-        model.cacheRowExtensions(row)
-        for i in key:
-            model.addVarToRow(row, tvars[i], 1.0)
-        model.flushRowExtensions(row)
-        if model.isCutEfficacious(row):
-            model.addCut(row)
-            added = True
-        model.releaseRow(row)
-    return added
-
-
-def _conshdlr_class():
-    from pyscipopt import SCIP_RESULT, Conshdlr, quicksum
-
-    class GarpCycles(Conshdlr):
-        """GARP_e on the kept rounds as a constraint handler: lazy cycle constraints at integral
-        points (exact check), cycle cuts at fractional points (``lightest_violating_cycles``)."""
-
-        def __init__(self, R, P, y):
-            self.R, self.P, self.y = R, P, y
-            self.seen = set()
-            self.n_cuts = 0
-            self.tvars = None
-            self.rank, self.rank_depth = 0, 0
-            self.all_edges, self.max_cuts = _ALL_EDGES, None
-            self.conflict = (P & R.T) | (P & R.T).T
-
-        def _values(self, sol=None):
-            return np.array([self.model.getSolVal(sol, v) for v in self.y])
-
-        def _new_cycles(self, flat, starts):
-            out = []
-            for c in range(len(starts) - 1):
-                key = tuple(sorted(flat[starts[c]:starts[c + 1]].tolist()))
-                if key not in self.seen:
-                    self.seen.add(key)
-                    out.append(key)
-            return out
-
-        def _violations(self, sol=None):
-            inc = self._values(sol) > 0.5
-            return shortest_violating_cycles(self.R, self.P, inc)
-
-        def _enforce(self, sol=None):
-            flat, starts = self._violations(sol)
-            if len(starts) == 1:
-                return {"result": SCIP_RESULT.FEASIBLE}
-            for key in self._new_cycles(flat, starts):
-                self.model.addCons(quicksum(self.y[i] for i in key) <= len(key) - 1, name=f"cyc{self.n_cuts}",
-                                   removable=False)
-                self.n_cuts += 1
-            return {"result": SCIP_RESULT.CONSADDED}
-
-        def conscheck(self, constraints, solution, checkintegrality, checklprows, printreason, completely):
-            flat, starts = self._violations(solution)
-            return {"result": SCIP_RESULT.FEASIBLE if len(starts) == 1 else SCIP_RESULT.INFEASIBLE}
-
-        def consenfolp(self, constraints, nusefulconss, solinfeasible):
-            return self._enforce()
-
-        def consenfops(self, constraints, nusefulconss, solinfeasible, objinfeasible):
-            return self._enforce()
-
-        def consenforelax(self, solution, constraints, nusefulconss, solinfeasible):
-            return self._enforce(solution)
-
-        def conssepalp(self, constraints, nusefulconss):
-            y = self._values()
-            rows = []
-            flat, starts, w = lightest_violating_cycles(self.R, self.P, y, 1.0 - 1e-3, self.all_edges)
-            seen = set()
-            for c in np.argsort(w, kind="stable")[:self.max_cuts]:  # the most violated first
-                key = np.unique(flat[starts[c]:starts[c + 1]])
-                if key.tobytes() not in seen:
-                    seen.add(key.tobytes())
-                    rows.append((key, len(key) - 1))
-            if self.rank > 0 and self.model.getDepth() <= self.rank_depth:
-                flat, starts, rhs = rank_cuts(self.R, self.P, self.conflict, y, self.rank, 40, 48)
-                for c in range(len(starts) - 1):
-                    rows.append((flat[starts[c]:starts[c + 1]], int(rhs[c])))
-            if self.tvars is None:
-                self.tvars = [self.model.getTransformedVar(v) for v in self.y]
-            added = _add_cuts(self.model, self.tvars, rows)
-            return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
-
-        def conslock(self, constraint, locktype, nlockspos, nlocksneg):
-            for v in self.y:  # keeping a round more can violate GARP_e: rounding y up is locked
-                self.model.addVarLocksType(v, locktype, nlocksneg, nlockspos)
-
-    return GarpCycles
-
-
-# Nodes of the combinatorial branch-and-bound before SCIP takes over (a node budget, not a time, keeps
-# the result independent of the machine's load). Measured at T = 160 (load ~17): 3,000 nodes cost 0.8 s
-# on a near-rational agent whose 81-round component SCIP proves at its root in 0.3 s, so optimisation
-# gets a short run (small components still finish in it); a decision gets more, since the subset it
-# looks for often ends the search.
-_HEUR_NODES = 300
-_DECISION_NODES = 3_000
-
-
-def _bnb(R, P, start, time_limit, max_nodes, stop_at=None, floor=None):
-    """:func:`max_consistent_bnb` from the consistent subset ``start``: (kept, n, upper, finished, nodes).
-
-    ``floor``: search only for subsets larger than it (a decision's ``target - 1``); then ``n`` is
-    ``max(floor, |kept|)`` and ``kept`` may be smaller than ``n``."""
-    two = P & R.T
-    order = np.argsort(-(two.sum(axis=0) + two.sum(axis=1)), kind="stable").astype(np.int64)
-    kept, n, up, fin, nodes = max_consistent_bnb(
-        R, P, order, max(int(start.sum()), -1 if floor is None else int(floor)), start.astype(np.bool_), 0 if stop_at is None else int(stop_at),
-        0.0 if time_limit is None else max(float(time_limit), 1e-3), int(max_nodes))
-    return kept, int(n), int(up), bool(fin), int(nodes)
-
-
-def _greedy(R, P, seed=0, start=None):
-    """A greedy consistent subset: rounds with few violating 2-cycles first, then a few random orders
-    (and ``start``, when given and larger)."""
-    rng = np.random.default_rng(seed)
-    two = P & R.T
-    best = greedy_consistent(R, P, np.argsort(two.sum(axis=0) + two.sum(axis=1), kind="stable").astype(np.int64))
-    for _ in range(8):
-        cand = greedy_consistent(R, P, rng.permutation(R.shape[0]).astype(np.int64))
-        if cand.sum() > best.sum():
-            best = cand
-    if start is not None and start.sum() > best.sum():
-        best = start
-    return best
-
-
-def _solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, params=None, stats=None):
-    """Largest GARP_e-consistent subset of one SCC by branch-and-cut in SCIP.
-
-    Returns (kept bool array, upper bound, optimal, n_cuts, n_nodes). With ``target``,
-    the search stops as soon as ``target`` rounds are kept (then ``optimal`` is False
-    unless the bound also closed).
-    """
-    from pyscipopt import Model
-
-    t0 = time.perf_counter()
-    n = R.shape[0]
-    two = P & R.T
-    best = _greedy(R, P, seed, start)
-    # the combinatorial branch-and-bound: on small or easy components it proves the optimum by
-    # itself; otherwise its incumbent (often the optimum on near-random data) starts SCIP
-    left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
-    floor = None if target is None else int(target) - 1  # decide ">= target": only larger subsets matter
-    budget = _HEUR_NODES if target is None else _DECISION_NODES
-    kept_b, n_b, up_b, fin, nodes_b = _bnb(R, P, best, left, budget, stop_at=target, floor=floor)
-    if target is not None and int(kept_b.sum()) >= target:
-        return kept_b, max(up_b, int(kept_b.sum())), "solutionlimit", 0, nodes_b
-    if fin:  # proven: nothing larger than the incumbent (or than target - 1)
-        return kept_b, n_b, ("optimal" if target is None else "infeasible"), 0, nodes_b
-    best = kept_b
-    if time_limit is not None and time_limit - (time.perf_counter() - t0) <= 0.001:
-        return best, up_b, "timelimit", 0, nodes_b
-    m = Model("houtman-maks")
-    m.hideOutput()
-    m.setParam("randomization/randomseedshift", 0)
-    m.setParam("limits/gap", 0.0)
-    m.setParam("limits/absgap", 0.0)
-    params = {**_DEFAULT_PARAMS, **(params or {})}
-    sepafreq = params.pop("_sepafreq", 1)
-    rank, rank_depth = params.pop("_rank", 0), params.pop("_rank_depth", 0)
-    all_edges, max_cuts = params.pop("_all_edges", _ALL_EDGES), params.pop("_max_cuts", None)
-    for key, val in params.items():
-        m.setParam(key, val)
-    y = [m.addVar(f"y{i}", vtype="B", obj=1.0) for i in range(n)]
-    m.setMaximize()
-    u, v = np.nonzero(np.triu(two | two.T))  # every violating 2-cycle as a clique row
-    for a, b in zip(u.tolist(), v.tolist()):
-        m.addCons(y[a] + y[b] <= 1)
-    hdlr = _conshdlr_class()(R, P, y)
-    hdlr.rank, hdlr.rank_depth = rank, rank_depth
-    hdlr.all_edges, hdlr.max_cuts = all_edges, max_cuts
-    for a, b in zip(u.tolist(), v.tolist()):
-        hdlr.seen.add((a, b))
-    m.includeConshdlr(hdlr, "garp_cycles", "GARP_e cycle constraints", sepapriority=1000, enfopriority=-10,
-                      chckpriority=-10, sepafreq=sepafreq, needscons=False)
-    if target is not None:
-        m.setObjlimit(target - 0.5)
-        m.setParam("limits/solutions", 1)
-    sol = m.createSol()
-    for i in range(n):
-        m.setSolVal(sol, y[i], float(best[i]))
-    m.addSol(sol)
-    if time_limit is not None:  # what is left of it once the model is built
-        m.setParam("limits/time", max(float(time_limit) - (time.perf_counter() - t0), 0.001))
-    m.optimize()
-    if stats is not None:
-        m.writeStatistics(stats)
-    kept = best
-    if m.getNSols() > 0:
-        s = m.getBestSol()
-        cand = np.array([m.getSolVal(s, v) > 0.5 for v in y])
-        if cand.sum() > kept.sum():
-            kept = cand
-    status = m.getStatus()
-    if status == "infeasible":  # with an objective limit: nothing reaches target
-        upper = int(target) - 1
-    else:
-        upper = min(n, up_b, int(np.floor(m.getDualbound() + _EPS)))
-    return kept, upper, status, hdlr.n_cuts, int(m.getNNodes())
-
-
 def _components(E, ef):
     """Exact relations, and the SCCs of R0_e that hold a strict edge (the only ones to solve)."""
     R0, P0 = rp.relations(E, ef)
@@ -475,6 +177,32 @@ def _prepare(E, e, time_limit):
     if len(E) == 0:
         raise MoralkitError("the dataset has no rounds; the Houtman–Maks index needs at least one")
     return E, _as_fraction(e)
+
+
+def _solve_components(R0, P0, comps, T, time_limit, t0, method):
+    """Solve each component (:func:`_components`): (keep mask, upper bound on the kept count,
+    n_cuts, n_solves, status)."""
+    keep = np.ones(T, dtype=bool)
+    upper = T
+    n_cuts = n_solves = 0
+    status = "optimal"
+    for nodes in comps:
+        R = np.ascontiguousarray(R0[np.ix_(nodes, nodes)])
+        P = np.ascontiguousarray(P0[np.ix_(nodes, nodes)])
+        left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
+        if method == "scip":
+            kept_c, up_c, st, nc, ns = solve_component_scip(R, P, left)
+        else:
+            kept_c, up_c, st, nc, ns = solve_component_cuts(R, P, left)
+        if st != "optimal":  # stopped early: the packing bound may be the better one
+            up_c = min(up_c, len(nodes) - disjoint_cycles(R, P))
+        keep[nodes] = kept_c
+        upper -= len(nodes) - up_c
+        n_cuts += nc
+        n_solves += ns
+        if st != "optimal":
+            status = st
+    return keep, upper, n_cuts, n_solves, status
 
 
 METHODS = ("scip", "cuts")
@@ -536,28 +264,7 @@ def houtman_maks(E, e=1, *, time_limit: float | None = None, method: str = "scip
     if method not in METHODS:
         raise MoralkitError(f"method must be one of {METHODS}, got {method!r}")
     E, ef = _prepare(E, e, time_limit)
-    T = len(E)
-    R0, P0, comps = _components(E, ef)
-    keep = np.ones(T, dtype=bool)
-    upper = T
-    n_cuts = n_solves = 0
-    status = "optimal"
-    for nodes in comps:
-        R = np.ascontiguousarray(R0[np.ix_(nodes, nodes)])
-        P = np.ascontiguousarray(P0[np.ix_(nodes, nodes)])
-        left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
-        if method == "scip":
-            kept_c, up_c, st, nc, ns = _solve_component_scip(R, P, left)
-        else:
-            kept_c, up_c, st, nc, ns = _solve_component_cuts(R, P, left)
-        if st != "optimal":  # stopped early: the packing bound may be the better one
-            up_c = min(up_c, len(nodes) - _disjoint_cycles(R, P))
-        keep[nodes] = kept_c
-        upper -= len(nodes) - up_c
-        n_cuts += nc
-        n_solves += ns
-        if st != "optimal":
-            status = st
+    keep, upper, n_cuts, n_solves, status = _solve_components(*_components(E, ef), len(E), time_limit, t0, method)
     kept = np.nonzero(keep)[0]
     if not rp.garp(E[np.ix_(kept, kept)], ef):  # pragma: no cover - guarded by construction
         raise RuntimeError("internal error: the Houtman–Maks subset violates GARP_e")
@@ -568,6 +275,7 @@ def houtman_maks(E, e=1, *, time_limit: float | None = None, method: str = "scip
         status = "optimal"
     elif status == "optimal":  # pragma: no cover - the solver said optimal but its bound did not close
         status = "gap"
+    T = len(E)
     return HoutmanMaksResult(index=Fraction(len(kept), T), n_kept=len(kept), T=T, kept=kept, e=ef,
                              n_cuts=n_cuts, n_solves=n_solves, wall_s=time.perf_counter() - t0,
                              n_upper=upper, optimal=optimal, status=status, method=method)
@@ -613,7 +321,7 @@ def houtman_maks_upper_bound(E, e=1) -> int:
     """
     E = rp.validate_expenditure_matrix(E)
     R0, P0 = rp.relations(E, _as_fraction(e))
-    return len(E) - _disjoint_cycles(R0, P0)
+    return len(E) - disjoint_cycles(R0, P0)
 
 
 def houtman_maks_at_least(E, k: int, e=1, *, time_limit: float | None = None) -> bool | None:
@@ -667,11 +375,11 @@ def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) ->
         R = np.ascontiguousarray(R0[np.ix_(nodes, nodes)])
         P = np.ascontiguousarray(P0[np.ix_(nodes, nodes)])
         data.append((R, P))
-        hi[j] = len(nodes) - _two_cycle_matching(R, P)  # O(n^2); the cycle packing only if it does not decide
+        hi[j] = len(nodes) - two_cycle_matching(R, P)  # O(n^2); the cycle packing only if it does not decide
     if free + hi.sum() < k:
         return HMDecision(False, "bound")
     for j, (R, P) in enumerate(data):
-        hi[j] = min(hi[j], R.shape[0] - _packing(R, P))  # (the matching is already in hi)
+        hi[j] = min(hi[j], R.shape[0] - packing(R, P))  # (the matching is already in hi)
         two = P & R.T
         order = np.argsort(two.sum(axis=0) + two.sum(axis=1), kind="stable").astype(np.int64)
         lo[j] = int(greedy_consistent(R, P, order).sum())
@@ -689,7 +397,7 @@ def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) ->
         # one component: decide "at least target" directly (SCIP stops at the first such subset
         # or once its bound drops below target); several: solve each to optimality
         target = k - free if len(comps) == 1 else None
-        kept, up, st, _, _ = _solve_component_scip(R, P, left, target=target)
+        kept, up, st, _, _ = solve_component_scip(R, P, left, target=target)
         lo[j] = max(lo[j], int(kept.sum()))
         hi[j] = min(hi[j], up)
         if free + hi.sum() < k:
@@ -697,37 +405,3 @@ def houtman_maks_decision(E, k: int, e=1, *, time_limit: float | None = None) ->
         if free + lo.sum() >= k:
             return HMDecision(True, "exact")
     return HMDecision(None, "exact")
-
-
-def _disjoint_cycles(R, P):
-    """The more of two greedy packings of vertex-disjoint violating cycles (each costs one round)."""
-    return max(_packing(R, P), _two_cycle_matching(R, P))
-
-
-def _two_cycle_matching(R, P):
-    """A greedy maximal matching of violating 2-cycles: vertex-disjoint violating cycles, found in O(n^2)."""
-    two = (P & R.T) | (P & R.T).T
-    free = np.ones(R.shape[0], dtype=bool)
-    m = 0
-    for a in np.argsort(two.sum(axis=1), kind="stable"):  # rounds with few conflicts first
-        if free[a]:
-            b = np.nonzero(two[a] & free)[0]
-            if len(b):
-                free[a] = free[b[0]] = False
-                m += 1
-    return m
-
-
-def _packing(R, P):
-    """Vertex-disjoint violating cycles packed greedily, shortest first (each costs one round)."""
-    free = np.ones(R.shape[0], dtype=bool)
-    packed = 0
-    while True:
-        flat, starts = shortest_violating_cycles(R, P, free)
-        if len(starts) == 1:
-            return packed
-        cycles = sorted((flat[starts[c]:starts[c + 1]] for c in range(len(starts) - 1)), key=len)
-        for cyc in cycles:
-            if free[cyc].all():
-                free[cyc] = False
-                packed += 1

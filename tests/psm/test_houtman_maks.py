@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moralkit.psm import rationality, rp
 from moralkit.psm.design import make_design
@@ -264,15 +266,15 @@ def test_warmup_reaches_the_kernels_the_notebooks_use():
 def test_combinatorial_bnb_and_scip_each_match_brute_force(monkeypatch):
     """The combinatorial branch-and-bound alone (it finishes on small components) and SCIP alone (the
     branch-and-bound given one node) both give the brute-force optimum, and decide ">= k" alike."""
-    import moralkit.psm.houtman_maks as hm
+    import moralkit.psm._hm_scip as hm
 
     rng = np.random.default_rng(5)
     Es = [_psm_subset(rng, int(rng.integers(6, 10))) for _ in range(12)]
     truth = [brute_force_hm(E) for E in Es]
     assert sum(t < len(E) for t, E in zip(truth, Es)) >= 6
     for nodes in (1, 10**6):
-        monkeypatch.setattr(hm, "_HEUR_NODES", nodes)
-        monkeypatch.setattr(hm, "_DECISION_NODES", nodes)
+        monkeypatch.setattr(hm, "HEUR_NODES", nodes)
+        monkeypatch.setattr(hm, "DECISION_NODES", nodes)
         for E, t in zip(Es, truth):
             assert houtman_maks(E).n_kept == t
             assert houtman_maks_at_least(E, t) and not houtman_maks_at_least(E, t + 1)
@@ -348,3 +350,78 @@ def test_ccei_kernels_compile_one_layout_for_fortran_input():
     assert rp.ccei(np.asfortranarray(E)) == rp.ccei(np.ascontiguousarray(E))
     for f in (k.candidates, k.min_cycle_threshold):
         assert f.signatures and all(a.layout == "C" for sig in f.signatures for a in sig if hasattr(a, "layout"))
+
+
+# --------------------------------------------------------------------------- speed (issue 30, part 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 14), st.floats(0.05, 0.9), st.integers(0, 2**31 - 1))
+def test_clique_cover_rows_are_maximal_cliques_covering_every_violating_2_cycle(n, density, seed):
+    """The branch-and-cut states the violating 2-cycles as clique rows: each row must be a clique of the
+    conflict graph (else it cuts off a consistent subset), maximal, and every conflict edge must lie in one
+    (else a pair of conflicting rounds could both be kept)."""
+    from moralkit.psm._hm_scip import clique_cover
+
+    rng = np.random.default_rng(seed)
+    A = np.triu(rng.random((n, n)) < density, 1)
+    A = A | A.T
+    covered = np.zeros_like(A)
+    for q in clique_cover(A):
+        assert len(q) >= 2 and len(set(q)) == len(q)
+        sub = A[np.ix_(q, q)]
+        assert (sub | np.eye(len(q), dtype=bool)).all()  # a clique
+        common = np.logical_and.reduce(A[q], axis=0)
+        common[q] = False
+        assert not common.any()  # maximal
+        covered[np.ix_(q, q)] = True
+    assert not (A & ~covered).any()
+
+
+def _lightest_cycle_reference(R, P, y, threshold):
+    """For each round v: the smallest node-weighted (1 - y) length of a violating cycle through v (v, an
+    R0 path over rounds with 1 - y below the threshold, then a strict edge back to v), by Bellman-Ford."""
+    n = len(R)
+    w = np.clip(1 - y, 0, None)
+    act = w < threshold
+    out = {}
+    for v in range(n):
+        if not act[v]:
+            continue
+        d = np.full(n, np.inf)
+        d[v] = w[v]
+        edge = R & act[:, None] & act[None, :]
+        edge[:, v] = False
+        for _ in range(n):
+            d = np.minimum(d, np.where(edge, d[:, None], np.inf).min(axis=0) + w)
+        best = min((d[u] for u in range(n) if u != v and P[u, v]), default=np.inf)
+        if best < threshold:
+            out[v] = best
+    return out
+
+
+def test_lightest_violating_cycles_finds_the_lightest_cycle_through_each_round():
+    """The fractional separation (numba, adjacency lists and a threshold-pruned Dijkstra): for each round
+    the lightest violating cycle through it, a true violating cycle of that weight, as a slow reference."""
+    from moralkit.psm._hm_kernels import lightest_violating_cycles
+
+    rng = np.random.default_rng(40)
+    found = 0
+    for _ in range(25):
+        E = _psm_subset(rng, int(rng.integers(6, 16)))
+        R, P = rp.relations(E, Fraction(1))
+        R, P = np.ascontiguousarray(R), np.ascontiguousarray(P)
+        y = rng.choice([0.0, 1 / 3, 0.5, 0.8, 1.0], size=len(E))
+        ref = _lightest_cycle_reference(R, P, y, 1 - 1e-3)
+        flat, starts, wts = lightest_violating_cycles(R, P, y, 1 - 1e-3, False)
+        got = {}
+        for c in range(len(starts) - 1):
+            cyc = flat[starts[c]:starts[c + 1]][::-1]  # v, ..., u: R0 edges along it, u P0 v closes it
+            assert all(R[a, b] for a, b in zip(cyc[:-1], cyc[1:])) and P[cyc[-1], cyc[0]]
+            assert len(set(cyc.tolist())) == len(cyc)
+            assert np.isclose(wts[c], np.clip(1 - y[cyc], 0, None).sum())
+            got[int(cyc[0])] = wts[c]
+        assert got.keys() == ref.keys()
+        assert all(np.isclose(got[v], ref[v]) for v in ref)
+        found += len(ref)
+    assert found >= 20
