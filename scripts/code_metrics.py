@@ -42,6 +42,19 @@ def _imported_from_moralkit(tree, module: str) -> set[str]:
     return names
 
 
+def plain_raises() -> list[str]:
+    """``path:line`` of every ``raise ValueError(...)`` / ``raise TypeError(...)`` in the package."""
+    out = []
+    for path in sorted((ROOT / "moralkit").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                func = node.exc.func
+                if isinstance(func, ast.Name) and func.id in ("ValueError", "TypeError"):
+                    out.append(f"{rel}:{node.lineno}")
+    return out
+
+
 def package_metrics() -> dict:
     modules, functions, plain, reexports = [], [], [], []
     for path in sorted((ROOT / "moralkit").rglob("*.py")):
@@ -74,19 +87,29 @@ def package_metrics() -> dict:
 
 
 def notebook_metrics() -> dict:
+    """Code lines per notebook and its longest code cell; papermill's ``parameters`` cell (one declaration per
+    line, no logic) is reported on its own and not counted as the longest cell."""
     out = {}
     for path in sorted((ROOT / "notebooks").glob("*.py")):
-        cells, current, in_code = [], 0, False
+        cells, current, in_code, params, is_params = [], 0, False, 0, False
+
+        def close():
+            nonlocal params
+            if in_code:
+                if is_params:
+                    params = current
+                else:
+                    cells.append(current)
+
         for line in path.read_text().splitlines():
             if line.startswith("# %%"):
-                if in_code:
-                    cells.append(current)
-                in_code, current = "[markdown]" not in line, 0
+                close()
+                in_code, current, is_params = "[markdown]" not in line, 0, '"parameters"' in line
             elif in_code and line.strip() and not line.lstrip().startswith("#"):
                 current += 1
-        if in_code:
-            cells.append(current)
-        out[path.name] = {"code_lines": sum(cells), "longest_cell": max(cells, default=0)}
+        close()
+        out[path.name] = {"code_lines": sum(cells) + params, "longest_cell": max(cells, default=0),
+                          "parameters_cell": params}
     return out
 
 
