@@ -57,3 +57,14 @@ def test_export_rebuilds_each_kind_of_committed_tidy_file(tmp_path, capsys):
         out.parent.mkdir(exist_ok=True)
         assert cli.main(["export", str(data / "raw" / run), "--out", str(out)]) in (0, None)
         assert out.read_bytes() == (data / tidy).read_bytes(), run
+
+
+def test_batch_with_max_cost_is_refused_before_anything_is_sent(tmp_path, capsys):
+    """A batch is paid when it runs, so --max-cost cannot stop it mid-way: `collect --batch --max-cost` is
+    refused (one line, status 2) instead of ignoring the budget, and no run directory is made."""
+    status = cli.main(["collect", "psm", "--backend", "openai", "--model", "gpt-4o-mini", "--batch",
+                       "--max-cost", "1", "--out", str(tmp_path / "run"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "--max-cost is not enforced with --batch" in err and "--dry-run" in err
+    assert not (tmp_path / "run").exists()

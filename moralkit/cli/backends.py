@@ -62,6 +62,11 @@ def collect_backend(a, default_batch):
     if getattr(a, "batch", False):
         from moralkit.collect.batch import BatchBackend
 
+        if getattr(a, "max_cost", None) is not None:  # as a sweep's batch job (collect/sweep_file.py)
+            raise MoralkitError("--max-cost is not enforced with --batch (a batch is paid when it runs, not per "
+                                "request); check the cost first with --dry-run, then drop --max-cost, or "
+                                "collect online without --batch")
+
         env = a.api_key_env or ("ANTHROPIC_API_KEY" if a.backend == "anthropic" else "OPENAI_API_KEY")
         return BatchBackend(a.backend, a.model, base_url=a.base_url, api_key_env=env, wait=a.wait,
                             poll_interval=a.poll_interval, max_retries=min(a.max_retries, 3), cache=cache,
