@@ -27,7 +27,7 @@ SETTINGS = {
 }
 
 #: (file, number as written, unit): timings with no results.jsonl record yet (measured by hand or by a
-#: benchmark before it wrote records). docs/_incoming/run-fast.md lists them for the lead.
+#: benchmark before it wrote records). docs/run_all.md lists the passages ("Run time, and what a first run costs").
 UNSOURCED = {
     ("docs/audit.md", "37.7", "s"), ("docs/collecting.md", "15.1–17.9", "s"), ("docs/collecting.md", "7.9–8.7", "s"),
     ("docs/collecting.md", "42.4", "s"), ("docs/collecting.md", "1.9", "s"), ("docs/collecting.md", "0.09", "s"),
