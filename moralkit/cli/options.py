@@ -5,7 +5,7 @@ and never echoed when it could be a key (:func:`moralkit.collect.secrets.check_b
 
 Examples
 --------
->>> POS_INT("3"), seconds("1.5")
+>>> POS_INT("3"), POS_SECONDS("1.5")
 (3, 1.5)
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["number", "POS_INT", "NONNEG_INT", "new_file", "int_in", "seconds", "add_backend_args",
+__all__ = ["number", "POS_INT", "NONNEG_INT", "new_file", "int_in", "SECONDS", "POS_SECONDS", "add_backend_args",
            "add_cost_args", "add_batch_args"]
 
 
@@ -38,6 +38,8 @@ def number(kind, lo=None, lo_open=False, hi=None, what=""):
 
 POS_INT = number(int, 1, what="an integer >= 1")
 NONNEG_INT = number(int, 0, what="an integer >= 0")
+SECONDS = number(float, 0, what="a number of seconds >= 0")
+POS_SECONDS = number(float, 0, lo_open=True, what="a number of seconds > 0")
 
 
 def _base_url(text):
@@ -85,15 +87,6 @@ def int_in(lo, hi):
     return parse
 
 
-def seconds(text):
-    """An argparse type: a finite number of seconds > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (0 < v < math.inf):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
-    return v
 
 
 def add_backend_args(p):
@@ -126,10 +119,10 @@ def add_backend_args(p):
                         "temperature/top_p/top_k); 2023-06-01 sends them")
     g.add_argument("--concurrency", type=POS_INT, default=4, help="requests in flight (openai)")
     g.add_argument("--rpm", type=POS_INT, default=None, help="requests-per-minute cap (openai)")
-    g.add_argument("--timeout", type=number(float, 0, lo_open=True, what="a number of seconds > 0"), default=60.0)
+    g.add_argument("--timeout", type=POS_SECONDS, default=60.0)
     g.add_argument("--max-retries", type=NONNEG_INT, default=6,
                    help="failed tries of one request before it is left undone for this session (openai)")
-    g.add_argument("--backoff", type=number(float, 0, what="a number of seconds >= 0"), default=1.0,
+    g.add_argument("--backoff", type=SECONDS, default=1.0,
                    help="base of the exponential backoff between retries, seconds (jittered; Retry-After honoured)")
     s = p.add_argument_group("sampling")
     s.add_argument("--temperature", type=number(float, 0, what="a finite number >= 0"), default=1.0)
@@ -177,10 +170,10 @@ def add_batch_args(p):
     g.add_argument("--batch", action="store_true",
                    help="send the requests through the provider's batch API (--backend openai: files + batches; "
                         "anthropic: message batches): about half the price, results within 24 h; resumable")
-    g.add_argument("--wait", type=number(float, 0, what="a number of seconds >= 0"), default=None,
+    g.add_argument("--wait", type=SECONDS, default=None,
                    help="with --batch: stop waiting after this many seconds (exit status 3; re-run to resume); "
                         "default: until every batch has ended. Ctrl-C stops waiting too")
-    g.add_argument("--poll-interval", type=number(float, 0, lo_open=True, what="a number of seconds > 0"),
+    g.add_argument("--poll-interval", type=POS_SECONDS,
                    default=30.0, help="with --batch: seconds between polls")
     g.add_argument("--cache", action="store_true",
                    help="use the response cache across runs (python -m moralkit cache): a request identical in "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .options import int_in, seconds
+from .options import POS_SECONDS, int_in
 
 __all__ = ["register_serve", "cmd_serve"]
 
@@ -28,12 +28,12 @@ def register_serve(sub) -> None:
                    help="longest prompt in tokens; longer is a 400 (default: %(default)s)")
     s.add_argument("--max-body-bytes", type=int_in(1, 1 << 31), default=1 << 20,
                    help="largest request body; larger is a 413 (default: %(default)s)")
-    s.add_argument("--request-timeout", type=seconds, default=120.0,
+    s.add_argument("--request-timeout", type=POS_SECONDS, default=120.0,
                    help="seconds one generation may run before it is stopped with a 504 (default: %(default)s)")
     s.add_argument("--max-queue", type=int_in(0, 100000), default=16,
                    help="requests that may wait while one generates; more get 503 + Retry-After "
                         "(default: %(default)s)")
-    s.add_argument("--queue-timeout", type=seconds, default=60.0,
+    s.add_argument("--queue-timeout", type=POS_SECONDS, default=60.0,
                    help="seconds a request may wait for the model before a 503 + Retry-After (default: %(default)s)")
     s.set_defaults(func=cmd_serve)
 

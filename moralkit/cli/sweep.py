@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .options import number
+from .options import POS_SECONDS, SECONDS
 
 __all__ = ["register_sweep", "cmd_sweep"]
 
@@ -20,10 +20,10 @@ def register_sweep(sub) -> None:
     sw.add_argument("--batch", action="store_true",
                     help="send the jobs of the openai and anthropic backends through the providers' batch APIs "
                          "(about half the price, results within 24 h), unless a model or survey sets batch = false")
-    sw.add_argument("--wait", type=number(float, 0, what="a number of seconds >= 0"), default=None,
+    sw.add_argument("--wait", type=SECONDS, default=None,
                     help="with batches: stop waiting after this many seconds (exit status 3; re-run to resume); "
                          "default: [sweep] wait, else until every batch has ended")
-    sw.add_argument("--poll-interval", type=number(float, 0, lo_open=True, what="a number of seconds > 0"),
+    sw.add_argument("--poll-interval", type=POS_SECONDS,
                     default=None, help="with batches: seconds between polls (default: [sweep] poll_interval, else 30)")
     sw.set_defaults(func=cmd_sweep)
 
