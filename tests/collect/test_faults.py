@@ -351,6 +351,20 @@ def _lines(p):
     return p.read_bytes().split(b"\n")[:-1] if p.exists() else []
 
 
+def _finish(args, tries=3):
+    """Finish a killed run as the docs say: re-run while it exits 3 (resumable).
+
+    A session ends with status 3 when one request met a fault on each of its 7 tries (at rate 0.3,
+    0.3^7 per request: rare, not never; CI's clean-clone run met it once, on the Anthropic test).
+    Any other status, or a third 3, is returned for the caller to assert on.
+    """
+    for _ in range(tries):
+        p = _cli(*args)
+        if p.returncode != 3:
+            break
+    return p
+
+
 def test_sigkill_during_collection_loses_duplicates_and_discards_nothing(tmp_path):
     rng = random.Random(2026)
     out = tmp_path / "run"
@@ -365,7 +379,7 @@ def test_sigkill_during_collection_loses_duplicates_and_discards_nothing(tmp_pat
             now = _lines(out / "records.jsonl")
             assert now[:len(seen)] == seen  # no stored record lost or changed
             seen = now
-        p = _cli(*_collect_args(srv, out, "--limit", "30"))
+        p = _finish(_collect_args(srv, out, "--limit", "30"))
         assert p.returncode == 0, p.stderr[-2000:]
         assert _lines(out / "records.jsonl")[:len(seen)] == seen
         usable = Counter(s for s, _ in srv.usable)
@@ -432,7 +446,7 @@ def test_sigkill_during_anthropic_collection_loses_and_duplicates_nothing(tmp_pa
             now = _lines(out / "records.jsonl")
             assert now[:len(seen)] == seen  # no stored record lost or changed
             seen = now
-        p = _cli(*_anthropic_args(srv, out, "--limit", "30"))
+        p = _finish(_anthropic_args(srv, out, "--limit", "30"))
         assert p.returncode == 0, p.stderr[-2000:]
         assert _lines(out / "records.jsonl")[:len(seen)] == seen
         usable = [rid for rid, _ in srv.usable]
