@@ -82,7 +82,9 @@ def cmd_repair(a):
     r = repair_run(a.run_dir, manifest_from=a.manifest_from)
     aside = "; set aside (nothing deleted): " + ", ".join(r["set_aside"]) if r["set_aside"] else "; nothing set aside"
     print(f"{a.run_dir}: {r['kept']} records kept, {r['fixed']} fixed in place, {r['quarantined']} lines moved to "
-          f"quarantine.jsonl {r['reasons'] or ''}, {r['merged_from_gz']} merged from records.jsonl.gz{aside}"
+          f"quarantine.jsonl {r['reasons'] or ''}, {r['merged_from_gz']} merged from records.jsonl.gz"
+          + (f", {r['journal_quarantined']} batch-journal lines moved to quarantine.jsonl" if r["journal_quarantined"]
+             else "") + aside
           + (f"; manifest taken from {r['manifest_from']}" if r["manifest_from"] else ""))
     if r["problem"]:
         raise DataError(f"{a.run_dir} is still not resumable: {r['problem']}")

@@ -19,10 +19,10 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import MoralkitError
+from ..errors import DataError
 from .provenance import utc_now
 
-__all__ = ["Journal", "batch_state", "age_text", "JOURNAL", "BATCH_DIR"]
+__all__ = ["Journal", "batch_state", "age_text", "event_problem", "journal_problem", "EVENTS", "JOURNAL", "BATCH_DIR"]
 
 JOURNAL = "batches.jsonl"
 BATCH_DIR = "batches"
@@ -35,6 +35,42 @@ def _fsync_append(path: Path, line: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+#: The events a journal line can hold (the module docstring says when each is written).
+EVENTS = ("intent", "file", "batch", "ended", "merged", "foreign")
+
+
+def event_problem(line: bytes) -> str | None:
+    """Why one line of ``batches.jsonl`` is not a journal event (``None`` when it is one)."""
+    try:
+        e = json.loads(line)
+    except ValueError:
+        return "not JSON"
+    if not isinstance(e, dict):
+        return f"a JSON {type(e).__name__}, not an object"
+    if e.get("event") not in EVENTS:
+        return f"event {e.get('event')!r} is none of {', '.join(EVENTS)}"
+    need = ("sub",) + {"file": ("file_id",), "batch": ("batch_id",), "foreign": ("batch_id",)}.get(e["event"], ())
+    missing = [k for k in need if k not in e]
+    return f"a {e['event']!r} event without {', '.join(map(repr, missing))}" if missing else None
+
+
+def journal_problem(run_dir, data: bytes | None = None) -> str | None:
+    """Why the batch journal of ``run_dir`` cannot be read (a complete line that is not an event), with
+    the fix; ``None`` when it can, or when there is none. Read-only: a torn last line is not looked at."""
+    path = Path(run_dir) / JOURNAL
+    if data is None:
+        if not path.exists():
+            return None
+        data = path.read_bytes()
+    for i, line in enumerate(data.split(b"\n")[:-1], 1):
+        why = event_problem(line)
+        if why is not None:
+            return (f"{path}, line {i}: not a journal event ({why}); run `python -m moralkit repair {Path(run_dir)}` "
+                    "to move it to quarantine.jsonl and resume (do not delete the file: the batches it names are "
+                    "listed in its other lines)")
+    return None
 
 
 class Journal:
@@ -59,12 +95,10 @@ class Journal:
                     f.truncate(cut)
                     os.fsync(f.fileno())
                 data = data[:cut]
-            for i, line in enumerate(data.split(b"\n")[:-1], 1):
-                try:
-                    self.events.append(json.loads(line))
-                except ValueError:
-                    raise MoralkitError(f"{self.path}, line {i}: not a journal event; the batches it names are "
-                                        "listed in the lines around it (do not delete the file)") from None
+            why = journal_problem(self.dir, data)
+            if why is not None:
+                raise DataError(why)
+            self.events = [json.loads(line) for line in data.split(b"\n")[:-1]]
 
     def append(self, event: dict) -> None:
         event = dict(event, at=utc_now())

@@ -10,7 +10,8 @@
    or a duplicated ``(task, attempt)``);
 4. :func:`_write_back`: quarantine what was set aside, then rewrite both copies atomically;
 5. :func:`_adopt_manifest` (``--manifest-from``): give a run without a manifest the manifest of the run
-   its records belong to, after checking that they agree.
+   its records belong to, after checking that they agree;
+6. :func:`_repair_journal`: move the batch journal's lines that are not events to ``quarantine.jsonl``.
 
 :func:`check_resumable` says why a run still cannot resume. Both are also importable from
 :mod:`moralkit.collect.store`.
@@ -55,13 +56,19 @@ def check_resumable(run_dir) -> str | None:
     """Why ``run_dir`` cannot be resumed or exported (no or bad manifest, bad records, duplicates), or ``None``.
 
     The checks of :class:`~moralkit.collect.store.RecordStore` opened read-only: a directory, a manifest
-    that is a JSON object, records that are all records, no duplicated ``(task, attempt)``.
+    that is a JSON object, records that are all records, no duplicated ``(task, attempt)``, and a batch
+    journal whose lines are all events.
     """
     run_dir = Path(run_dir)
     try:
         check_run_dir(run_dir)
         read_manifest(run_dir)
         index_attempts(read_records(run_dir), run_dir / RECORDS, run_dir)
+        from .batch_journal import journal_problem
+
+        why = journal_problem(run_dir)
+        if why is not None:
+            return why
     except (ValueError, FileNotFoundError, OSError) as e:
         return str(e)
     return None
@@ -232,6 +239,31 @@ def _write_back(run_dir: Path, t: _Triage, data: bytes, packed: bytes | None, se
         atomic_write_bytes(gz, gzip_bytes(new))
 
 
+def _repair_journal(run_dir: Path, set_aside: list) -> int:
+    """Phase 6: move the lines of the batch journal (``batches.jsonl``) that are not events
+    (:func:`~moralkit.collect.batch_journal.event_problem`), and a torn last line, to ``quarantine.jsonl``;
+    the number moved. A lost ``intent`` means its batch is never merged and its requests are sent again
+    (paid twice, nothing lost); a lost ``file`` or ``batch`` id is found again by listing."""
+    from .batch_journal import JOURNAL, event_problem
+
+    path = run_dir / JOURNAL
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    keep, bad = [], []
+    for i, line in enumerate(lines, 1):
+        torn = i == len(lines)
+        why = ("torn last line (a kill mid-write)" if torn else event_problem(line)) if line.strip() else None
+        (bad if why else keep).append((i, line, why) if why else line)
+    if bad:
+        quarantine(run_dir, bad, source=JOURNAL)
+        atomic_write_bytes(path, b"".join(line + b"\n" for line in keep if line.strip()))
+        if QUARANTINE not in set_aside:
+            set_aside.insert(0, QUARANTINE)
+    return len(bad)
+
+
 def repair_run(run_dir, manifest_from=None) -> dict:
     """Make a damaged run directory resumable again, losing nothing.
 
@@ -277,8 +309,9 @@ def repair_run(run_dir, manifest_from=None) -> dict:
         _write_back(run_dir, t, data, packed, set_aside)
         if manifest_from is not None:
             _adopt_manifest(run_dir, manifest_from, t.good)
+        journal = _repair_journal(run_dir, set_aside)
     finally:
         lock.release()
-    return dict(kept=len(t.keep), quarantined=len(t.bad), fixed=t.fixed, reasons=dict(t.reasons),
+    return dict(kept=len(t.keep), quarantined=len(t.bad), fixed=t.fixed, reasons=dict(t.reasons), journal_quarantined=journal,
                 merged_from_gz=merged, set_aside=set_aside,
                 manifest_from=None if manifest_from is None else str(manifest_from), problem=check_resumable(run_dir))

@@ -183,3 +183,54 @@ def test_missing_runs_and_bad_settings_are_moralkit_errors(tmp_path):
         assert isinstance(e.value, FileNotFoundError)
     with pytest.raises(MoralkitError, match="compress_every_s must be None or >= 0 seconds"):
         RecordStore(tmp_path / "r", M, compress_every_s="often")
+
+
+def _journal_run(tmp_path, middle: bytes, torn: bytes = b""):
+    with RecordStore(tmp_path, M) as s:
+        s.append(_rec("r001", 1))
+    good = [json.dumps(dict(event="intent", sub="s1", requests=[])).encode(),
+            json.dumps(dict(event="batch", sub="s1", batch_id="batch_1")).encode()]
+    (tmp_path / "batches.jsonl").write_bytes(good[0] + b"\n" + middle + b"\n" + good[1] + b"\n" + torn)
+    return good
+
+
+@pytest.mark.parametrize("middle,why", [(b'{"event": "intent", "sub": "s', "not JSON"),
+                                        (b"[1, 2]", "a JSON list"),
+                                        (b'{"event": "launched", "sub": "s1"}', "none of intent"),
+                                        (b'{"event": "batch", "sub": "s1"}', "without 'batch_id'")])
+def test_a_damaged_batch_journal_line_is_named_with_its_fix_and_repair_sets_it_aside(tmp_path, middle, why):
+    from moralkit.collect.batch_journal import Journal
+    from moralkit.collect.repair import check_resumable, repair_run
+    from moralkit.errors import DataError
+
+    good = _journal_run(tmp_path, middle, torn=b'{"event": "mer')
+    with pytest.raises(DataError, match=rf"batches.jsonl, line 2: not a journal event \(.*{why}.*moralkit repair"):
+        Journal(tmp_path)  # (this cuts the torn last line, as a collector would)
+    (tmp_path / "batches.jsonl").write_bytes((tmp_path / "batches.jsonl").read_bytes() + b'{"event": "mer')
+    assert "batches.jsonl, line 2" in check_resumable(tmp_path)
+    r = repair_run(tmp_path)
+    assert r["journal_quarantined"] == 2 and r["problem"] is None and "quarantine.jsonl" in r["set_aside"]
+    assert (tmp_path / "batches.jsonl").read_bytes() == good[0] + b"\n" + good[1] + b"\n"
+    q = [json.loads(x) for x in (tmp_path / "quarantine.jsonl").read_text().splitlines()]
+    assert [(x["source"], x["line"], x["text"].encode()) for x in q] == [
+        ("batches.jsonl", 2, middle), ("batches.jsonl", 4, b'{"event": "mer')]  # kept byte for byte
+    assert [e["event"] for e in Journal(tmp_path).events] == ["intent", "batch"]
+
+
+def test_repair_leaves_a_sound_batch_journal_alone(tmp_path):
+    from moralkit.collect.repair import repair_run
+
+    _journal_run(tmp_path, json.dumps(dict(event="file", sub="s1", file_id="file_1")).encode())
+    before = (tmp_path / "batches.jsonl").read_bytes()
+    r = repair_run(tmp_path)
+    assert r["journal_quarantined"] == 0 and (tmp_path / "batches.jsonl").read_bytes() == before
+    assert not (tmp_path / "quarantine.jsonl").exists()
+
+
+def test_the_repair_command_says_how_many_journal_lines_it_moved(tmp_path, capsys):
+    from moralkit.cli import main
+
+    _journal_run(tmp_path, b"not json")
+    assert main(["repair", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 batch-journal lines moved to quarantine.jsonl" in out and "The run is resumable" in out
