@@ -42,6 +42,7 @@ BENCHMARKS = {
     # uvicorn and starlette are not dependencies: `pip install --target /tmp/asgi uvicorn==0.54.0 starlette==1.10.0`
     "serve_framework": ["bench_serve_framework.py", "--asgi-path", "/tmp/asgi"],
     "serve_abuse": ["bench_serve_abuse.py", "--reps", "5"],
+    "likelihood_dtype": ["bench_likelihood_dtype.py", "--n", "3", "--threads", "1"],
     # the wall times recorded by the committed collection runs (data/raw/*), not a timing of this machine
     "backends": ["bench_backends.py", "records", *sorted(str(p) for p in (HERE.parent / "data" / "raw").glob("*")
                                                          if p.is_dir())],

@@ -59,7 +59,10 @@ UNSOURCED = {
 
 
 def _blocks(text: str):
-    """Paragraphs and top-level list items, each with its indented lines (nested items and tables too)."""
+    """Paragraphs and list items (nested ones too, each on its own), each with its indented lines (tables too).
+
+    A benchmark named in one list item sources the timings of that item only, not those of its siblings or
+    of the item it is nested in."""
     block: list[str] = []
     blank = False
     for line in text.splitlines():
@@ -67,7 +70,8 @@ def _blocks(text: str):
             blank = True
             continue
         top = not line[0].isspace()
-        if block and top and (blank or re.match(r"([-*|]|\d+\.)\s", line) or line.startswith("#")):
+        item = re.match(r"\s*([-*]|\d+\.)\s", line)
+        if block and ((top and (blank or line.startswith(("|", "#")))) or item):
             yield " ".join(block)
             block = []
         block.append(line.strip())
@@ -147,6 +151,7 @@ def test_the_check_finds_an_unsourced_timing():
     assert _recorded("8.13", "s", [8.135]) and not _recorded("8.13", "s", [8.1356]) and not _recorded("8", "s", [7.4])
     assert not _recorded("1", "s", [1.6]) and _recorded("24", "minutes", [1440.0]) and not _recorded("24", "minutes", [24.9])
     assert list(_blocks("a\n- b 1 s\n  c\n\n  | t |\n\nd")) == ["a", "- b 1 s c | t |", "d"]
+    assert list(_blocks("- a\n  - b\n    | t |\n  - c\n| u |\n| v |")) == ["- a", "- b | t |", "- c", "| u |", "| v |"]
 
 
 def test_only_durations_of_a_record_source_a_timing():
