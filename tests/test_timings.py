@@ -36,25 +36,8 @@ SETTINGS = {
 #: (file, number as written, unit): timings with no results.jsonl record yet (measured by hand or by a
 #: benchmark before it wrote records). docs/run_all.md lists the passages ("Run time, and what a first run costs").
 UNSOURCED: set[tuple[str, str, str]] = {
-    ("docs/collecting.md", "0.09", "s"),
-    ("docs/collecting.md", "1.9", "s"),
     ("docs/collecting.md", "2.2", "s"),
-    ("docs/collecting.md", "30", "min"),
     ("docs/collecting.md", "4.7", "s"),
-    ("docs/collecting.md", "400", "s"),
-    ("docs/collecting.md", "42.4", "s"),
-    ("docs/collecting.md", "5", "min"),
-    ("docs/collecting.md", "50.0", "s"),
-    ("docs/dask.md", "1.4", "s"),
-    ("docs/dask.md", "19", "s"),
-    ("docs/dask.md", "26.7", "s"),
-    ("docs/dask.md", "3.4", "s"),
-    ("docs/dask.md", "7.5", "s"),
-    ("docs/dask.md", "9.5", "s"),
-    ("docs/package.md", "1", "s"),
-    ("docs/psm.md", "0.08", "ms"),
-    ("docs/psm.md", "0.18", "ms"),
-    ("docs/psm.md", "0.9", "s"),
 }
 
 
