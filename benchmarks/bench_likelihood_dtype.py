@@ -5,10 +5,13 @@ scores, with the exact scorer of ``likelihood`` (:class:`moralkit.collect.exact_
 teacher forcing), every question form of ``--n`` high-ambiguity scenarios with their canonical answers
 (six forms per scenario, as a ``likelihood`` run does). One scenario is scored first as a warm-up and not
 timed. Per dtype one record: the median wall and CPU (``time.process_time``) seconds per scenario, the
-prompt and answer tokens per scenario, the model's load time; then one record of the log-probability
+tokens of the scored items per scenario (each item's question continuation and answer, summed over the
+items: shared tokens are scored once by the tree, so this overstates the forward pass), the model's load
+time; then one record of the log-probability
 differences between the two dtypes on the same answers (nats), which is why the committed likelihood runs
 use float32. The machine is shared: read the seconds with the record's load; the two dtypes run one after
-the other, not interleaved.
+the other, not interleaved. Cost: the model is loaded twice (float32, then bfloat16); at load ~6 the
+whole run took 13 minutes of wall time.
 
     nice .venv/bin/python benchmarks/bench_likelihood_dtype.py [--n 3] [--threads 1]
 
