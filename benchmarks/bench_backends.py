@@ -210,22 +210,31 @@ def throughput(model, rounds, threads):
 
 
 def records(dirs):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _record import emit, load
+
     from moralkit.collect.psm import psm_quality
     from moralkit.collect.store import read_records
 
     print(f"{'run':52s} {'attempts':>8s} {'s/attempt':>10s} {'s/round':>8s} {'prompt tok/s':>13s}")
     for d in dirs:
         recs = [r for r in read_records(d) if r.get("kind", "attempt") == "attempt"]
-        if not recs:
-            continue
+        if not recs or "prompt_tokens" not in recs[0]:
+            continue  # no attempts, or a likelihood run (mcl-*: scores, not generations)
         lat = [r["latency_s"] / max(1, r.get("batch", 1)) for r in recs]
         toks = [r["prompt_tokens"] or 0 for r in recs]
         per_round = None
         if recs[0].get("survey") == "psm":
             q = psm_quality(d)
             per_round = sum(lat) / max(1, q["rounds"] + (1 if q["q0"] is not None else 0))
-        print(f"{os.path.basename(os.path.normpath(d)):52s} {len(recs):8d} {statistics.mean(lat):10.2f} "
+        name = os.path.basename(os.path.normpath(d))
+        print(f"{name:52s} {len(recs):8d} {statistics.mean(lat):10.2f} "
               f"{per_round if per_round is not None else float('nan'):8.2f} {sum(toks) / sum(lat):13.0f}")
+        # one record per run: the run's own wall times (read from its records), not a timing of this machine
+        emit("backends", f"records:{name}", load(), attempts=len(recs), s_per_attempt=round(statistics.mean(lat), 2),
+             s_per_round=None if per_round is None else round(per_round, 2),
+             prompt_tokens_per_s=round(sum(toks) / sum(lat)), survey=recs[0].get("survey"),
+             collected=[recs[0].get("started"), recs[-1].get("finished")], note="wall time recorded by the collection run itself")
 
 
 def main(argv=None):

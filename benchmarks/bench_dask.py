@@ -67,7 +67,7 @@ def main(argv=None):
             t = time.perf_counter()
             perm_dask = permutation_study(ds, args.e, T=args.T, rho=args.rho, seed=0, n_jobs=-1, progress=False)
             out["permutation_dask_s"] = round(time.perf_counter() - t, 3)
-    pd.testing.assert_frame_equal(tab_local, tab_dask)
+    pd.testing.assert_frame_equal(tab_local.to_frame(), tab_dask.to_frame())
     assert np.array_equal(perm_local.labels, perm_dask.labels)
     out["identical"] = True
     print(f"Table 1 ({len(ds)} SIMULATED models x {args.n_datasets} random datasets): local 1 worker "

@@ -144,6 +144,9 @@ def main(argv=None):
     print(json.dumps({
         "speedup_vs_revpref": round(speed_rev, 1),
         "speedup_vs_prefgraph": None if speed_pg is None else round(speed_pg, 2),
+        "per_dataset_ms": round(t_mk * 1e3, 4),
+        "ccei_only_ms": round(t_mk_ccei * 1e3, 4),
+        "batched_ms": round(t_batch * 1e3, 4),
         "table1_workload_s": round(t_table, 3),
         "workers": workers,
     }))

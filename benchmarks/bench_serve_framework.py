@@ -9,8 +9,9 @@ layer is measured:
   run in a worker thread, ``limit_concurrency`` 64.
 
 Measured through the official ``openai`` SDK in one process: the latency of sequential requests (median,
-p95), and the throughput of 8 client threads. The two are run alternately (stdlib, asgi, stdlib, asgi) to
-share the machine's load. Prints one JSON line with the numbers, the load average and the date.
+p95), and the throughput of 8 client threads. The servers are run alternately (stdlib, asgi, stdlib without
+TCP_NODELAY, and again) to share the machine's load; the third is ``http.server`` as it was before moralkit set
+TCP_NODELAY, to show what the option is worth. Prints one JSON line with the numbers, the load average and the date.
 
 uvicorn and starlette are not dependencies of moralkit: install them outside the environment to run this,
 e.g. ``pip install --target /tmp/asgi uvicorn==0.54.0 starlette==1.10.0`` and pass ``--asgi-path /tmp/asgi``.
@@ -97,6 +98,22 @@ def start_asgi(engine):
     return server, f"http://127.0.0.1:{port}/v1"
 
 
+def start_nagle(engine):
+    """``moralkit.collect.server`` as shipped but with TCP_NODELAY switched off again on every connection: the
+    server before it set the option (Nagle's algorithm holds the body back until the client's delayed ACK)."""
+    from moralkit.collect.server import start_server_thread
+
+    srv, url = start_server_thread(engine)
+
+    class NagleHandler(srv.RequestHandlerClass):
+        def setup(self):
+            super().setup()
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+
+    srv.RequestHandlerClass = NagleHandler  # read per connection; no request has been sent yet
+    return srv, url
+
+
 def measure(url, n_seq, n_conc):
     import openai
 
@@ -134,13 +151,16 @@ def main():
     eng = NoopEngine()
     std, std_url = start_server_thread(eng)
     asg, asg_url = start_asgi(eng)
-    res = {"stdlib": [], "asgi": []}
+    nagle, nagle_url = start_nagle(eng)
+    res = {"stdlib": [], "asgi": [], "stdlib_without_nodelay": []}
     try:
         for _ in range(2):
             res["stdlib"].append(measure(std_url, a.n, a.conc))
             res["asgi"].append(measure(asg_url, a.n, a.conc))
+            res["stdlib_without_nodelay"].append(measure(nagle_url, a.n, a.conc))
     finally:
         std.shutdown()
+        nagle.shutdown()
         asg.should_exit = True
     print(json.dumps(dict(benchmark="serve_framework", requests_sequential=a.n, requests_concurrent=8 * a.conc,
                           uvicorn=uvicorn.__version__, starlette=starlette.__version__, **res,

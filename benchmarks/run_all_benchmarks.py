@@ -36,6 +36,16 @@ BENCHMARKS = {
     "rationality": ["bench_rationality.py"],
     "partition": ["bench_partition.py", "--milp-instances", "1", "--time-limit", "60"],
     "run_all": ["bench_run_all.py"],
+    "dask": ["bench_dask.py", "--T", "200"],
+    "audit": ["bench_audit.py"],
+    "pool": ["bench_pool.py"],
+    # uvicorn and starlette are not dependencies: `pip install --target /tmp/asgi uvicorn==0.54.0 starlette==1.10.0`
+    "serve_framework": ["bench_serve_framework.py", "--asgi-path", "/tmp/asgi"],
+    "serve_abuse": ["bench_serve_abuse.py", "--reps", "5"],
+    "likelihood_dtype": ["bench_likelihood_dtype.py", "--n", "3", "--threads", "1"],
+    # the wall times recorded by the committed collection runs (data/raw/*), not a timing of this machine
+    "backends": ["bench_backends.py", "records", *sorted(str(p) for p in (HERE.parent / "data" / "raw").glob("*")
+                                                         if p.is_dir())],
 }
 
 
@@ -45,6 +55,9 @@ def run_one(name: str, args: list[str]) -> list[dict]:
     p = subprocess.run([sys.executable, str(HERE / args[0]), *args[1:]], capture_output=True, text=True, env=env,
                        cwd=HERE.parent)
     recs = [json.loads(line[len(PREFIX):]) for line in p.stdout.splitlines() if line.startswith(PREFIX)]
+    if recs and p.returncode != 0:  # records of a benchmark that then failed are not a complete run
+        raise SystemExit(f"benchmark {name} failed (exit {p.returncode}) after {len(recs)} record(s):\n"
+                         f"{p.stderr[-2000:]}")
     if not recs:
         last = [line for line in p.stdout.splitlines() if line.strip().startswith("{")]
         if p.returncode != 0 or not last:
