@@ -37,6 +37,7 @@ from ..errors import MoralkitError
 from ..psm import ccei_many
 from ..psm.design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
 from ..psm.indices import CONVENTIONS, COORDINATES, convention, exact_ratio, expenditure_matrix
+from ..psm.rp import validate_expenditure_matrix
 
 __all__ = [
     "attainable_values",
@@ -144,9 +145,18 @@ def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
         ds = simulate_random(designs[i % len(designs)], seed=rng, model=f"sim-random-{i}", q0=q0)
         perm = rng.permutation(ds.n_rounds)
         keeps = [np.sort(perm[:n]) for n in n_obs]
+        S, sizes = ccei_many.subset_table(keeps, ds.n_obs)  # the same subsets in every coordinate system
+        E_of = {}
         for co in coords:
+            if co == "origin_budget" and "origin" in E_of:  # the origin matrix with the budget on the diagonal
+                E = E_of["origin"].copy()
+                np.fill_diagonal(E, BUDGET)
+            else:
+                E = expenditure_matrix(ds, co)
+            E_of[co] = E
             # every nested subset from one pass over the respondent's expenditure matrix
-            for n, x in zip(n_obs, ccei_many.ccei_subsets(expenditure_matrix(ds, co), keeps)):
+            x_of = ccei_many.ccei_subset_table(validate_expenditure_matrix(E), S, sizes)
+            for n, x in zip(n_obs, x_of):
                 if x not in exact:
                     e = exact_ratio(x)
                     exact[x] = (float(e), float(1 - e))
