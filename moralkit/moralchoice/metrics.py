@@ -123,14 +123,21 @@ def action_entropy(p, base: float = 2) -> np.ndarray:
     ----------
     Scherrer et al. (2023), Definition 2 (eq. 2), Definition 4 (eq. 4).
     """
-    p = _probs(p)
-    return -_xlogy(p, p, _check_base(base)).sum(axis=-1)
+    return _entropy(_probs(p), _check_base(base))
+
+
+def _entropy(p, base: float) -> np.ndarray:
+    """:func:`action_entropy` of checked probabilities (no second check when a caller has checked them)."""
+    return -_xlogy(p, p, base).sum(axis=-1)
 
 
 def kl_divergence(p, q, base: float = 2) -> np.ndarray:
     """KL(p || q) = sum_k p_k log(p_k / q_k) over the last axis (inf where q_k = 0 < p_k)."""
-    p, q = _probs(p), _probs(q)
-    base = _check_base(base)
+    return _kl(_probs(p), _probs(q), _check_base(base))
+
+
+def _kl(p, q, base: float) -> np.ndarray:
+    """:func:`kl_divergence` of checked probabilities (QF-C checks its input once, not once per use)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(p > 0, p / np.where(q > 0, q, np.nan), 1.0)
         terms = np.where(p > 0, p * np.log(ratio), 0.0)
@@ -185,7 +192,8 @@ def qf_consistency(p_forms, base: float = 2) -> np.ndarray:
     p = _probs(p_forms, 2)
     pbar = p.mean(axis=-2, keepdims=True)
     # KL to the mixture is always finite: pbar_k >= p_zk / Z > 0 where p_zk > 0
-    out = 1.0 - kl_divergence(p, np.broadcast_to(pbar, p.shape), base).mean(axis=-1)
+    # pbar is a mean of checked probability vectors: it sums to 1 up to rounding, as kl_divergence checks
+    out = 1.0 - _kl(p, np.broadcast_to(pbar, p.shape), _check_base(base)).mean(axis=-1)
     bad = ~np.isfinite(out)
     if np.any(bad):
         # the mean of subnormal numbers can round to 0 (5e-324 / 2 == 0): use log pbar = log(sum_z p) - log Z
@@ -212,7 +220,7 @@ def qf_entropy(p_forms, base: float = 2) -> np.ndarray:
     ----------
     Scherrer et al. (2023), Definition 6 (eq. 6).
     """
-    return action_entropy(_probs(p_forms, 2), base).mean(axis=-1)
+    return _entropy(_probs(p_forms, 2), _check_base(base)).mean(axis=-1)
 
 
 # --------------------------------------------------------------------------- tables

@@ -91,13 +91,23 @@ def ccei_subsets(E, subsets) -> np.ndarray:
     True
     """
     E = validate_expenditure_matrix(E)
-    T = len(E)
+    S, sizes = subset_table(subsets, len(E))
+    return ccei_subset_table(E, S, sizes)
+
+
+def subset_table(subsets, T: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, sizes)``: the subsets of :func:`ccei_subsets`, checked, as rows of a padded index table.
+
+    Checked once, the table serves every expenditure matrix of the same ``T`` observations
+    (:func:`ccei_subset_table`); the convention audit takes the same nested subsets of one simulated
+    respondent under four coordinate systems.
+    """
     subs = [np.asarray(s) for s in subsets]
     for i, s in enumerate(subs):
         if s.ndim != 1 or (s.size and s.dtype.kind not in "iu"):
             raise MoralkitError(f"subset {i} must be a 1-d array of integer observation indices")
     if not subs:
-        return np.empty(0)
+        return np.zeros((0, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
     sizes = np.array([len(s) for s in subs], dtype=np.int64)
     flat = np.concatenate(subs).astype(np.int64)
     owner = np.repeat(np.arange(len(subs)), sizes)
@@ -108,16 +118,24 @@ def ccei_subsets(E, subsets) -> np.ndarray:
         counts = np.bincount(owner * T + flat)
         if counts.max() > 1:
             raise MoralkitError(f"subset {np.argmax(counts) // T} repeats an observation; give each observation once")
+    S = np.zeros((len(subs), int(sizes.max())), dtype=np.int64)
+    S[owner, np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)] = flat
+    return S, sizes
+
+
+def ccei_subset_table(E: np.ndarray, S: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """:func:`ccei_subsets` of a checked matrix ``E`` (:func:`validate_expenditure_matrix`) and a table
+    ``(S, sizes)`` of :func:`subset_table` built for ``len(E)`` observations."""
+    if not len(sizes):
+        return np.empty(0)
     if E.size and np.issubdtype(E.dtype, np.integer) and E.min() >= 0 and E.max() <= _MAX_TABLE:
         vals, levels = int_ratio_levels(E, int(E.max()))  # small integer expenditures (PSM data)
     else:
         vals, levels = ratio_levels(ratio_matrix(E))
     n_levels = len(vals)
-    S = np.zeros((len(subs), int(sizes.max())), dtype=np.int64)
-    S[owner, np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)] = flat
     L = subset_levels(levels, n_levels, S, sizes)
     found = L < n_levels
-    out = np.ones(len(subs))
+    out = np.ones(len(sizes))
     out[found] = np.maximum(0.0, vals[L[found]])
     return out
 

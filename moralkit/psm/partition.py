@@ -60,6 +60,7 @@ Appendix A.1 (Proposition 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -145,6 +146,17 @@ def _popcount(a: np.ndarray) -> np.ndarray:
     return c
 
 
+@lru_cache(maxsize=None)
+def _mask_table(n_models: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(masks, size)``: every bit mask over ``n_models`` models and its number of models (read-only).
+    Shared by every :class:`ExactLS` of that size: the permutation approach builds one per draw."""
+    masks = np.arange(1 << n_models, dtype=np.int64)
+    size = _popcount(masks)
+    masks.flags.writeable = False
+    size.flags.writeable = False
+    return masks, size
+
+
 class ExactLS:
     """Exact LS(e) by cuts over subsets of models (the solver of this module's docstring); an :class:`LSSolver`.
 
@@ -172,8 +184,7 @@ class ExactLS:
         self.P0 = np.ascontiguousarray(P0)
         self.owner = np.ascontiguousarray(owner, dtype=np.int64)
         self.M = n_models
-        self.masks = np.arange(1 << n_models, dtype=np.int64)
-        self.size = _popcount(self.masks)
+        self.masks, self.size = _mask_table(int(n_models))
         self.feasible = np.ones(1 << n_models, dtype=bool)  # satisfies every cut so far
         self.consistent = np.zeros(1 << n_models, dtype=bool)  # known GARP_e-consistent
         self.consistent[0] = True

@@ -441,8 +441,8 @@ def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, 
         picks = _draw(ri, rho, rng)
         obs = np.concatenate([obs_of[m][p] for m, p in enumerate(picks)])
         if solver == "exact":  # the relations of the draw are those of the full pool, restricted
-            ix = np.ix_(obs, obs)
-            ls = ExactLS(R0[ix], P0[ix], owner_full[obs], M)
+            # rows, then columns: the same submatrix as R0[np.ix_(obs, obs)], several times faster
+            ls = ExactLS(R0[obs][:, obs], P0[obs][:, obs], owner_full[obs], M)
         else:
             ls = MILPLS(full.subset(obs), e, solver=solver, time_limit=time_limit, formulation=formulation)
         masks, _, left = procedure2(ls, (1 << M) - 1, rng)

@@ -44,6 +44,8 @@ def warm_kernels() -> dict:
         ``not_compiled`` (kernels this warm-up does not reach).
     """
     t0 = time.perf_counter()
+    import numpy as np
+
     from . import partition, rp
     from .design import make_design
     from .houtman_maks import houtman_maks, houtman_maks_decision
@@ -63,6 +65,13 @@ def warm_kernels() -> dict:
     random_choice_tests([a, b], n_datasets=4, seed=0, index="origin/1-e")
     pooled = pool({"sim-warm-a": a, "sim-warm-b": b}, rounds={"sim-warm-a": range(20), "sim-warm-b": range(20, 40)})
     partition.partition_types(pooled, 0.5, seed=0)
+    from .nlls.model import corner_signs, predict_corner
+
+    v = a.valid()
+    for form in ("exact", "paper"):
+        for jac in (False, True):
+            predict_corner(np.full(5, 0.2), np.full(5, 2.5), corner_signs(v.corners), v.corners.astype(float),
+                           v.prices.astype(float), form, jac=jac)
     E = rp.psm_expenditure_matrix(b)[:25, :25]
     houtman_maks(E)
     houtman_maks_decision(E, 10)

@@ -28,6 +28,7 @@ Seror (2025), Section 2.2 (eq. (1), Definitions 1-3, corner flip), Section 2.3
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,7 @@ from ..errors import MoralkitError
 from ..psm import ccei_many
 from ..psm.design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
 from ..psm.indices import CONVENTIONS, COORDINATES, convention, exact_ratio, expenditure_matrix
+from ..psm.rp import validate_expenditure_matrix
 
 __all__ = [
     "attainable_values",
@@ -48,10 +50,12 @@ __all__ = [
 # --------------------------------------------------------------------------- attainable values
 
 
-def _own_expenditures(coordinates: str) -> set[int]:
-    """Own expenditures a chosen answer can have (over all 32 corners x 5 prices)."""
+@lru_cache(maxsize=None)
+def _own_expenditures(coordinates: str) -> frozenset[int]:
+    """Own expenditures a chosen answer can have (over all 32 corners x 5 prices). Memoised: the
+    convention audit asks for them once per convention and null distribution."""
     if coordinates in ("corner", "origin_budget"):
-        return {BUDGET}
+        return frozenset({BUDGET})
     out = {BUDGET} if coordinates == "nominal" else set()  # nominal: unflipped rounds cost 12
     for p in PRICES:
         ys = budget_set(p)
@@ -61,7 +65,7 @@ def _own_expenditures(coordinates: str) -> set[int]:
                 out |= set((q @ p).tolist())
             else:  # nominal: the round may have been flipped, so the answer is on the opposite budget
                 out |= set((to_corner(q, 5 - o) @ p).tolist())
-    return out
+    return frozenset(out)
 
 
 def attainable_values(convention_="corner/e") -> np.ndarray:
@@ -76,14 +80,22 @@ def attainable_values(convention_="corner/e") -> np.ndarray:
     Seror (2025), Section 2.2, eqs. (1)-(2).
     """
     c = convention(convention_)
-    dens = _own_expenditures(c.coordinates)
+    return _attainable(c.coordinates, c.report).copy()
+
+
+@lru_cache(maxsize=None)
+def _attainable(coordinates: str, report: str) -> np.ndarray:
+    """:func:`attainable_values` of a checked convention, memoised (read-only: callers get a copy or only read)."""
+    dens = _own_expenditures(coordinates)
     vals = {Fraction(0), Fraction(1)}
     for b in dens:
         for a in range(0, b + 1):
             vals.add(Fraction(a, b))
-    if c.report == "1-e":
+    if report == "1-e":
         vals = {1 - v for v in vals}
-    return np.array(sorted(float(v) for v in vals))
+    out = np.array(sorted(float(v) for v in vals))
+    out.flags.writeable = False
+    return out
 
 
 def in_support(values, convention_="corner/e", decimals: int = 3) -> np.ndarray:
@@ -93,7 +105,8 @@ def in_support(values, convention_="corner/e", decimals: int = 3) -> np.ndarray:
     ``|v - x| <= 0.5 * 10**-decimals`` (both rounding directions of a tie
     allowed, e.g. 3/16 = 0.1875 printed as 0.187 or 0.188).
     """
-    v = attainable_values(convention_)
+    c = convention(convention_)
+    v = _attainable(c.coordinates, c.report)
     x = np.atleast_1d(np.asarray(values, dtype=float))
     tol = 0.5 * 10.0 ** (-decimals) + 1e-12
     return np.array([bool((np.abs(v - xi) <= tol).any()) for xi in x])
@@ -132,9 +145,18 @@ def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
         ds = simulate_random(designs[i % len(designs)], seed=rng, model=f"sim-random-{i}", q0=q0)
         perm = rng.permutation(ds.n_rounds)
         keeps = [np.sort(perm[:n]) for n in n_obs]
+        S, sizes = ccei_many.subset_table(keeps, ds.n_obs)  # the same subsets in every coordinate system
+        E_of = {}
         for co in coords:
+            if co == "origin_budget" and "origin" in E_of:  # the origin matrix with the budget on the diagonal
+                E = E_of["origin"].copy()
+                np.fill_diagonal(E, BUDGET)
+            else:
+                E = expenditure_matrix(ds, co)
+            E_of[co] = E
             # every nested subset from one pass over the respondent's expenditure matrix
-            for n, x in zip(n_obs, ccei_many.ccei_subsets(expenditure_matrix(ds, co), keeps)):
+            x_of = ccei_many.ccei_subset_table(validate_expenditure_matrix(E), S, sizes)
+            for n, x in zip(n_obs, x_of):
                 if x not in exact:
                     e = exact_ratio(x)
                     exact[x] = (float(e), float(1 - e))

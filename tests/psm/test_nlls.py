@@ -529,3 +529,28 @@ def test_convergence_table_and_notes_of_notebook_03():
         "boundary or flat optimum, delta-method s.e. undefined (see the bootstrap intervals): ['b']"]
     assert nlls.convergence_notes(conv.loc[["c"]]) == []
     assert isinstance(conv, pd.DataFrame)
+
+
+@pytest.mark.parametrize("form", ["exact", "paper"])
+def test_compiled_prediction_is_bit_identical_to_the_numpy_expressions(form):
+    """The compiled kernels of predict_corner (moralkit.psm._nlls_kernels) do the NumPy expressions'
+    operations in the same order: predictions and Jacobians equal bit for bit (signs of zeros included),
+    so fits and their bootstrap replicates do not change."""
+    from moralkit.psm.nlls.model import _predict_corner_numpy, corner_signs, predict_corner
+
+    rng = np.random.default_rng(7)
+    for T in (1, 3, 37, 160):
+        corners = rng.choice([0, 5], size=(T, 5))
+        sign, cf = corner_signs(corners), corners.astype(float)
+        prices = rng.choice(PRICES.ravel(), size=(T, 5)) * rng.uniform(0.5, 2.0)
+        for _ in range(20):
+            z = np.concatenate([[0.0], rng.normal(0, 4, 4)])
+            a = np.exp(z - z.max())
+            a /= a.sum()
+            b = rng.normal(2.5, 3.0, 5)
+            for jac in (False, True):
+                got = predict_corner(a, b, sign, cf, prices, form, BUDGET, jac=jac)
+                ref = _predict_corner_numpy(a, b, sign, cf, prices, form, BUDGET, jac=jac)
+                for g, r in zip(got if jac else [got], ref if jac else [ref]):
+                    assert g.shape == r.shape
+                    assert np.array_equal(g, r) and np.array_equal(np.signbit(g), np.signbit(r))

@@ -202,6 +202,28 @@ def test_null_distribution_and_predicted_alpha():
         assert got["y"] == pytest.approx((v100 >= 0.5).mean())
 
 
+def test_null_distribution_equals_each_convention_computed_alone():
+    """The null computes every coordinate system's matrix of one respondent together (the origin_budget
+    matrix from the origin one, the subsets checked once): the same e* as ccei on each restricted matrix."""
+    from moralkit.psm.rp import ccei
+    from moralkit.psm.simulate import simulate_random
+
+    designs = [make_design(0)]
+    null = cv.null_distribution(3, ix.CONVENTIONS, n_obs=(160, 90), designs=designs, seed=5)
+    ss = np.random.SeedSequence(5).spawn(3)
+    for i in range(3):
+        rng = np.random.default_rng(ss[i])
+        ds = simulate_random(designs[0], seed=rng, model=f"sim-random-{i}")
+        perm = rng.permutation(ds.n_rounds)
+        for n in (160, 90):
+            keep = np.sort(perm[:n])
+            for co in ix.COORDINATES:
+                E = ix.expenditure_matrix(ds, co)
+                want = float(ix.exact_ratio(ccei(E[np.ix_(keep, keep)])))
+                got = null[(null.replicate == i) & (null.n_obs == n) & (null.convention == f"{co}/e")]["e_star"]
+                assert got.tolist() == [want]
+
+
 # --------------------------------------------------------------------------- audit (simulation study)
 
 

@@ -24,7 +24,6 @@ from .model import (
     check_form,
     check_rounds,
     corner_signs,
-    predict_corner,
     to_corner_linear,
 )
 from .result import UtilityFit
@@ -73,21 +72,40 @@ class _Problem:
     """Residuals of eq. (11) in corner coordinates and their Jacobian in theta = (eta, b)."""
 
     def __init__(self, corners, prices, y_obs, form, budget=BUDGET):
-        self.sign = corner_signs(corners)
-        self.corners = np.asarray(corners, dtype=float)
-        self.prices = np.asarray(prices, dtype=float)
+        from .._nlls_kernels import exact_corner, paper_corner
+
+        c64 = np.ascontiguousarray
+        self.sign = c64(corner_signs(corners), dtype=np.float64)
+        self.corners = c64(corners, dtype=np.float64)
+        self.prices = c64(prices, dtype=np.float64)
         self.y = np.asarray(y_obs, dtype=float)
         self.form = form
         self.budget = float(budget)
+        # predict_corner's kernel, called directly on the arrays above (converted once per problem)
+        self._kernel = exact_corner if form == "exact" else paper_corner
+        self._no_jac = np.empty((0, 5, 10))
+        self._ab_of = (None, None)  # the last theta and its (a, b): resid and jac are asked at the same theta
+
+    def _ab(self, theta):
+        key = np.asarray(theta, dtype=np.float64).tobytes()
+        if self._ab_of[0] != key:
+            a, b = _theta_to_ab(theta)
+            self._ab_of = (key, (np.array(a, dtype=np.float64), np.array(b, dtype=np.float64)))  # copies
+        return self._ab_of[1]
+
+    def _predict(self, theta, jac):
+        a, b = self._ab(theta)
+        y = np.empty(self.prices.shape)
+        J = np.empty((len(y), 5, 10)) if jac else self._no_jac
+        self._kernel(a, b, self.sign, self.corners, self.prices, self.budget, y, J, jac)
+        return a, y, J
 
     def resid(self, theta):
-        a, b = _theta_to_ab(theta)
-        yhat = predict_corner(a, b, self.sign, self.corners, self.prices, self.form, self.budget)
+        _, yhat, _ = self._predict(theta, False)
         return (self.y - yhat).ravel()
 
     def jac(self, theta):
-        a, b = _theta_to_ab(theta)
-        _, J = predict_corner(a, b, self.sign, self.corners, self.prices, self.form, self.budget, jac=True)
+        a, _, J = self._predict(theta, True)
         Jt = np.empty((J.shape[0], 5, _N_PAR))
         Jt[:, :, :4] = J[:, :, :5] @ _dsoftmax(a)
         Jt[:, :, 4:] = J[:, :, 5:]

@@ -89,8 +89,24 @@ def check_rounds(corners, prices):
 def predict_corner(a, b, sign, corners, prices, form, budget=BUDGET, jac=False):
     """Predicted answers in corner coordinates (T, 5) and, optionally, d yhat / d(a, b) (T, 5, 10).
 
-    ``sign`` and ``corners`` are float arrays (T, 5); ``b_o = corners + sign * b``.
+    ``sign`` and ``corners`` are float arrays (T, 5); ``b_o = corners + sign * b``. Computed by the
+    compiled kernels of :mod:`moralkit.psm._nlls_kernels` (the same operations, bit for bit, as
+    :func:`_predict_corner_numpy`, the reference the tests compare them with).
     """
+    from .._nlls_kernels import exact_corner, paper_corner
+
+    c64 = np.ascontiguousarray
+    p = c64(prices, dtype=np.float64)
+    y = np.empty(p.shape)
+    J = np.empty((len(p), 5, 10)) if jac else np.empty((0, 5, 10))
+    kernel = exact_corner if form == "exact" else paper_corner
+    kernel(c64(a, dtype=np.float64), c64(b, dtype=np.float64), c64(sign, dtype=np.float64),
+           c64(corners, dtype=np.float64), p, float(budget), y, J, bool(jac))
+    return (y, J) if jac else y
+
+
+def _predict_corner_numpy(a, b, sign, corners, prices, form, budget=BUDGET, jac=False):
+    """:func:`predict_corner` in NumPy expressions: the reference of the compiled kernels."""
     p = prices
     bo = corners + sign * b  # (T, 5): b in corner coordinates
     c = budget - (p * bo).sum(1)  # (T,): 12 - p . b_o
