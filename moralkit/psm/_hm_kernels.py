@@ -105,6 +105,49 @@ def _adjacency(R, act):
 
 
 @njit(cache=True)
+def _heap_less(hd, hi, i, j):
+    return hd[i] < hd[j] or (hd[i] == hd[j] and hi[i] < hi[j])
+
+
+@njit(cache=True)
+def _heap_push(hd, hi, hn, d, a):
+    """Push (d, a) on the binary min-heap ``hd``/``hi`` of ``hn`` entries (ordered by distance, then
+    round); returns the new size."""
+    i = hn
+    hd[i] = d
+    hi[i] = a
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _heap_less(hd, hi, i, p):
+            break
+        hd[i], hd[p] = hd[p], hd[i]
+        hi[i], hi[p] = hi[p], hi[i]
+        i = p
+    return hn + 1
+
+
+@njit(cache=True)
+def _heap_pop(hd, hi, hn):
+    """Remove the heap's top entry (read it from ``hd[0]``/``hi[0]`` first); returns the new size."""
+    hn -= 1
+    hd[0] = hd[hn]
+    hi[0] = hi[hn]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= hn:
+            break
+        if c + 1 < hn and _heap_less(hd, hi, c + 1, c):
+            c += 1
+        if not _heap_less(hd, hi, c, i):
+            break
+        hd[i], hd[c] = hd[c], hd[i]
+        hi[i], hi[c] = hi[c], hi[i]
+        i = c
+    return hn
+
+
+@njit(cache=True)
 def lightest_violating_cycles(R, P, y, threshold, all_edges):
     """Cycle cuts at a fractional point ``y`` in [0, 1]^n.
 
@@ -126,6 +169,8 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
     prev = np.empty(n, np.int64)
     done = np.zeros(n, np.bool_)
     touched = np.empty(n, np.int64)  # rounds given a finite distance (below the threshold) from v
+    hd = np.empty(n * n + 1)  # a binary heap of (distance, round), lazy: at most one entry per relaxation
+    hi = np.empty(n * n + 1, np.int64)
     flat = np.empty(4 * n, np.int64)
     m = n * n if all_edges else n
     starts = np.zeros(m + 1, np.int64)
@@ -146,17 +191,21 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
         prev[v] = -1
         touched[0] = v
         nt = 1
-        while True:  # Dijkstra over the touched rounds, stopped at the threshold (ties: lowest index)
-            a = -1
-            best = threshold
-            for t in range(nt):
-                i = touched[t]
-                if not done[i] and (dist[i] < best or (dist[i] == best and a >= 0 and i < a)):
-                    best = dist[i]
-                    a = i
-            if a < 0:
-                break
+        hn = _heap_push(hd, hi, 0, w[v], v)
+        bu = -1
+        bw = threshold
+        while hn > 0:  # Dijkstra over the touched rounds, stopped at the threshold (ties: lowest index)
+            da = hd[0]
+            a = hi[0]
+            if not all_edges and da > bw:  # every round settled from here on is farther than the
+                break  # lightest closing round found: the lightest cycle through v is known
+            hn = _heap_pop(hd, hi, hn)
+            if done[a] or da != dist[a]:  # a stale entry: a was settled, or reached more cheaply since
+                continue
             done[a] = True
+            if a != v and P[a, v] and (da < bw or (da == bw and a < bu)):
+                bw = da
+                bu = a
             for k in range(deg[a]):
                 b = adj[a, k]
                 if not done[b]:
@@ -167,22 +216,19 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
                             nt += 1
                         dist[b] = d
                         prev[b] = a
-        # the lightest cycle through v and each strict edge u P0 v closing it (only the lightest one
-        # unless all_edges)
-        bu = -1
-        bw = threshold
-        for u in range(n):
-            if u != v and done[u] and P[u, v] and dist[u] < threshold:
-                if all_edges:
+                        hn = _heap_push(hd, hi, hn, d, b)
+        # the lightest cycle through v and each strict edge u P0 v closing it (only the lightest one,
+        # bu, unless all_edges)
+        if all_edges:
+            for u in range(n):
+                if u != v and done[u] and P[u, v] and dist[u] < threshold:
                     pos, nc, flat = _push_path(flat, starts, weights, pos, nc, prev, u, dist[u])
-                elif dist[u] < bw:
-                    bw = dist[u]
-                    bu = u
-        if bu >= 0:
+        elif bu >= 0:
             pos, nc, flat = _push_path(flat, starts, weights, pos, nc, prev, bu, bw)
         for t in range(nt):
             dist[touched[t]] = np.inf
             done[touched[t]] = False
+        hn = 0
     return flat[:pos].copy(), starts[:nc + 1].copy(), weights[:nc].copy()
 
 

@@ -164,11 +164,12 @@ def _conshdlr_class():
 
 
 # Nodes of the combinatorial branch-and-bound before SCIP takes over (a node budget, not a time, keeps
-# the result independent of the machine's load). Measured at T = 160 (load ~17): 3,000 nodes cost 0.8 s
-# on a near-rational agent whose 81-round component SCIP proves at its root in 0.3 s, so optimisation
-# gets a short run (small components still finish in it); a decision gets more, since the subset it
-# looks for often ends the search.
-HEUR_NODES = 300
+# the result independent of the machine's load). 3,000 nodes cost ~0.02 s on a T = 160 near-random
+# component and find a larger first incumbent: on the noise-1.0 agent 43 rounds instead of 39 (optimum
+# 45), 7,238 -> 4,884 SCIP nodes, 32.3 -> 19.8 s CPU (load ~6); the LLM runs and the random chooser
+# within +-10 % (one 0.5B persona 13.0 -> 15.3 s), smollm2 1.3 -> 0.7 s (scratch runs, 2026-11-26).
+# A decision gets the same budget, since the subset it looks for often ends the search.
+HEUR_NODES = 3_000
 DECISION_NODES = 3_000
 
 
