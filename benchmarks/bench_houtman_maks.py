@@ -10,9 +10,15 @@ separately (``compile``). Each run's process CPU time is recorded beside its wal
 on the shared machine the wall time grows with the load, the CPU time much less. The time limit is
 on the wall clock.
 
+With ``--decisions MODEL:N:K`` it times instead the decision "HM count >= K"
+(``houtman_maks_decision``) on the first N of MODEL's random datasets of Table 1 (answers drawn
+uniformly on MODEL's answered rounds, ``moralkit.psm.random_datasets``, seed 0, chunk 0): process CPU
+and wall seconds per decision, their mean and median, and how many were True.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_houtman_maks.py [--reps 3] [--cuts-time-limit 120] [--no-real] [--only NAME,...]
+    .venv/bin/python benchmarks/bench_houtman_maks.py --decisions qwen2.5-coder-0.5b-instruct:12:41
 
 Every figure is one line ``BENCH {json}`` (benchmarks/_record.py), with the date and the load.
 """
@@ -47,6 +53,34 @@ def datasets(real=True):
     return data
 
 
+def decisions(spec):
+    """Time ``houtman_maks_decision(E, K)`` on the first N random datasets of MODEL (``MODEL:N:K``)."""
+    import numpy as np
+
+    from moralkit.psm.dataset import read_psm
+    from moralkit.psm.houtman_maks import houtman_maks_decision
+    from moralkit.psm.random_datasets import answered_part, chunk_choices
+
+    model, n, k = spec.rsplit(":", 2)
+    n, k = int(n), int(k)
+    ds = answered_part(read_psm(Path(__file__).resolve().parents[1] / "data" / "psm")[model])
+    T, n_opt = ds.options.shape[:2]
+    V = rp.option_expenditures(ds.corners, ds.prices, ds.options).astype(np.int64)
+    houtman_maks_decision(V[:20, :20, 0], 5)  # numba kernels: compile or load
+    l0 = load()
+    cpu, wall, res = [], [], []
+    for row in chunk_choices(0, ds.model, 0, n, T, n_opt):
+        c0, t0 = time.process_time(), time.perf_counter()
+        d = houtman_maks_decision(V[:, np.arange(T), row], k)
+        cpu.append(round(time.process_time() - c0, 3))
+        wall.append(round(time.perf_counter() - t0, 3))
+        res.append(d.at_least)
+    emit("houtman_maks_decision", f"{model}:k={k}", l0, n=n, k=k, T=int(T), n_true=sum(r is True for r in res),
+         n_undecided=sum(r is None for r in res), cpu_s=cpu, cpu_s_mean=round(statistics.mean(cpu), 3),
+         cpu_s_median=statistics.median(cpu), wall_s_mean=round(statistics.mean(wall), 3),
+         wall_s_median=statistics.median(wall))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -54,7 +88,11 @@ def main(argv=None):
     ap.add_argument("--cuts-time-limit", type=float, default=120.0, help="the earlier method (0: skip it)")
     ap.add_argument("--no-real", action="store_true", help="skip the committed LLM runs")
     ap.add_argument("--only", default=None, help="comma-separated dataset names")
+    ap.add_argument("--decisions", default=None, metavar="MODEL:N:K",
+                    help="time instead the decisions 'HM count >= K' on MODEL's first N random datasets")
     args = ap.parse_args(argv)
+    if args.decisions:
+        return decisions(args.decisions)
     data = datasets(not args.no_real)
     if args.only:
         data = {k: v for k, v in data.items() if k in args.only.split(",")}

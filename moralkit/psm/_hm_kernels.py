@@ -105,6 +105,87 @@ def _adjacency(R, act):
 
 
 @njit(cache=True)
+def _heap_less(hd, hi, i, j):
+    return hd[i] < hd[j] or (hd[i] == hd[j] and hi[i] < hi[j])
+
+
+@njit(cache=True)
+def _heap_push(hd, hi, hn, d, a):
+    """Push (d, a) on the binary min-heap ``hd``/``hi`` of ``hn`` entries (ordered by distance, then
+    round); returns the new size."""
+    i = hn
+    hd[i] = d
+    hi[i] = a
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _heap_less(hd, hi, i, p):
+            break
+        hd[i], hd[p] = hd[p], hd[i]
+        hi[i], hi[p] = hi[p], hi[i]
+        i = p
+    return hn + 1
+
+
+@njit(cache=True)
+def _heap_pop(hd, hi, hn):
+    """Remove the heap's top entry (read it from ``hd[0]``/``hi[0]`` first); returns the new size."""
+    hn -= 1
+    hd[0] = hd[hn]
+    hi[0] = hi[hn]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= hn:
+            break
+        if c + 1 < hn and _heap_less(hd, hi, c + 1, c):
+            c += 1
+        if not _heap_less(hd, hi, c, i):
+            break
+        hd[i], hd[c] = hd[c], hd[i]
+        hi[i], hi[c] = hi[c], hi[i]
+        i = c
+    return hn
+
+
+@njit(cache=True)
+def _dijkstra(v, w, adj, deg, P, threshold, all_edges, dist, prev, done, touched, hd, hi):
+    """Dijkstra from v over R0 edges (``adj``/``deg``) with node weights ``w``, on the heap ``hd``/``hi``,
+    stopped at the threshold (ties: lowest index) and, unless ``all_edges``, once the lightest round u
+    with ``u P0 v`` is settled. Returns (number of touched rounds, that u or -1, its distance)."""
+    dist[v] = w[v]
+    prev[v] = -1
+    touched[0] = v
+    nt = 1
+    hn = _heap_push(hd, hi, 0, w[v], v)
+    bu = -1
+    bw = threshold
+    while hn > 0:  # Dijkstra over the touched rounds, stopped at the threshold (ties: lowest index)
+        da = hd[0]
+        a = hi[0]
+        if not all_edges and da > bw:  # every round settled from here on is farther than the
+            break  # lightest closing round found: the lightest cycle through v is known
+        hn = _heap_pop(hd, hi, hn)
+        if done[a] or da != dist[a]:  # a stale entry: a was settled, or reached more cheaply since
+            continue
+        done[a] = True
+        if a != v and P[a, v] and (da < bw or (da == bw and a < bu)):
+            bw = da
+            bu = a
+        for k in range(deg[a]):
+            b = adj[a, k]
+            if not done[b]:
+                d = dist[a] + w[b]
+                if d < dist[b] and d < threshold:
+                    if dist[b] == np.inf:
+                        touched[nt] = b
+                        nt += 1
+                    dist[b] = d
+                    prev[b] = a
+                    hn = _heap_push(hd, hi, hn, d, b)
+    return nt, bu, bw
+
+
+@njit(cache=True)
 def lightest_violating_cycles(R, P, y, threshold, all_edges):
     """Cycle cuts at a fractional point ``y`` in [0, 1]^n.
 
@@ -126,6 +207,8 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
     prev = np.empty(n, np.int64)
     done = np.zeros(n, np.bool_)
     touched = np.empty(n, np.int64)  # rounds given a finite distance (below the threshold) from v
+    hd = np.empty(n * n + 1)  # a binary heap of (distance, round), lazy: at most one entry per relaxation
+    hi = np.empty(n * n + 1, np.int64)
     flat = np.empty(4 * n, np.int64)
     m = n * n if all_edges else n
     starts = np.zeros(m + 1, np.int64)
@@ -142,43 +225,14 @@ def lightest_violating_cycles(R, P, y, threshold, all_edges):
                 break
         if not closes:
             continue
-        dist[v] = w[v]
-        prev[v] = -1
-        touched[0] = v
-        nt = 1
-        while True:  # Dijkstra over the touched rounds, stopped at the threshold (ties: lowest index)
-            a = -1
-            best = threshold
-            for t in range(nt):
-                i = touched[t]
-                if not done[i] and (dist[i] < best or (dist[i] == best and a >= 0 and i < a)):
-                    best = dist[i]
-                    a = i
-            if a < 0:
-                break
-            done[a] = True
-            for k in range(deg[a]):
-                b = adj[a, k]
-                if not done[b]:
-                    d = dist[a] + w[b]
-                    if d < dist[b] and d < threshold:
-                        if dist[b] == np.inf:
-                            touched[nt] = b
-                            nt += 1
-                        dist[b] = d
-                        prev[b] = a
-        # the lightest cycle through v and each strict edge u P0 v closing it (only the lightest one
-        # unless all_edges)
-        bu = -1
-        bw = threshold
-        for u in range(n):
-            if u != v and done[u] and P[u, v] and dist[u] < threshold:
-                if all_edges:
+        nt, bu, bw = _dijkstra(v, w, adj, deg, P, threshold, all_edges, dist, prev, done, touched, hd, hi)
+        # the lightest cycle through v and each strict edge u P0 v closing it (only the lightest one,
+        # bu, unless all_edges)
+        if all_edges:
+            for u in range(n):
+                if u != v and done[u] and P[u, v] and dist[u] < threshold:
                     pos, nc, flat = _push_path(flat, starts, weights, pos, nc, prev, u, dist[u])
-                elif dist[u] < bw:
-                    bw = dist[u]
-                    bu = u
-        if bu >= 0:
+        elif bu >= 0:
             pos, nc, flat = _push_path(flat, starts, weights, pos, nc, prev, bu, bw)
         for t in range(nt):
             dist[touched[t]] = np.inf
@@ -441,104 +495,3 @@ def max_consistent_bnb(R, P, order, init_best, init_kept, stop_at, deadline_s, m
         if stop_at > 0 and best >= stop_at:
             upper = max(upper, best)
     return kept, best, upper, finished, nodes
-
-
-@njit(cache=True)
-def _small_consistent(R, P, Z, k):
-    """Whether the rounds ``Z[:k]`` (k small) satisfy GARP_e together (closure by Warshall)."""
-    reach = np.zeros((k, k), np.bool_)
-    for a in range(k):
-        for b in range(k):
-            reach[a, b] = a == b or R[Z[a], Z[b]]
-    for m in range(k):
-        for a in range(k):
-            if reach[a, m]:
-                for b in range(k):
-                    if reach[m, b]:
-                        reach[a, b] = True
-    for a in range(k):
-        for b in range(k):
-            if reach[a, b] and P[Z[b], Z[a]]:
-                return False
-    return True
-
-
-@njit(cache=True)
-def _rank_ok(R, P, conflict, X, nx, c, r):
-    """Whether no r rounds of ``X[:nx]`` are consistent together with c (so alpha(X + c) <= r,
-    given alpha(X) <= r)."""
-    Z = np.empty(4, np.int64)
-    Z[0] = c
-    if r == 1:
-        for i in range(nx):
-            if not conflict[c, X[i]]:
-                return False
-        return True
-    for i in range(nx):
-        if conflict[c, X[i]]:
-            continue
-        for j in range(i + 1, nx):
-            if conflict[c, X[j]] or conflict[X[i], X[j]]:
-                continue
-            Z[1] = X[i]
-            Z[2] = X[j]
-            if r == 2:
-                if _small_consistent(R, P, Z, 3):
-                    return False
-                continue
-            for k in range(j + 1, nx):
-                if conflict[c, X[k]] or conflict[X[i], X[k]] or conflict[X[j], X[k]]:
-                    continue
-                Z[3] = X[k]
-                if _small_consistent(R, P, Z, 4):
-                    return False
-    return True
-
-
-@njit(cache=True)
-def rank_cuts(R, P, conflict, y, rmax, n_seeds, max_size):
-    """Rank inequalities ``sum_{i in X} y_i <= r`` violated at a fractional point ``y``.
-
-    X is grown greedily (rounds by decreasing ``y``) from each of the ``n_seeds`` largest
-    rounds, keeping ``alpha(X) <= r`` (no r + 1 rounds of X satisfy GARP_e together; checked
-    exactly), for r = 1 (a clique of violating 2-cycles), 2, ..., ``rmax`` (<= 3) in turn. A
-    set whose y-sum exceeds r is returned. Returns (flat, starts, rhs).
-    """
-    n = R.shape[0]
-    order = np.argsort(-y)
-    m = 0
-    while m < n and y[order[m]] > 1e-4:
-        m += 1
-    flat = np.empty(n_seeds * (rmax + 1) * max_size + 1, np.int64)
-    starts = np.zeros(n_seeds * (rmax + 1) + 1, np.int64)
-    rhs = np.empty(n_seeds * (rmax + 1), np.int64)
-    inX = np.zeros(n, np.bool_)
-    X = np.empty(max_size, np.int64)
-    nc = 0
-    pos = 0
-    for s in range(min(n_seeds, m)):
-        seed = order[s]
-        for i in range(n):
-            inX[i] = False
-        X[0] = seed
-        inX[seed] = True
-        nx = 1
-        tot = y[seed]
-        for r in range(1, rmax + 1):
-            for t in range(m):
-                if nx >= max_size:
-                    break
-                c = order[t]
-                if not inX[c] and _rank_ok(R, P, conflict, X, nx, c, r):
-                    X[nx] = c
-                    nx += 1
-                    inX[c] = True
-                    tot += y[c]
-            if tot > r + 1e-3 and nx > r + 1:
-                for i in range(nx):
-                    flat[pos] = X[i]
-                    pos += 1
-                rhs[nc] = r
-                nc += 1
-                starts[nc] = pos
-    return flat[:pos].copy(), starts[:nc + 1].copy(), rhs[:nc].copy()

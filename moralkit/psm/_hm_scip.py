@@ -16,7 +16,6 @@ from ._hm_kernels import (
     greedy_consistent,
     lightest_violating_cycles,
     max_consistent_bnb,
-    rank_cuts,
     shortest_violating_cycles,
 )
 
@@ -94,9 +93,7 @@ def _conshdlr_class():
             self.seen = set()
             self.n_cuts = 0
             self.tvars = None
-            self.rank, self.rank_depth = 0, 0
             self.all_edges, self.max_cuts = _ALL_EDGES, None
-            self.conflict = (P & R.T) | (P & R.T).T
 
         def _values(self, sol=None, lp=False):
             if lp and self.tvars is None:  # lp: the current LP solution (at enforcement and separation)
@@ -149,10 +146,6 @@ def _conshdlr_class():
                 if key.tobytes() not in seen:
                     seen.add(key.tobytes())
                     rows.append((key, len(key) - 1))
-            if self.rank > 0 and self.model.getDepth() <= self.rank_depth:
-                flat, starts, rhs = rank_cuts(self.R, self.P, self.conflict, y, self.rank, 40, 48)
-                for c in range(len(starts) - 1):
-                    rows.append((flat[starts[c]:starts[c + 1]], int(rhs[c])))
             added = _add_cuts(self.model, self.tvars, rows)
             return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
 
@@ -164,11 +157,12 @@ def _conshdlr_class():
 
 
 # Nodes of the combinatorial branch-and-bound before SCIP takes over (a node budget, not a time, keeps
-# the result independent of the machine's load). Measured at T = 160 (load ~17): 3,000 nodes cost 0.8 s
-# on a near-rational agent whose 81-round component SCIP proves at its root in 0.3 s, so optimisation
-# gets a short run (small components still finish in it); a decision gets more, since the subset it
-# looks for often ends the search.
-HEUR_NODES = 300
+# the result independent of the machine's load). 3,000 nodes cost ~0.02 s on a T = 160 near-random
+# component and find a larger first incumbent: on the noise-1.0 agent 43 rounds instead of 39 (optimum
+# 45), 7,238 -> 4,884 SCIP nodes, 32.3 -> 19.8 s CPU (load ~6); the LLM runs and the random chooser
+# within +-10 % (one 0.5B persona 13.0 -> 15.3 s), smollm2 1.3 -> 0.7 s (scratch runs, 2026-11-26).
+# A decision gets the same budget, since the subset it looks for often ends the search.
+HEUR_NODES = 3_000
 DECISION_NODES = 3_000
 
 
@@ -233,7 +227,6 @@ def solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, para
     m.setParam("limits/absgap", 0.0)
     params = {**_DEFAULT_PARAMS, **(params or {})}
     sepafreq = params.pop("_sepafreq", 1)
-    rank, rank_depth = params.pop("_rank", 0), params.pop("_rank_depth", 0)
     all_edges, max_cuts = params.pop("_all_edges", _ALL_EDGES), params.pop("_max_cuts", None)
     cliques = params.pop("_cliques", True)
     for key, val in params.items():
@@ -244,7 +237,6 @@ def solve_component_scip(R, P, time_limit, target=None, seed=0, start=None, para
     for q in (clique_cover(two | two.T) if cliques else zip(u.tolist(), v.tolist())):
         m.addCons(quicksum(y[i] for i in q) <= 1)
     hdlr = _conshdlr_class()(R, P, y)
-    hdlr.rank, hdlr.rank_depth = rank, rank_depth
     hdlr.all_edges, hdlr.max_cuts = all_edges, max_cuts
     for a, b in zip(u.tolist(), v.tolist()):
         hdlr.seen.add((a, b))

@@ -401,8 +401,9 @@ def _lightest_cycle_reference(R, P, y, threshold):
 
 
 def test_lightest_violating_cycles_finds_the_lightest_cycle_through_each_round():
-    """The fractional separation (numba, adjacency lists and a threshold-pruned Dijkstra): for each round
-    the lightest violating cycle through it, a true violating cycle of that weight, as a slow reference."""
+    """The fractional separation (numba, adjacency lists and a threshold-pruned Dijkstra on a heap, stopped
+    at the lightest closing round): for each round the lightest violating cycle through it, a true violating
+    cycle of that weight, as a slow reference."""
     from moralkit.psm._hm_kernels import lightest_violating_cycles
 
     rng = np.random.default_rng(40)
@@ -423,5 +424,13 @@ def test_lightest_violating_cycles_finds_the_lightest_cycle_through_each_round()
             got[int(cyc[0])] = wts[c]
         assert got.keys() == ref.keys()
         assert all(np.isclose(got[v], ref[v]) for v in ref)
+        # every strict edge (all_edges): the search runs to the threshold, not only to the lightest cycle
+        flat, starts, wts = lightest_violating_cycles(R, P, y, 1 - 1e-3, True)
+        every = {}
+        for c in range(len(starts) - 1):
+            v = int(flat[starts[c + 1] - 1])
+            every[v] = min(every.get(v, np.inf), wts[c])
+        assert every.keys() == ref.keys() and all(np.isclose(every[v], ref[v]) for v in ref)
+        assert len(starts) - 1 >= len(ref)
         found += len(ref)
     assert found >= 20
