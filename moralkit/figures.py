@@ -191,14 +191,18 @@ def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
     """
     stem = _check_stem(stem)
     if _is_figure(obj):
+        import matplotlib
+
         d = Path(directory) if directory is not None else figures_dir()
         d.mkdir(parents=True, exist_ok=True)
         out = Saved()
         for ext in ("png", "svg"):
             p = d / f"{stem}.{ext}"
-            # a fixed date keeps the SVG byte-identical between runs
+            # a fixed date and a fixed salt for the ids of clip paths (random otherwise) keep the SVG
+            # byte-identical between runs
             meta = {"Date": None} if ext == "svg" else {}
-            obj.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight", metadata=meta)
+            with matplotlib.rc_context({"svg.hashsalt": stem}):
+                obj.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight", metadata=meta)
             out.append(p)
         return out
     if _is_table(obj):
