@@ -123,37 +123,45 @@ def _tasks(ds, seed: int, n_datasets: int, todo: list[int]):
 def run(datasets: dict, journal: Journal, *, models=None, n_jobs: int = 1, progress=None, on_done=None) -> list[str]:
     """Decide every random dataset of ``models`` (default: all of ``datasets``) that ``journal`` lacks.
 
-    The respondents' own HMs first, then their random datasets, one respondent after the other in
-    :func:`order`; each result is appended to ``journal`` as it comes. ``progress(text)`` receives a
+    One respondent after the other in :func:`order` (its own HM, then its random datasets; the own HMs of
+    the respondents with the same number of rounds before the first of them, to order them); each result is appended to ``journal`` as it comes. ``progress(text)`` receives a
     line now and then, ``on_done(model)`` is called when a respondent is complete. Returns the order.
     """
-    from joblib import Parallel, delayed
-
     inp = journal.inputs
     n, seed, tl = int(inp["n_datasets"]), int(inp["seed"]), inp["time_limit_s"]
     models = list(datasets) if models is None else list(models)
     say = progress or (lambda text: None)
-    own = {m: _own_hm(journal, m, datasets[m], inp["own_time_limit_s"]) for m in models}
-    todo_order = order(own)
-    for m in todo_order:
-        done = journal.state.decisions.get(m, {})
-        todo = [i for i in range(n) if i not in done]
-        k, k_hi = own[m]["n_kept"], own[m]["n_upper"]
-        say(f"{m}: HM {k}/{own[m]['n_obs']}" + (f" (upper {k_hi})" if k_hi != k else "")
-            + f"; {n - len(todo)} of {n} random datasets already decided, {len(todo)} to go")
-        tasks = (delayed(_decide_one)(E, k, tl, k_hi, i) for i, E in _tasks(datasets[m], seed, n, todo))
-        results = (Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks) if n_jobs != 1
-                   else (f(*a, **kw) for f, a, kw in tasks))
-        w0 = time.perf_counter()
-        for j, (i, d, how, wall, cpu) in enumerate(results, 1):
-            at, _ = _now()
-            journal.append({"kind": "decision", "model": m, "dataset": int(i), "decision": int(d),
-                            "decided_by": how, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "at": at})
-            if j % 50 == 0 or j == len(todo):
-                say(f"{m}: {n - len(todo) + j}/{n} decided ({(time.perf_counter() - w0) / j:.2f} s wall each)")
-        if on_done is not None:
-            on_done(m)
+    n_obs = {m: answered_part(datasets[m]).n_obs for m in models}
+    todo_order = []
+    for size in sorted(set(n_obs.values())):  # own HMs of the next size only: the cheapest starts at once
+        group = [m for m in models if n_obs[m] == size]
+        own = {m: _own_hm(journal, m, datasets[m], inp["own_time_limit_s"]) for m in group}
+        for m in order(own):
+            todo_order.append(m)
+            _run_one(datasets[m], m, own[m], journal, n, seed, tl, n_jobs, say)
+            if on_done is not None:
+                on_done(m)
     return todo_order
+
+
+def _run_one(ds, m, own, journal, n, seed, tl, n_jobs, say) -> None:
+    from joblib import Parallel, delayed
+
+    done = journal.state.decisions.get(m, {})
+    todo = [i for i in range(n) if i not in done]
+    k, k_hi = own["n_kept"], own["n_upper"]
+    say(f"{m}: HM {k}/{own['n_obs']}" + (f" (upper {k_hi})" if k_hi != k else "")
+        + f"; {n - len(todo)} of {n} random datasets already decided, {len(todo)} to go")
+    tasks = (delayed(_decide_one)(E, k, tl, k_hi, i) for i, E in _tasks(ds, seed, n, todo))
+    results = (Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks) if n_jobs != 1
+               else (f(*a, **kw) for f, a, kw in tasks))
+    w0 = time.perf_counter()
+    for j, (i, d, how, wall, cpu) in enumerate(results, 1):
+        at, _ = _now()
+        journal.append({"kind": "decision", "model": m, "dataset": int(i), "decision": int(d),
+                        "decided_by": how, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "at": at})
+        if j % 50 == 0 or j == len(todo):
+            say(f"{m}: {n - len(todo) + j}/{n} decided ({(time.perf_counter() - w0) / j:.2f} s wall each)")
 
 
 def build(state: JournalState, datasets: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
