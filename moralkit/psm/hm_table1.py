@@ -278,14 +278,17 @@ def load(out_dir=None, psm_dir=None):
 
 def beside(tab: pd.DataFrame, hm_tab: pd.DataFrame) -> pd.DataFrame:
     """Table 1's CCEI columns (``tab``: :func:`moralkit.psm.rationality.table1`) with the committed HM
-    column beside them, one row per respondent of ``tab`` ("not computed" where the HM table has none)."""
+    column beside them, one row per respondent of ``tab`` ("not computed" where the HM table has none), with
+    how many of its random datasets are decided and how many of those needed the exact solver."""
     rows = hm_tab.set_index("model")
     out = tab[["model", "label", "alpha"]].rename(columns={"label": "CCEI", "alpha": "alpha (CCEI)"})
     have = out["model"].isin(rows.index)
     out["HM"] = [rows.loc[m, "hm_exact"] if h else "not computed" for m, h in zip(out["model"], have)]
     out["alpha (HM)"] = [alpha_text(rows.loc[m]) if h else "not computed" for m, h in zip(out["model"], have)]
     out["stars (HM)"] = [rows.loc[m, "stars_hm"] if h else "" for m, h in zip(out["model"], have)]
-    out["decided exactly"] = [int(rows.loc[m, "n_exact"]) if h else 0 for m, h in zip(out["model"], have)]
+    out["random datasets decided"] = [f"{int(rows.loc[m, 'n_done']):,} of {int(rows.loc[m, 'n_datasets']):,}" if h
+                                      else "none" for m, h in zip(out["model"], have)]
+    out["by the exact solver"] = [int(rows.loc[m, "n_exact"]) if h else 0 for m, h in zip(out["model"], have)]
     return out.set_index("model")
 
 

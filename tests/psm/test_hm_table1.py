@@ -78,7 +78,17 @@ def test_journal_resumes_after_an_interruption_with_identical_results(psm, strai
     for m, ds in data.items():
         ref = rationality.hm_random_choice_test(ds, n_datasets=N, seed=0, time_limit=30)
         assert dec[dec["model"] == m]["decision"].tolist() == ref.decisions.tolist()
-    assert hm_journal.read_journal(jpath).n_done("sim-a") == N  # the torn line was cut, the file reads whole
+    st = hm_journal.read_journal(jpath)
+    assert st.n_done("sim-a") == N  # the torn line was cut, the file reads whole
+    seq = [r["model"] for r in st.records if r["kind"] == "decision"]
+    assert seq == ["sim-a"] * N + ["sim-b"] * N  # one respondent finished before the next, cheapest first
+
+
+def test_cheapest_respondent_first():
+    """Fewer rounds first (SmolLM2's 94 before 160), then a higher own HM (bounds decide more often)."""
+    own = {"q0.5": dict(n_obs=160, n_kept=40), "smol": dict(n_obs=94, n_kept=29), "q1.5": dict(n_obs=160, n_kept=43),
+           "q0.5-s1": dict(n_obs=160, n_kept=40)}
+    assert hm_table1.order(own) == ["smol", "q1.5", "q0.5", "q0.5-s1"]
 
 
 def test_results_do_not_depend_on_n_jobs(psm, straight):
@@ -133,6 +143,7 @@ def test_partial_journal_gives_interval_alphas_with_reasons(psm, tmp_path, capsy
     view = hm_table1.beside(pd.DataFrame({"model": ["sim-a", "sim-b", "other"], "label": ["0.9**", "1", "0.5"],
                                           "alpha": [0.01, 1, 0.5]}), tab)
     assert view.loc["sim-b", "alpha (HM)"] == "not computed yet" and view.loc["other", "HM"] == "not computed"
+    assert view["random datasets decided"].tolist() == [f"{N} of {N}", f"0 of {N}", "none"]
     row = dict(hm_kept=29, hm_upper=29, n_undecided=0, n_missing=600, n_datasets=1000, alpha_hm_low=0.2,
                alpha_hm_high=0.8, alpha_hm=float("nan"), time_limit_s=None)
     assert hm_table1.alpha_text(row) == "[0.200, 0.800]: 600 of 1,000 random datasets not computed yet"
