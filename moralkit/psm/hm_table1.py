@@ -123,8 +123,9 @@ def _tasks(ds, seed: int, n_datasets: int, todo: list[int]):
 def run(datasets: dict, journal: Journal, *, models=None, n_jobs: int = 1, progress=None, on_done=None) -> list[str]:
     """Decide every random dataset of ``models`` (default: all of ``datasets``) that ``journal`` lacks.
 
-    One respondent after the other in :func:`order` (its own HM, then its random datasets; the own HMs of
-    the respondents with the same number of rounds before the first of them, to order them); each result is appended to ``journal`` as it comes. ``progress(text)`` receives a
+    One respondent after the other in :func:`order`: its own HM, then its random datasets (the own HMs of
+    all respondents with the same number of rounds come first, to order them). Each result is appended
+    to ``journal`` as it comes. ``progress(text)`` receives a
     line now and then, ``on_done(model)`` is called when a respondent is complete. Returns the order.
     """
     inp = journal.inputs

@@ -210,7 +210,8 @@ def test_the_same_check_on_a_table_built_by_the_command(psm, tmp_path):
 
 def test_committed_hm_table_recomputes_on_a_sample():
     """The committed HM Table 1 (data/derived, `python -m moralkit.psm.hm_table1`): rebuilt from its journal,
-    and 5 of SmolLM2-135M's decisions recomputed (its random datasets are the cheapest, < 1 s each)."""
+    and 5 of SmolLM2-135M's decisions recomputed: its random datasets are the cheapest (about 0.5 s of CPU
+    each); the whole test takes about 3 s of CPU (more wall time on a loaded machine)."""
     from moralkit.paths import data_dir
 
     out = data_dir() / "derived"
