@@ -177,10 +177,14 @@ if ready:
 # decided by bounds first and exactly only where they do not decide; one not decided within the
 # time limit makes $\alpha_{HM}$ an interval.
 #
-# On near-random answers an exact HM takes seconds to minutes, too slow for this notebook's run. The
-# column is computed by `.venv/bin/python -m moralkit.psm.hm_table1` and committed with the SHA-256
-# of every data file (`data/derived/table1_hm.csv` and `.json`); it is shown only when these match
-# the data analysed here.
+# On near-random answers deciding one random dataset takes from a fraction of a second to many
+# seconds, so 1,000 per respondent take hours: too slow for this notebook's run. The column is
+# computed by `.venv/bin/python -m moralkit.psm.hm_table1`, which journals every decided random
+# dataset and resumes where it stopped, and is committed with the SHA-256 of every data file
+# (`data/derived/table1_hm.csv`, `.json` and the journal); it is shown only when these match the
+# data analysed here. A respondent whose random datasets are not all decided yet gets an interval
+# for $\alpha_{HM}$ (every missing one counted on either side) and the number still missing: the
+# sentence above the table says when and how the committed part was computed.
 
 # %%
 from moralkit.psm import hm_table1

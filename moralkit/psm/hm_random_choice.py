@@ -31,7 +31,7 @@ from .dataset import PSMDataset
 from .random_choice import stars
 from .random_datasets import answered_part, chunk_choices, chunk_sizes
 
-__all__ = ["HMTestResult", "hm_random_choice_test"]
+__all__ = ["HMTestResult", "hm_decide", "hm_random_choice_test", "random_expenditures"]
 
 
 @dataclass(frozen=True)
@@ -109,29 +109,45 @@ class HMTestResult:
         return lo if lo == hi else "?"
 
 
-def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_limit, k_hi=None):
-    """1 (HM >= k_hi, or >= k when k_hi is None), 0 (HM < k), -1 (undecided, or between k and k_hi)."""
+def hm_decide(E, k: int, time_limit=None, k_hi: int | None = None) -> tuple[int, str]:
+    """One random dataset's decision: 1 (HM >= ``k_hi``, or >= ``k`` when ``k_hi`` is None or equal),
+    0 (HM < ``k``), -1 (undecided within ``time_limit``, or between ``k`` and ``k_hi``), and what
+    decided it (``"bound"``, ``"greedy"`` or ``"exact"``: the branch-and-cut ran).
+
+    ``E`` is the random dataset's expenditure matrix (:func:`moralkit.psm.rp.psm_expenditure_matrix`
+    layout); ``[k, k_hi]`` brackets the respondent's own HM count when only bounds are known.
+    """
     from .houtman_maks import houtman_maks_decision
 
+    if k_hi is None or k_hi == k:
+        d, how = houtman_maks_decision(E, k, time_limit=time_limit)
+        return (-1 if d is None else int(d)), how
+    d, how = houtman_maks_decision(E, k_hi, time_limit=time_limit)
+    if d:
+        return 1, how
+    d2, how2 = houtman_maks_decision(E, k, time_limit=time_limit)
+    return (0 if d2 is False else -1), ("exact" if "exact" in (how, how2) else how2)
+
+
+def random_expenditures(dataset: PSMDataset) -> np.ndarray:
+    """``V[t, s, o]``: the expenditure of round ``t``'s bundle at round ``s``'s option ``o`` (answered rounds).
+
+    Random dataset ``C`` (one row of :func:`moralkit.psm.random_datasets.chunk_choices`) has the expenditure
+    matrix ``V[:, arange(T), C]``.
+    """
+    v = answered_part(dataset)
+    return rp.option_expenditures(v.corners, v.prices, v.options).astype(np.int64)
+
+
+def _hm_decisions(model, corners, prices, options, seed, chunks, sizes, k, time_limit, k_hi=None):
+    """:func:`hm_decide` of every random dataset of these chunks, in order."""
     T, n_opt = options.shape[0], options.shape[1]
     V = rp.option_expenditures(corners, prices, options).astype(np.int64)
     cols = np.arange(T)
     out = []
     for c, m in zip(chunks, sizes):
         C = chunk_choices(seed, model, c, m, T, n_opt)  # the CCEI test's random datasets
-        for row in C:
-            E = V[:, cols, row]
-            if k_hi is None or k_hi == k:
-                d, how = houtman_maks_decision(E, k, time_limit=time_limit)
-                out.append((-1 if d is None else int(d), how))
-                continue
-            d, how = houtman_maks_decision(E, k_hi, time_limit=time_limit)
-            if d:
-                out.append((1, how))
-                continue
-            d2, how2 = houtman_maks_decision(E, k, time_limit=time_limit)
-            how = "exact" if "exact" in (how, how2) else how2
-            out.append((0 if d2 is False else -1, how))
+        out.extend(hm_decide(V[:, cols, row], k, time_limit, k_hi) for row in C)
     return out
 
 

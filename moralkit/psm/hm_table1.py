@@ -1,17 +1,25 @@
-"""Table 1's Houtman–Maks column, computed once by a command and committed with its inputs' hashes.
+"""Table 1's Houtman–Maks column, computed once by a resumable command and committed with its inputs' hashes.
 
 On near-random answers (the committed LLM runs) deciding whether a random dataset's HM reaches the
-model's takes seconds to minutes each (``benchmarks/bench_houtman_maks.py``), so 1,000 random
-datasets x 7 respondents are too slow for notebook 02's run. The command
+respondent's takes from a fraction of a second to many seconds each (``benchmarks/bench_houtman_maks.py``),
+so 1,000 random datasets x 7 respondents take hours: too slow for notebook 02's run. The command
 
-    .venv/bin/python -m moralkit.psm.hm_table1 [--n-datasets 1000] [--time-limit 10] [--n-jobs 2]
+    .venv/bin/python -m moralkit.psm.hm_table1 [--models M,...] [--n-datasets 1000] [--time-limit 600] [--n-jobs 1]
 
-runs :func:`moralkit.psm.rationality.table1` with ``hm=True`` (the test of
-:mod:`moralkit.psm.hm_random_choice`) on the committed PSM data (:func:`moralkit.runs.run_dir` ``("psm")``)
-and writes ``table1_hm.csv`` (one row per respondent) to ``run_dir("derived")``, with ``table1_hm.json`` (the run's
-parameters, the SHA-256 of every input file, the date, the load and the wall time). Notebook 02
-reads it with :func:`load` and shows it only when the hashes match the data it analyses; a test
-recomputes a sample of rows.
+computes the test of :mod:`moralkit.psm.hm_random_choice` on the committed PSM data
+(:func:`moralkit.runs.run_dir` ``("psm")``) and journals every decided random dataset as it goes
+(:mod:`moralkit.psm.hm_journal`, ``table1_hm_journal.jsonl`` in :func:`moralkit.runs.run_dir`
+``("derived")``): a killed run loses at most the decisions in flight, and a re-run continues where it
+stopped (it refuses a journal of other inputs). Respondents are done one after the other, cheapest first
+(:func:`order`). The results depend only on the data, the seed, ``n_datasets`` and the time limit: not on
+``--n-jobs`` nor on how often the run was interrupted.
+
+From the journal it writes ``table1_hm.csv`` (one row per respondent: alpha exact when all its random
+datasets are decided, else an interval and why), ``table1_hm_decisions.csv.gz`` (one row per decided
+random dataset) and ``table1_hm.json`` (the inputs, the SHA-256 of every PSM data file, the runs that
+wrote the journal, wall and CPU seconds, the load); ``--table-only`` rebuilds them from the journal
+alone, also while a run is writing it. Notebook 02 reads the table with :func:`load` and shows it only
+when the hashes match the data it analyses; a test recomputes a sample of the decisions.
 
 References
 ----------
@@ -24,27 +32,35 @@ import argparse
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import runs
+from ..checks import check_int
 from ..errors import MoralkitError
-from .hm_random_choice import HMTestResult
+from .hm_journal import JOURNAL_NAME, Journal, JournalState, read_journal
+from .hm_random_choice import hm_decide, random_expenditures
+from .random_choice import stars
+from .random_datasets import answered_part, chunk_choices, chunk_sizes
 
-__all__ = ["COLUMNS", "alpha_text", "compute", "decisions_frame", "default_dir", "input_hashes", "load", "main",
-           "write", "beside", "describe"]
+__all__ = ["COLUMNS", "alpha_text", "beside", "build", "compute", "decisions_frame", "default_dir", "describe",
+           "input_hashes", "load", "main", "order", "run", "write"]
 
-COLUMNS = ["model", "n_obs", "ccei_exact", "alpha", "hm_exact", "hm", "hm_kept", "hm_upper", "alpha_hm", "alpha_hm_low",
-           "alpha_hm_high", "stars_hm", "n_datasets", "n_at_least", "n_below", "n_undecided", "n_exact", "time_limit_s",
-           "own_time_limit_s"]
+COLUMNS = ["model", "n_obs", "hm_exact", "hm", "hm_kept", "hm_upper", "alpha_hm", "alpha_hm_low", "alpha_hm_high",
+           "stars_hm", "n_datasets", "n_done", "n_at_least", "n_below", "n_undecided", "n_missing", "n_exact",
+           "time_limit_s", "own_time_limit_s", "seconds", "cpu_seconds"]
+DECISION_COLUMNS = ["model", "dataset", "decision", "decided_by", "seconds", "cpu_seconds"]
 
 
 def default_dir() -> Path:
-    """Where the committed table lives: :func:`moralkit.runs.run_dir` ``("derived")``."""
+    """Where the committed table and its journal live: :func:`moralkit.runs.run_dir` ``("derived")``."""
     return runs.run_dir("derived")
 
 
@@ -58,43 +74,156 @@ def input_hashes(psm_dir=None) -> dict:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float = 10.0, n_jobs: int = 1,
-            own_time_limit: float | None = None):
-    """Table 1 with the HM column (:func:`moralkit.psm.rationality.table1`, ``hm=True``) as tidy rows.
+def _now() -> tuple[float, str]:
+    t = time.time()
+    return round(t, 2), _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    The HM column is :func:`moralkit.psm.hm_random_choice.hm_random_choice_test` of each respondent.
 
-    Returns (table, decisions): one row per respondent, and one row per (respondent, random
-    dataset) with its decision (1: HM at least the respondent's, 0: below, -1: undecided within
-    ``time_limit``) and what decided it (``bound``, ``greedy`` or ``exact``). ``own_time_limit``
-    bounds each respondent's own exact HM (then ``hm_kept``/``hm_upper`` bracket it).
+def order(own: dict) -> list[str]:
+    """The respondents, cheapest first: fewer answered rounds first, then a higher own HM count (its random
+    datasets are more often decided by the bounds), then by name. ``own``: model -> journal ``own`` record."""
+    return sorted(own, key=lambda m: (own[m]["n_obs"], -own[m]["n_kept"], m))
+
+
+def _own_hm(journal: Journal, model: str, ds, own_time_limit) -> dict:
+    from . import rp
+    from .houtman_maks import houtman_maks
+
+    if model not in journal.state.own:
+        w0, c0 = time.perf_counter(), time.process_time()
+        r = houtman_maks(rp.psm_expenditure_matrix(answered_part(ds)), time_limit=own_time_limit)
+        at, _ = _now()
+        journal.append({"kind": "own", "model": model, "n_obs": int(r.T), "n_kept": int(r.n_kept),
+                        "n_upper": int(r.n_upper if r.n_upper >= 0 else r.n_kept),
+                        "seconds": round(time.perf_counter() - w0, 3),
+                        "cpu_seconds": round(time.process_time() - c0, 3), "at": at})
+    return journal.state.own[model]
+
+
+def _decide_one(E, k, time_limit, k_hi, i):
+    w0, c0 = time.perf_counter(), time.process_time()
+    d, how = hm_decide(E, k, time_limit, k_hi)
+    return i, d, how, time.perf_counter() - w0, time.process_time() - c0
+
+
+def _tasks(ds, seed: int, n_datasets: int, todo: list[int]):
+    """(index, expenditure matrix) of the random datasets ``todo`` (the draws of Table 1's CCEI test)."""
+    V = random_expenditures(ds)
+    T, n_opt = V.shape[1], V.shape[2]
+    sizes, cols, cache = chunk_sizes(n_datasets), np.arange(T), {}
+    model = answered_part(ds).model
+    for i in todo:
+        c, pos = divmod(i, sizes[0])
+        if c not in cache:
+            cache.clear()
+            cache[c] = chunk_choices(seed, model, c, sizes[c], T, n_opt)
+        yield i, V[:, cols, cache[c][pos]]
+
+
+def run(datasets: dict, journal: Journal, *, models=None, n_jobs: int = 1, progress=None, on_done=None) -> list[str]:
+    """Decide every random dataset of ``models`` (default: all of ``datasets``) that ``journal`` lacks.
+
+    One respondent after the other in :func:`order`: its own HM, then its random datasets (the own HMs of
+    all respondents with the same number of rounds come first, to order them). Each result is appended
+    to ``journal`` as it comes. ``progress(text)`` receives a
+    line now and then, ``on_done(model)`` is called when a respondent is complete. Returns the order.
     """
-    from .rationality import table1
+    inp = journal.inputs
+    n, seed, tl = int(inp["n_datasets"]), int(inp["seed"]), inp["time_limit_s"]
+    models = list(datasets) if models is None else list(models)
+    say = progress or (lambda text: None)
+    n_obs = {m: answered_part(datasets[m]).n_obs for m in models}
+    todo_order = []
+    for size in sorted(set(n_obs.values())):  # own HMs of the next size only: the cheapest starts at once
+        group = [m for m in models if n_obs[m] == size]
+        own = {m: _own_hm(journal, m, datasets[m], inp["own_time_limit_s"]) for m in group}
+        for m in order(own):
+            todo_order.append(m)
+            _run_one(datasets[m], m, own[m], journal, n, seed, tl, n_jobs, say)
+            if on_done is not None:
+                on_done(m)
+    return todo_order
 
-    tab = table1(datasets, n_datasets=n_datasets, seed=seed, n_jobs=n_jobs, hm=True, hm_time_limit=time_limit,
-                 hm_own_time_limit=own_time_limit)
-    res = tab.hm_results
+
+def _run_one(ds, m, own, journal, n, seed, tl, n_jobs, say) -> None:
+    from joblib import Parallel, delayed
+
+    done = journal.state.decisions.get(m, {})
+    todo = [i for i in range(n) if i not in done]
+    k, k_hi = own["n_kept"], own["n_upper"]
+    say(f"{m}: HM {k}/{own['n_obs']}" + (f" (upper {k_hi})" if k_hi != k else "")
+        + f"; {n - len(todo)} of {n} random datasets already decided, {len(todo)} to go")
+    tasks = (delayed(_decide_one)(E, k, tl, k_hi, i) for i, E in _tasks(ds, seed, n, todo))
+    results = (Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks) if n_jobs != 1
+               else (f(*a, **kw) for f, a, kw in tasks))
+    w0 = time.perf_counter()
+    for j, (i, d, how, wall, cpu) in enumerate(results, 1):
+        at, _ = _now()
+        journal.append({"kind": "decision", "model": m, "dataset": int(i), "decision": int(d),
+                        "decided_by": how, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "at": at})
+        if j % 50 == 0 or j == len(todo):
+            say(f"{m}: {n - len(todo) + j}/{n} decided ({(time.perf_counter() - w0) / j:.2f} s wall each)")
+
+
+def build(state: JournalState, datasets: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table, decisions) from a journal: one row per respondent of ``datasets`` (see :data:`COLUMNS`), and
+    one per decided random dataset. A respondent's alpha is exact when all its random datasets are decided,
+    else ``[alpha_hm_low, alpha_hm_high]`` counts the undecided and the ``n_missing`` not yet computed as
+    either side."""
+    inp = state.inputs
+    N = int(inp["n_datasets"])
     rows = []
-    for _, r in tab.to_frame().iterrows():
-        h = res[r["model"]]
-        rows.append(dict(model=r["model"], n_obs=int(r["n_obs"]), ccei_exact=r["ccei_exact"], alpha=r["alpha"],
-                         hm_exact=r["hm_exact"], hm=r["hm"], hm_kept=h.n_kept,
-                         hm_upper=h.n_upper if h.n_upper >= 0 else h.n_kept, alpha_hm=r["alpha_hm"], alpha_hm_low=h.alpha_low,
-                         alpha_hm_high=h.alpha_high, stars_hm=r["stars_hm"], n_datasets=h.n_datasets,
-                         n_at_least=h.n_at_least, n_below=h.n_below, n_undecided=h.n_undecided, n_exact=h.n_exact,
-                         time_limit_s=time_limit, own_time_limit_s=own_time_limit))
-    return pd.DataFrame(rows, columns=COLUMNS), decisions_frame(res)
+    for m in datasets:
+        own, dec = state.own.get(m), state.decisions.get(m, {})
+        d = np.array([int(r["decision"]) for r in dec.values()], dtype=np.int64)
+        at_least, below, undecided = int((d == 1).sum()), int((d == 0).sum()), int((d == -1).sum())
+        missing = N - len(dec)
+        lo, hi = Fraction(at_least, N), Fraction(at_least + undecided + missing, N)
+        s_lo, s_hi = stars(lo), stars(hi)
+        secs = [r["seconds"] for r in dec.values()] + ([own["seconds"]] if own else [])
+        cpus = [r["cpu_seconds"] for r in dec.values()] + ([own["cpu_seconds"]] if own else [])
+        kept, upper = (own["n_kept"], own["n_upper"]) if own else (None, None)
+        n_obs = own["n_obs"] if own else answered_part(datasets[m]).n_obs
+        rows.append(dict(
+            model=m, n_obs=n_obs, hm_exact=("not computed" if own is None else f"{kept}/{n_obs}" if kept == upper
+                                            else f"[{kept}, {upper}]/{n_obs}"),
+            hm=kept / n_obs if own else math.nan, hm_kept=kept, hm_upper=upper,
+            alpha_hm=float(lo) if lo == hi else math.nan, alpha_hm_low=float(lo), alpha_hm_high=float(hi),
+            stars_hm=s_lo if s_lo == s_hi else "?", n_datasets=N, n_done=len(dec), n_at_least=at_least,
+            n_below=below, n_undecided=undecided, n_missing=missing,
+            n_exact=sum(r["decided_by"] == "exact" for r in dec.values()), time_limit_s=inp["time_limit_s"],
+            own_time_limit_s=inp["own_time_limit_s"], seconds=round(sum(secs), 1), cpu_seconds=round(sum(cpus), 1)))
+    return pd.DataFrame(rows, columns=COLUMNS), decisions_frame(state)
 
 
-def decisions_frame(results: dict[str, HMTestResult]) -> pd.DataFrame:
-    """One row per (respondent, random dataset) of :class:`~moralkit.psm.hm_random_choice.HMTestResult` objects:
-    ``model``, ``dataset`` (its index), ``decision`` (1, 0 or -1) and ``decided_by``."""
-    return pd.DataFrame([dict(model=m, dataset=i, decision=int(d), decided_by=b)
-                         for m, h in results.items() for i, (d, b) in enumerate(zip(h.decisions, h.decided_by))],
-                        columns=["model", "dataset", "decision", "decided_by"])
+def decisions_frame(state: JournalState) -> pd.DataFrame:
+    """One row per decided random dataset of a journal (model, dataset index, decision 1/0/-1, what decided
+    it, wall and CPU seconds), sorted by model and dataset."""
+    rows = [dict(model=m, dataset=i, decision=int(r["decision"]), decided_by=r["decided_by"], seconds=r["seconds"],
+                 cpu_seconds=r["cpu_seconds"]) for m, dec in sorted(state.decisions.items()) for i, r in sorted(dec.items())]
+    return pd.DataFrame(rows, columns=DECISION_COLUMNS)
+
+
+def _meta(state: JournalState, n_lines: int, datasets: dict, tab: pd.DataFrame) -> dict:
+    """table1_hm.json: the journal's inputs, its runs (with their wall spans), the totals, the build date."""
+    sessions, last = [], None
+    for rec in state.records:
+        if rec["kind"] == "start":
+            sessions.append({k: rec.get(k) for k in ("date", "pid", "n_jobs", "load", "command")} | {"wall_s": 0.0})
+            last = rec["at"]
+        elif rec["kind"] in ("own", "decision") and sessions:
+            sessions[-1]["wall_s"] = round(rec["at"] - last, 1)
+    _, date = _now()
+    return {**state.inputs, "journal": JOURNAL_NAME,
+            "journal_lines": n_lines, "sessions": sessions, "wall_s": round(sum(s["wall_s"] for s in sessions), 1),
+            "seconds": round(float(tab["seconds"].sum()), 1), "cpu_seconds": round(float(tab["cpu_seconds"].sum()), 1),
+            "n_respondents": len(tab), "n_complete": int((tab["n_done"] == tab["n_datasets"]).sum()),
+            "n_decided": int(tab["n_done"].sum()), "n_requested": int(tab["n_datasets"].sum()), "date": date,
+            "cpus": os.cpu_count()}
 
 
 def write(df: pd.DataFrame, meta: dict, out_dir=None, decisions: pd.DataFrame | None = None) -> Path:
+    """Write ``table1_hm.csv``, ``table1_hm.json`` and (when given) ``table1_hm_decisions.csv.gz`` to ``out_dir``."""
     out = Path(out_dir) if out_dir is not None else default_dir()
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "table1_hm.csv", index=False)
@@ -102,6 +231,31 @@ def write(df: pd.DataFrame, meta: dict, out_dir=None, decisions: pd.DataFrame | 
         decisions.to_csv(out / "table1_hm_decisions.csv.gz", index=False)
     (out / "table1_hm.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return out / "table1_hm.csv"
+
+
+def write_from_journal(journal_path, datasets: dict, out_dir=None) -> tuple[pd.DataFrame, dict]:
+    """Build the table from the journal's complete lines (:func:`build`) and :func:`write` it; (table, meta)."""
+    state = read_journal(journal_path)
+    tab, dec = build(state, datasets)
+    meta = _meta(state, len(state.records), datasets, tab)
+    write(tab, meta, out_dir, dec)
+    return tab, meta
+
+
+def compute(datasets, n_datasets: int = 1000, seed: int = 0, time_limit: float | None = 600.0, n_jobs: int = 1,
+            own_time_limit: float | None = None, journal=None, psm_dir=None, models=None):
+    """Table 1's HM column for ``datasets`` (model -> PSMDataset): (table, decisions), see :func:`build`.
+
+    ``journal``: a journal file to continue (or start); default none (kept in memory). ``input_hashes``
+    of ``psm_dir`` (when given) are part of the journal's inputs. Same decisions as
+    :func:`moralkit.psm.hm_random_choice.hm_random_choice_test` with these arguments.
+    """
+    n_datasets, seed = check_int(n_datasets, "n_datasets", minimum=1), check_int(seed, "seed", minimum=0)
+    inputs = dict(input_sha256=input_hashes(psm_dir) if psm_dir is not None else {}, seed=seed,
+                  n_datasets=n_datasets, time_limit_s=time_limit, own_time_limit_s=own_time_limit)
+    with Journal(journal, inputs) as j:
+        run(datasets, j, models=models, n_jobs=n_jobs)
+        return build(j.state, datasets)
 
 
 def load(out_dir=None, psm_dir=None):
@@ -119,74 +273,139 @@ def load(out_dir=None, psm_dir=None):
             "input_sha256", {}).get(k) not in (None, now[k])})
         return None, meta, (f"the committed HM table was computed on other data (files differing: {changed}); "
                             "recompute it with `.venv/bin/python -m moralkit.psm.hm_table1`")
-    return pd.read_csv(f, dtype={"ccei_exact": str, "hm_exact": str, "stars_hm": str}, keep_default_na=False,
+    return pd.read_csv(f, dtype={"hm_exact": str, "stars_hm": str}, keep_default_na=False,
                        na_values=[""]), meta, None
 
 
 def beside(tab: pd.DataFrame, hm_tab: pd.DataFrame) -> pd.DataFrame:
     """Table 1's CCEI columns (``tab``: :func:`moralkit.psm.rationality.table1`) with the committed HM
-    column beside them, one row per respondent of ``tab`` ("not computed" where the HM table has none)."""
+    column beside them, one row per respondent of ``tab`` ("not computed" where the HM table has none), with
+    how many of its random datasets are decided and how many of those needed the exact solver."""
     rows = hm_tab.set_index("model")
     out = tab[["model", "label", "alpha"]].rename(columns={"label": "CCEI", "alpha": "alpha (CCEI)"})
     have = out["model"].isin(rows.index)
     out["HM"] = [rows.loc[m, "hm_exact"] if h else "not computed" for m, h in zip(out["model"], have)]
     out["alpha (HM)"] = [alpha_text(rows.loc[m]) if h else "not computed" for m, h in zip(out["model"], have)]
     out["stars (HM)"] = [rows.loc[m, "stars_hm"] if h else "" for m, h in zip(out["model"], have)]
-    out["decided exactly"] = [int(rows.loc[m, "n_exact"]) if h else 0 for m, h in zip(out["model"], have)]
+    out["random datasets decided"] = [f"{int(rows.loc[m, 'n_done']):,} of {int(rows.loc[m, 'n_datasets']):,}" if h
+                                      else "none" for m, h in zip(out["model"], have)]
+    out["by the exact solver"] = [int(rows.loc[m, "n_exact"]) if h else 0 for m, h in zip(out["model"], have)]
     return out.set_index("model")
 
 
+def _limit_text(s) -> str:
+    return "no time limit" if s is None or (isinstance(s, float) and math.isnan(s)) else f"at most {s:g} s"
+
+
 def describe(meta: dict) -> str:
-    """One sentence on how the committed table was computed (datasets, limits, date, wall time, load)."""
-    own = meta.get("own_time_limit_s")
-    return (f"HM column: {meta['n_datasets']} random datasets per respondent (seed {meta['seed']}), at most "
-            f"{meta['time_limit_s']:g} s each" + (f", the respondent's own HM at most {own:g} s" if own else "")
-            + f"; computed {meta['date']} in {meta['wall_s']:.0f} s (load {meta['load_start'][0]:.1f}, "
-            f"{meta.get('cpus', '?')} cores).")
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m moralkit.psm.hm_table1", description=__doc__.split("\n")[0])
-    ap.add_argument("--n-datasets", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per undecided random dataset")
-    ap.add_argument("--own-time-limit", type=float, default=None,
-                    help="seconds for each respondent's own exact HM (default: none; then bounds)")
-    ap.add_argument("--n-jobs", type=int, default=1)
-    ap.add_argument("--psm-dir", default=None, help=f"default: {runs.run_dir('psm')}")
-    ap.add_argument("--out", default=None, help=f"default: {runs.run_dir('derived')}")
-    args = ap.parse_args(argv)
-    from .dataset import read_psm
-
-    psm_dir = Path(args.psm_dir) if args.psm_dir else runs.run_dir("psm")
-    data = {m: ds for m, ds in read_psm(psm_dir).items() if ds.n_obs > 0}
-    if not data:
-        raise MoralkitError(f"no answered PSM rounds in {psm_dir}")
-    load0, t0 = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
-    df, dec = compute(data, n_datasets=args.n_datasets, seed=args.seed, time_limit=args.time_limit,
-                      n_jobs=args.n_jobs, own_time_limit=args.own_time_limit)
-    meta = {"command": "python -m moralkit.psm.hm_table1 " + " ".join(sys.argv[1:] if argv is None else argv),
-            "n_datasets": args.n_datasets, "seed": args.seed, "time_limit_s": args.time_limit,
-            "n_jobs": args.n_jobs, "own_time_limit_s": args.own_time_limit, "input_sha256": input_hashes(psm_dir),
-            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "wall_s": round(time.perf_counter() - t0, 1), "load_start": load0,
-            "load_end": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
-    path = write(df, meta, args.out, dec)
-    print(df.to_string(index=False))
-    print(f"wrote {path} ({meta['wall_s']} s)")
-
-
-if __name__ == "__main__":
-    main()
+    """One sentence on how the committed table was computed: datasets, limits, how much is done, the runs
+    (their dates, wall and CPU seconds, load) and when the table was built."""
+    ses = meta.get("sessions", [])
+    done = (f"all {meta['n_requested']:,} random datasets decided" if meta["n_decided"] == meta["n_requested"]
+            else f"{meta['n_decided']:,} of {meta['n_requested']:,} random datasets decided "
+                 f"({meta['n_complete']} of {meta['n_respondents']} respondents complete)")
+    runs_ = (f" in {len(ses)} run(s) of `{ses[-1]['command']}` from {ses[0]['date']}, {meta['wall_s']:,.0f} s wall "
+             f"({meta['cpu_seconds']:,.0f} s CPU, --n-jobs {ses[-1]['n_jobs']}, load {ses[0]['load'][0]:.1f} at the "
+             f"start, {meta.get('cpus', '?')} cores)") if ses else ""
+    return (f"HM column: {meta['n_datasets']:,} random datasets per respondent (seed {meta['seed']}), "
+            f"{_limit_text(meta['time_limit_s'])} each; {done}{runs_}; table built {meta['date']}.")
 
 
 def alpha_text(row) -> str:
     """alpha_HM as printed: exact when every random dataset was decided, else ``[low, high]`` and why."""
-    if row["n_undecided"] == 0:
+    get = row.get
+    if "hm_kept" in row and pd.isna(get("hm_kept")):
+        return "not computed yet"
+    missing, undecided, n = int(get("n_missing", 0) or 0), int(row["n_undecided"]), int(row["n_datasets"])
+    if undecided == 0 and missing == 0:
         return f"{row['alpha_hm']:.3f}"
-    why = (f"{int(row['n_undecided'])} of {int(row['n_datasets'])} random datasets undecided within "
-           f"{row['time_limit_s']:g} s each")
+    why = []
+    if missing:
+        why.append(f"{missing:,} of {n:,} random datasets not computed yet")
+    if undecided:
+        tl = get("time_limit_s")
+        why.append(f"{undecided:,} of {n:,} random datasets undecided"
+                   + ("" if tl is None or pd.isna(tl) else f" within {tl:g} s each"))
     if "hm_upper" in row and int(row["hm_upper"]) != int(row["hm_kept"]):
-        why += (f"; the respondent's own HM only bounded to [{int(row['hm_kept'])}, {int(row['hm_upper'])}] "
-                f"within {row['own_time_limit_s']:g} s")
-    return f"[{row['alpha_hm_low']:.3f}, {row['alpha_hm_high']:.3f}]: {why}"
+        why.append(f"the respondent's own HM only bounded to [{int(row['hm_kept'])}, {int(row['hm_upper'])}] "
+                   f"within {row['own_time_limit_s']:g} s")
+    return f"[{row['alpha_hm_low']:.3f}, {row['alpha_hm_high']:.3f}]: {'; '.join(why)}"
+
+
+def _seconds_or_none(text: str):
+    if text.lower() in ("none", "0", "inf"):
+        return None
+    v = float(text)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 or 'none', got {text!r}")
+    return v
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m moralkit.psm.hm_table1", description=__doc__.split("\n")[0])
+    ap.add_argument("--n-datasets", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--time-limit", type=_seconds_or_none, default=600.0,
+                    help="seconds per random dataset ('none': no limit; default 600); one not decided within it "
+                         "is journaled as undecided and makes alpha an interval")
+    ap.add_argument("--own-time-limit", type=_seconds_or_none, default=None,
+                    help="seconds for each respondent's own exact HM (default: none)")
+    ap.add_argument("--n-jobs", type=int, default=1, help="worker processes (the results do not depend on it)")
+    ap.add_argument("--models", default=None, help="comma-separated respondents to compute (default: all)")
+    ap.add_argument("--psm-dir", default=None, help=f"default: {runs.run_dir('psm')}")
+    ap.add_argument("--out", default=None, help=f"where the table goes; default: {runs.run_dir('derived')}")
+    ap.add_argument("--journal", default=None, help=f"default: OUT/{JOURNAL_NAME}")
+    ap.add_argument("--table-only", action="store_true",
+                    help="only rebuild the table from the journal (also while a run is writing it)")
+    return ap
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    from .dataset import read_psm
+
+    psm_dir = Path(args.psm_dir) if args.psm_dir else runs.run_dir("psm")
+    data = {m: ds for m, ds in read_psm(psm_dir).items() if ds.n_obs > 0 and ds.valid().n_obs > 0}
+    if not data:
+        raise MoralkitError(f"no answered PSM rounds in {psm_dir}")
+    out = Path(args.out) if args.out else default_dir()
+    jpath = Path(args.journal) if args.journal else out / JOURNAL_NAME
+    models = None
+    if args.models:
+        models = [m.strip() for m in args.models.split(",") if m.strip()]
+        unknown = [m for m in models if m not in data]
+        if unknown:
+            raise MoralkitError(f"--models: no answered PSM data for {unknown} in {psm_dir}; "
+                                f"the respondents are {sorted(data)}")
+    if not args.table_only:
+        inputs = dict(input_sha256=input_hashes(psm_dir), seed=check_int(args.seed, "--seed", minimum=0),
+                      n_datasets=check_int(args.n_datasets, "--n-datasets", minimum=1), time_limit_s=args.time_limit,
+                      own_time_limit_s=args.own_time_limit)
+        with Journal(jpath, inputs) as j:
+            at, date = _now()
+            cmd = "python -m moralkit.psm.hm_table1 " + " ".join(sys.argv[1:] if argv is None else argv)
+            j.append({"kind": "start", "date": date, "at": at, "pid": os.getpid(), "n_jobs": args.n_jobs,
+                      "load": [round(x, 2) for x in os.getloadavg()], "command": cmd.strip()})
+
+            def say(text):
+                print(f"{_now()[1]} {text}", flush=True)
+
+            run(data, j, models=models, n_jobs=args.n_jobs, progress=say,
+                on_done=lambda m: write_from_journal(jpath, data, out))
+    elif not jpath.exists():
+        raise MoralkitError(f"--table-only: no journal at {jpath}; run the command without --table-only first")
+    state = read_journal(jpath)
+    if state.inputs["input_sha256"] != input_hashes(psm_dir):
+        raise MoralkitError(f"{jpath} was computed on other PSM data than {psm_dir}; re-run the command on a new "
+                            "journal (--journal NEW_PATH)")
+    tab, meta = write_from_journal(jpath, data, out)
+    print(tab.drop(columns=["own_time_limit_s"]).to_string(index=False))
+    print(describe(meta))
+    print(f"wrote {out / 'table1_hm.csv'}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except MoralkitError as e:
+        sys.exit(f"error: {e}")
