@@ -197,7 +197,7 @@ if ready:
         print(f"HM column not shown: {hm_why}")
     else:
         print(hm_table1.describe(hm_meta))
-        show(hm_table1.beside(tab, hm_tab), "02_table1_hm",
+        show(hm_table1.beside(tab, hm_tab), "02_table1_hm", fit=True,
              caption="This run's CCEI and the committed Houtman–Maks column (stars: ? when the interval spans a level)")
 
 # %% [markdown]
