@@ -19,7 +19,8 @@ skips what the journal holds. The lines, in order:
 
 Each line is written whole, flushed and fsynced, so a killed run loses at most the decisions in
 flight; a torn last line (killed mid-write) is ignored on reading and cut off before the next run
-appends. One run at a time writes a journal (an exclusive ``flock``); reading needs no lock.
+appends. One run at a time writes a journal (an exclusive lock on ``<journal>.lock``, held with
+:mod:`filelock` as the collectors' run lock is); reading needs no lock.
 
 References
 ----------
@@ -147,6 +148,7 @@ class Journal:
             self.inputs[k] = None if self.inputs[k] is None else float(self.inputs[k])
         self.state = JournalState()
         self._f = None
+        self._held = None
         if self.path is None:
             self.append({"kind": "inputs", **self.inputs})
             return
@@ -174,11 +176,14 @@ class Journal:
             raise
 
     def _lock(self) -> None:
-        import fcntl
+        # filelock, as the collectors' RunLock: flock on POSIX, msvcrt.locking on Windows
+        from filelock import FileLock, Timeout
 
+        lock = FileLock(str(self.path) + ".lock", timeout=0)
         try:
-            fcntl.flock(self._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            lock.acquire()
+            self._held = lock
+        except Timeout:
             raise MoralkitError(f"another run is writing {self.path} (its PID is in the journal's last 'start' "
                                 "line); wait for it to finish or stop it, then re-run") from None
 
@@ -192,8 +197,11 @@ class Journal:
 
     def close(self) -> None:
         if self._f is not None:
-            self._f.close()  # releases the lock
+            self._f.close()
             self._f = None
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
     def __enter__(self):
         return self
