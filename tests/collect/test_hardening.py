@@ -147,7 +147,12 @@ def test_likelihood_exit_statuses_and_per_request_progress(tmp_path):
     assert "INCOMPLETE" in p.stderr and "re-run the same command to resume" in p.stderr
     with FaultServer(rate=0.3, faults=("500", "429"), seed=1, retry_after=0) as srv:
         p = _cli(*_lk_args(srv.url, tmp_path / "run2", "--max-retries", "0"))
-        p2 = _cli(*_lk_args(srv.url, tmp_path / "run2"))
+        # re-run as the message says while it exits 3: at rate 0.3 a request can meet a fault on all 7 of
+        # its tries (0.3^7 per request: rare, not never; CI's clean-clone run of stop 28 met it once)
+        for _ in range(3):
+            p2 = _cli(*_lk_args(srv.url, tmp_path / "run2"))
+            if p2.returncode != 3:
+                break
     assert p.returncode == 3 and p2.returncode == 0, p2.stderr[-2000:]
     assert "complete: " in p2.stdout and "requests done" in p2.stdout
 
