@@ -183,8 +183,10 @@ if ready:
 # dataset and resumes where it stopped, and is committed with the SHA-256 of every data file
 # (`data/derived/table1_hm.csv`, `.json` and the journal); it is shown only when these match the
 # data analysed here. A respondent whose random datasets are not all decided yet gets an interval
-# for $\alpha_{HM}$ (every missing one counted on either side) and the number still missing: the
-# sentence above the table says when and how the committed part was computed.
+# for $\alpha_{HM}$ (every missing one counted on either side) and the number still missing, and
+# beside it an estimate from the random datasets decided so far (the first $n$: independent draws,
+# decided in index order) with its exact 95 % binomial (Clopper–Pearson) interval. The sentence
+# above the table says when and how the committed part was computed.
 
 # %%
 from moralkit.psm import hm_table1

@@ -50,11 +50,12 @@ from .hm_random_choice import hm_decide, random_expenditures
 from .random_choice import stars
 from .random_datasets import answered_part, chunk_choices, chunk_sizes
 
-__all__ = ["COLUMNS", "alpha_text", "beside", "build", "compute", "decisions_frame", "default_dir", "describe",
-           "input_hashes", "load", "main", "order", "run", "write"]
+__all__ = ["COLUMNS", "alpha_estimate", "alpha_text", "beside", "build", "compute", "decisions_frame", "default_dir",
+           "describe", "input_hashes", "load", "main", "order", "run", "write"]
 
 COLUMNS = ["model", "n_obs", "hm_exact", "hm", "hm_kept", "hm_upper", "alpha_hm", "alpha_hm_low", "alpha_hm_high",
            "stars_hm", "n_datasets", "n_done", "n_at_least", "n_below", "n_undecided", "n_missing", "n_exact",
+           "n_estimate", "alpha_hm_estimate", "alpha_hm_ci_low", "alpha_hm_ci_high",
            "time_limit_s", "own_time_limit_s", "seconds", "cpu_seconds"]
 DECISION_COLUMNS = ["model", "dataset", "decision", "decided_by", "seconds", "cpu_seconds"]
 
@@ -165,11 +166,43 @@ def _run_one(ds, m, own, journal, n, seed, tl, n_jobs, say) -> None:
             say(f"{m}: {n - len(todo) + j}/{n} decided ({(time.perf_counter() - w0) / j:.2f} s wall each)")
 
 
+def alpha_estimate(decisions: dict, level: float = 0.95) -> tuple[int, float, float, float]:
+    """alpha_HM estimated from the decided random datasets 0, 1, ..., n - 1 (the longest run of decided
+    ones from the first): ``(n, estimate, ci_low, ci_high)``, with the exact (Clopper–Pearson) ``level``
+    confidence interval; ``(0, nan, 0.0, 1.0)`` when dataset 0 is not decided.
+
+    ``decisions``: dataset index -> journal decision record (``decision`` 1, 0 or -1). The random
+    datasets are independent draws, and which of them form this run does not depend on their outcomes
+    (the command decides them in index order, and a parallel run's completion order, which could depend
+    on how hard a dataset is, is not used), so the estimate is unbiased for the alpha that all random
+    datasets would give in the limit, and the interval covers it with probability at least ``level``.
+    An undecided dataset (-1) ends the run.
+
+    References
+    ----------
+    Clopper and Pearson (1934), Biometrika 26(4), 404–413; Seror (2025), eq. (4).
+    """
+    from scipy.stats import beta
+
+    n = 0
+    while n in decisions and int(decisions[n]["decision"]) >= 0:
+        n += 1
+    if n == 0:
+        return 0, math.nan, 0.0, 1.0
+    x = sum(int(decisions[i]["decision"]) for i in range(n))
+    a = (1.0 - level) / 2
+    lo = 0.0 if x == 0 else float(beta.ppf(a, x, n - x + 1))
+    hi = 1.0 if x == n else float(beta.ppf(1 - a, x + 1, n - x))
+    return n, x / n, lo, hi
+
+
 def build(state: JournalState, datasets: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(table, decisions) from a journal: one row per respondent of ``datasets`` (see :data:`COLUMNS`), and
     one per decided random dataset. A respondent's alpha is exact when all its random datasets are decided,
     else ``[alpha_hm_low, alpha_hm_high]`` counts the undecided and the ``n_missing`` not yet computed as
-    either side."""
+    either side. ``alpha_hm_estimate`` and its 95 % interval ``[alpha_hm_ci_low, alpha_hm_ci_high]`` come
+    from the first ``n_estimate`` random datasets (:func:`alpha_estimate`): informative while a respondent is
+    only partly done."""
     inp = state.inputs
     N = int(inp["n_datasets"])
     rows = []
@@ -184,6 +217,7 @@ def build(state: JournalState, datasets: dict) -> tuple[pd.DataFrame, pd.DataFra
         cpus = [r["cpu_seconds"] for r in dec.values()] + ([own["cpu_seconds"]] if own else [])
         kept, upper = (own["n_kept"], own["n_upper"]) if own else (None, None)
         n_obs = own["n_obs"] if own else answered_part(datasets[m]).n_obs
+        n_est, est, ci_lo, ci_hi = alpha_estimate(dec)
         rows.append(dict(
             model=m, n_obs=n_obs, hm_exact=("not computed" if own is None else f"{kept}/{n_obs}" if kept == upper
                                             else f"[{kept}, {upper}]/{n_obs}"),
@@ -191,7 +225,9 @@ def build(state: JournalState, datasets: dict) -> tuple[pd.DataFrame, pd.DataFra
             alpha_hm=float(lo) if lo == hi else math.nan, alpha_hm_low=float(lo), alpha_hm_high=float(hi),
             stars_hm=s_lo if s_lo == s_hi else "?", n_datasets=N, n_done=len(dec), n_at_least=at_least,
             n_below=below, n_undecided=undecided, n_missing=missing,
-            n_exact=sum(r["decided_by"] == "exact" for r in dec.values()), time_limit_s=inp["time_limit_s"],
+            n_exact=sum(r["decided_by"] == "exact" for r in dec.values()), n_estimate=n_est,
+            alpha_hm_estimate=est, alpha_hm_ci_low=round(ci_lo, 4), alpha_hm_ci_high=round(ci_hi, 4),
+            time_limit_s=inp["time_limit_s"],
             own_time_limit_s=inp["own_time_limit_s"], seconds=round(sum(secs), 1), cpu_seconds=round(sum(cpus), 1)))
     return pd.DataFrame(rows, columns=COLUMNS), decisions_frame(state)
 
@@ -329,7 +365,12 @@ def alpha_text(row) -> str:
     if "hm_upper" in row and int(row["hm_upper"]) != int(row["hm_kept"]):
         why.append(f"the respondent's own HM only bounded to [{int(row['hm_kept'])}, {int(row['hm_upper'])}] "
                    f"within {row['own_time_limit_s']:g} s")
-    return f"[{row['alpha_hm_low']:.3f}, {row['alpha_hm_high']:.3f}]: {'; '.join(why)}"
+    text = f"[{row['alpha_hm_low']:.3f}, {row['alpha_hm_high']:.3f}]: {'; '.join(why)}"
+    n_est = int(get("n_estimate", 0) or 0)
+    if n_est:
+        text += (f"; estimate from the first {n_est:,}: {row['alpha_hm_estimate']:.3f} "
+                 f"(95 % CI {row['alpha_hm_ci_low']:.3f}–{row['alpha_hm_ci_high']:.3f})")
+    return text
 
 
 def _seconds_or_none(text: str):
