@@ -121,39 +121,47 @@ def _tasks(ds, seed: int, n_datasets: int, todo: list[int]):
         yield i, V[:, cols, cache[c][pos]]
 
 
-def run(datasets: dict, journal: Journal, *, models=None, n_jobs: int = 1, progress=None, on_done=None) -> list[str]:
+def run(datasets: dict, journal: Journal, *, models=None, n_jobs: int = 1, progress=None, on_done=None,
+        first: int | None = None) -> list[str]:
     """Decide every random dataset of ``models`` (default: all of ``datasets``) that ``journal`` lacks.
 
     One respondent after the other in :func:`order`: its own HM, then its random datasets (the own HMs of
-    all respondents with the same number of rounds come first, to order them). Each result is appended
-    to ``journal`` as it comes. ``progress(text)`` receives a
-    line now and then, ``on_done(model)`` is called when a respondent is complete. Returns the order.
+    all respondents with the same number of rounds come first, to order them). With ``first``, a first
+    pass decides only random datasets ``0 .. first - 1`` of every respondent, so that each gets an
+    estimate of alpha early (:func:`alpha_estimate`); a second pass then decides the rest. Each result
+    is appended to ``journal`` as it comes. ``progress(text)`` receives a line now and then,
+    ``on_done(model)`` is called at the end of each respondent's pass. Returns the order.
     """
     inp = journal.inputs
     n, seed, tl = int(inp["n_datasets"]), int(inp["seed"]), inp["time_limit_s"]
     models = list(datasets) if models is None else list(models)
     say = progress or (lambda text: None)
     n_obs = {m: answered_part(datasets[m]).n_obs for m in models}
+    passes = [n] if first is None or first >= n else [check_int(first, "first", minimum=1), n]
     todo_order = []
-    for size in sorted(set(n_obs.values())):  # own HMs of the next size only: the cheapest starts at once
-        group = [m for m in models if n_obs[m] == size]
-        own = {m: _own_hm(journal, m, datasets[m], inp["own_time_limit_s"]) for m in group}
-        for m in order(own):
-            todo_order.append(m)
-            _run_one(datasets[m], m, own[m], journal, n, seed, tl, n_jobs, say)
-            if on_done is not None:
-                on_done(m)
+    for stop in passes:
+        for size in sorted(set(n_obs.values())):  # own HMs of the next size only: the cheapest starts at once
+            group = [m for m in models if n_obs[m] == size]
+            own = {m: _own_hm(journal, m, datasets[m], inp["own_time_limit_s"]) for m in group}
+            for m in order(own):
+                if m not in todo_order:
+                    todo_order.append(m)
+                _run_one(datasets[m], m, own[m], journal, n, seed, tl, n_jobs, say, stop)
+                if on_done is not None:
+                    on_done(m)
     return todo_order
 
 
-def _run_one(ds, m, own, journal, n, seed, tl, n_jobs, say) -> None:
+def _run_one(ds, m, own, journal, n, seed, tl, n_jobs, say, stop=None) -> None:
     from joblib import Parallel, delayed
 
     done = journal.state.decisions.get(m, {})
-    todo = [i for i in range(n) if i not in done]
-    k, k_hi = own["n_kept"], own["n_upper"]
+    stop = n if stop is None else min(stop, n)
+    todo = [i for i in range(stop) if i not in done]
+    n0, k, k_hi = len(done), own["n_kept"], own["n_upper"]
     say(f"{m}: HM {k}/{own['n_obs']}" + (f" (upper {k_hi})" if k_hi != k else "")
-        + f"; {n - len(todo)} of {n} random datasets already decided, {len(todo)} to go")
+        + f"; {n0} of {n} random datasets already decided, {len(todo)} to go"
+        + ("" if stop == n else f" in this pass (the first {stop})"))
     tasks = (delayed(_decide_one)(E, k, tl, k_hi, i) for i, E in _tasks(ds, seed, n, todo))
     results = (Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks) if n_jobs != 1
                else (f(*a, **kw) for f, a, kw in tasks))
@@ -163,7 +171,7 @@ def _run_one(ds, m, own, journal, n, seed, tl, n_jobs, say) -> None:
         journal.append({"kind": "decision", "model": m, "dataset": int(i), "decision": int(d),
                         "decided_by": how, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "at": at})
         if j % 50 == 0 or j == len(todo):
-            say(f"{m}: {n - len(todo) + j}/{n} decided ({(time.perf_counter() - w0) / j:.2f} s wall each)")
+            say(f"{m}: {n0 + j}/{n} decided ({(time.perf_counter() - w0) / j:.2f} s wall each)")
 
 
 def alpha_estimate(decisions: dict, level: float = 0.95) -> tuple[int, float, float, float]:
@@ -392,6 +400,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--own-time-limit", type=_seconds_or_none, default=None,
                     help="seconds for each respondent's own exact HM (default: none)")
     ap.add_argument("--n-jobs", type=int, default=1, help="worker processes (the results do not depend on it)")
+    ap.add_argument("--first", type=int, default=None,
+                    help="decide random datasets 0..FIRST-1 of every respondent before the rest, so that each "
+                         "respondent has an estimate of alpha early (the results do not depend on it)")
     ap.add_argument("--models", default=None, help="comma-separated respondents to compute (default: all)")
     ap.add_argument("--psm-dir", default=None, help=f"default: {runs.run_dir('psm')}")
     ap.add_argument("--out", default=None, help=f"where the table goes; default: {runs.run_dir('derived')}")
@@ -431,7 +442,7 @@ def main(argv=None):
             def say(text):
                 print(f"{_now()[1]} {text}", flush=True)
 
-            run(data, j, models=models, n_jobs=args.n_jobs, progress=say,
+            run(data, j, models=models, n_jobs=args.n_jobs, progress=say, first=args.first,
                 on_done=lambda m: write_from_journal(jpath, data, out))
     elif not jpath.exists():
         raise MoralkitError(f"--table-only: no journal at {jpath}; run the command without --table-only first")

@@ -256,3 +256,23 @@ def test_partial_respondent_shows_the_estimate_beside_its_interval():
                alpha_hm_ci_low=0.2025, alpha_hm_ci_high=0.3021)
     assert hm_table1.alpha_text(row) == ("[0.100, 0.800]: 700 of 1,000 random datasets not computed yet; estimate "
                                          "from the first 300: 0.250 (95 % CI 0.203–0.302)")
+
+
+def test_first_pass_decides_the_first_datasets_of_every_respondent_then_the_rest(psm, straight, tmp_path):
+    """`--first 4`: datasets 0-3 of both respondents before any later one; the same table and decisions as
+    one respondent after the other, and each respondent has an estimate after the first pass."""
+    jpath = tmp_path / "j.jsonl"
+    data = read_psm(psm)
+    with hm_journal.Journal(jpath, _inputs(psm)) as j:
+        hm_table1.run(data, j, first=4)
+        tab, dec = hm_table1.build(j.state, data)
+    seq = [(r["model"], r["dataset"]) for r in hm_journal.read_journal(jpath).records if r["kind"] == "decision"]
+    assert sorted(seq[:8]) == [(m, i) for m in ("sim-a", "sim-b") for i in range(4)]
+    assert len(seq) == len(set(seq)) == 2 * N
+    pd.testing.assert_frame_equal(dec[["model", "dataset", "decision", "decided_by"]],
+                                  straight[1][["model", "dataset", "decision", "decided_by"]])
+    assert (tab["n_estimate"] == N).all()
+    hm_table1.main(["--psm-dir", str(psm), "--out", str(tmp_path / "o"), "--n-datasets", str(N), "--time-limit", "30",
+                    "--first", "2", "--models", "sim-b"])
+    got = pd.read_csv(tmp_path / "o" / "table1_hm_decisions.csv.gz")
+    assert got["model"].tolist() == ["sim-b"] * N
