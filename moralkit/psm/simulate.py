@@ -44,6 +44,7 @@ __all__ = [
     "SIMULATED",
     "QuadraticAgent",
     "logit_choices",
+    "random_answers",
     "random_quadratic_agent",
     "simulate_agents",
     "simulate_quadratic",
