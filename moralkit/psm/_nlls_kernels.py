@@ -20,6 +20,19 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True, inline="always")
+def _bliss_slack(b, sign, corners, p, budget, t, bo):
+    """Round ``t``'s ideal point in its corner coordinates, written into ``bo`` (5,) (``b_{z,o}`` of
+    Section 2.2: ``b_z`` where the corner is 0, ``5 - b_z`` where it is 5), and the budget's slack at
+    it, ``budget - p . b_o`` (the sum accumulated left to right), which is returned."""
+    for z in range(5):
+        bo[z] = corners[t, z] + sign[t, z] * b[z]
+    s = p[t, 0] * bo[0]
+    for z in range(1, 5):
+        s = s + p[t, z] * bo[z]
+    return budget - s
+
+
 @njit(cache=True)
 def exact_corner(a, b, sign, corners, p, budget, y, J, want_jac):
     """Form "exact" (the maximiser of (7) under (8)): ``y`` (T, 5) and, if ``want_jac``, ``J`` (T, 5, 10)."""
@@ -30,12 +43,7 @@ def exact_corner(a, b, sign, corners, p, budget, y, J, want_jac):
     bo = np.empty(5)
     k = np.empty(5)
     for t in range(T):
-        for z in range(5):
-            bo[z] = corners[t, z] + sign[t, z] * b[z]
-        s = p[t, 0] * bo[0]
-        for z in range(1, 5):
-            s = s + p[t, z] * bo[z]
-        c = budget - s
+        c = _bliss_slack(b, sign, corners, p, budget, t, bo)
         S = p[t, 0] * p[t, 0] * w[0]
         for z in range(1, 5):
             S = S + p[t, z] * p[t, z] * w[z]
@@ -60,12 +68,7 @@ def paper_corner(a, b, sign, corners, p, budget, y, J, want_jac):
     beta = np.empty(5)
     target = np.empty(5)
     for t in range(T):
-        for z in range(5):
-            bo[z] = corners[t, z] + sign[t, z] * b[z]
-        s = p[t, 0] * bo[0]
-        for z in range(1, 5):
-            s = s + p[t, z] * bo[z]
-        c = budget - s
+        c = _bliss_slack(b, sign, corners, p, budget, t, bo)
         for z in range(5):
             g[z] = a[z] / (p[t, z] * p[t, z])
         G = g[0]

@@ -126,3 +126,57 @@ def violating_cycle_obs(R, P, inc):
             if inc[v] and v != u and P[u, v] and comp[u] == comp[v]:
                 return path01(R, comp, owner, v, u)
     return np.empty(0, np.int64)
+
+
+@njit(cache=True)
+def max_subsets(R, P, owner, masks, size, feasible, consistent, within, max_tries):
+    """Every maximum subset of the models in the bit mask ``within`` whose pooled observations
+    satisfy GARP_e, in increasing bit-mask order (``[0]`` when none is consistent on its own), and the
+    number of :func:`violation_models` checks made.
+
+    The loop of :meth:`moralkit.psm.partition.ExactLS.max_subsets`, compiled: ``feasible`` (no cut
+    found so far excludes the mask) and ``consistent`` (known GARP_e-consistent) are updated in place,
+    so the state carries over to the next call. The candidates of size ``k`` are listed before any
+    of them is checked, and a cut found meanwhile removes the candidates it covers, as in the loop
+    it replaces; the answer (all consistent subsets of maximum size) does not depend on that order.
+    """
+    nm = masks.shape[0]
+    good = np.empty(nm, np.int64)
+    cands = np.empty(nm, np.int64)
+    n_checks = 0
+    while True:
+        k = 0
+        for x in range(nm):
+            if feasible[x] and (masks[x] & ~within) == 0 and size[x] > k:
+                k = size[x]
+        if k == 0:
+            good[0] = 0
+            return good[:1].copy(), n_checks
+        nc = 0
+        for x in range(nm):
+            if feasible[x] and (masks[x] & ~within) == 0 and size[x] == k:
+                cands[nc] = masks[x]
+                nc += 1
+        ng = 0
+        for i in range(nc):
+            c = cands[i]
+            if not feasible[c]:
+                continue  # cut by a cycle found meanwhile
+            if consistent[c]:
+                good[ng] = c
+                ng += 1
+                continue
+            S = violation_models(R, P, owner, c, max_tries)
+            n_checks += 1
+            if S == 0:
+                for x in range(nm):
+                    if (masks[x] & ~c) == 0:
+                        consistent[x] = True  # subsets of c
+                good[ng] = c
+                ng += 1
+            else:
+                for x in range(nm):
+                    if (masks[x] & S) == S:
+                        feasible[x] = False
+        if ng > 0:
+            return good[:ng].copy(), n_checks

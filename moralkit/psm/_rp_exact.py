@@ -23,7 +23,7 @@ from numbers import Rational
 import numpy as np
 
 from ..errors import MoralkitError
-from ._rp_kernels import candidates, has_cycle_dense, min_cycle_threshold, psm_levels_batch
+from ._rp_kernels import has_cycle_dense, min_cycle_ratio, psm_levels_batch
 from .level import RationalityLevel
 
 __all__ = ["MAX_LEVELS", "level_arrays", "psm_budget", "ratio_matrix", "ccei_level", "ccei_float", "ccei_fraction",
@@ -90,11 +90,10 @@ def ccei_level(E):
         L = int(psm_levels_batch(E[None], B)[0])
         return ("one", None) if L >= B else ("psm", (L, B))
     R = ratio_matrix(E)
-    cand = candidates(R)
-    i = int(min_cycle_threshold(R, cand))
-    if i >= len(cand):
+    t = float(min_cycle_ratio(R))  # the smallest cyclic threshold among the ratios <= 1; 2.0: none
+    if t > 1.0:
         return "one", None
-    return "float", (R, float(cand[i]))
+    return "float", (R, t)
 
 
 def ccei_float(E) -> float:

@@ -372,6 +372,109 @@ def candidates(R):
 
 
 @njit(cache=True)
+def min_cycle_ratio(R):
+    """``cand[min_cycle_threshold(R, cand)]`` for ``cand = candidates(R)``, or 2.0 when no threshold has
+    a cycle, found by selection instead of a sort.
+
+    The answer is the smallest candidate ratio ``t`` such that ``{R[r, k] <= t}`` has a cycle, which is
+    unique, so any exact search finds the same float. Here each step tests a pivot (the median of up to
+    9 evenly spaced remaining candidates) and keeps only the candidates below it (a cycle: the pivot is
+    the best so far) or above it (no cycle: nothing at or below it has one), without sorting them all.
+    """
+    T = R.shape[0]
+    U = 1.0
+    for r in range(T):
+        for k in range(r + 1, T):
+            m = max(R[r, k], R[k, r])
+            if m < U:
+                U = m
+    buf = np.empty(T * T, dtype=np.float64)
+    n = 0
+    hi = -1.0
+    for r in range(T):
+        for k in range(T):
+            v = R[r, k]
+            if k != r and v <= U:  # U <= 1
+                buf[n] = v
+                n += 1
+                hi = max(hi, v)
+    if n == 0:
+        return 2.0
+    Wd = max(1, (T + 63) // 64)
+    adj = np.zeros((T, Wd), dtype=np.uint64)
+    white = np.zeros(Wd, dtype=np.uint64)
+    onstack = np.zeros(Wd, dtype=np.uint64)
+    stack = np.zeros(T + 1, dtype=np.int64)
+    build_threshold(R, hi, adj)
+    if not has_cycle(adj, T, white, onstack, stack):
+        return 2.0
+    best = hi
+    sample = np.empty(9, dtype=np.float64)
+    m = 0
+    for i in range(n):
+        if buf[i] < best:
+            buf[m] = buf[i]
+            m += 1
+    while m > 0:
+        ns = min(m, 9)
+        for j in range(ns):
+            sample[j] = buf[(j * m) // ns]
+        srt = np.sort(sample[:ns])
+        pivot = srt[ns // 2]
+        build_threshold(R, pivot, adj)
+        below = has_cycle(adj, T, white, onstack, stack)
+        if below:
+            best = pivot
+        n, m = m, 0
+        for i in range(n):
+            if (buf[i] < pivot) if below else (buf[i] > pivot):
+                buf[m] = buf[i]
+                m += 1
+    return best
+
+
+@njit(cache=True, nogil=True)
+def ccei_float_choices(V, C, own, max_levels):
+    """Float CCEI of many choice vectors over the same rounds: ``(out, done)``.
+
+    Row ``i`` has ``E[r, k] = V[r, k, C[i, k]]`` (the diagonal set to ``own`` when ``own > 0``) and
+    ``out[i]`` is :func:`moralkit.psm._rp_exact.ccei_float` of it: the same ratios ``R = E / diag(E)``
+    in floats, and the same threshold (:func:`min_cycle_ratio`). Rows that path does not handle
+    (fewer than 2 rounds, a non-positive own expenditure, or a constant diagonal ``<= max_levels``,
+    which takes the integer-level path) have ``done[i] = False`` and are left to the caller.
+    """
+    N, T = C.shape[0], V.shape[0]
+    out = np.ones(N)
+    done = np.zeros(N, dtype=np.bool_)
+    E = np.empty((T, T), dtype=np.int64)
+    R = np.empty((T, T), dtype=np.float64)
+    if T < 2:
+        return out, done
+    for i in range(N):
+        for r in range(T):
+            for k in range(T):
+                E[r, k] = V[r, k, C[i, k]]
+            if own > 0:
+                E[r, r] = own
+        B = E[0, 0]
+        constant, positive = True, True
+        for r in range(T):
+            constant = constant and E[r, r] == B
+            positive = positive and E[r, r] > 0
+        if not positive or (constant and 0 < B <= max_levels):
+            continue
+        for r in range(T):
+            d = np.float64(E[r, r])
+            for k in range(T):
+                R[r, k] = np.float64(E[r, k]) / d
+        t = min_cycle_ratio(R)
+        if t <= 1.0:
+            out[i] = max(0.0, t)
+        done[i] = True
+    return out, done
+
+
+@njit(cache=True)
 def has_cycle_dense(A):
     """Cycle test for a dense boolean adjacency matrix (diagonal ignored)."""
     T = A.shape[0]

@@ -251,13 +251,18 @@ def critical_efficiencies(V, choices, coordinates: str = "corner") -> np.ndarray
     ----------
     Seror (2025), Definitions 1-3.
     """
+    from ._rp_exact import MAX_LEVELS
+    from ._rp_kernels import ccei_float_choices
+
     Convention(coordinates)
     C = np.atleast_2d(np.asarray(choices, dtype=np.int64))
     T = V.shape[0]
     rows = np.arange(T)
-    out = np.empty(len(C))
-    for i, c in enumerate(C):
-        E = V[:, rows, c].astype(np.int64)
+    # one compiled pass over the rows: the same float operations as rp.ccei, without its per-matrix
+    # Python calls; the rows it leaves (integer-level path, invalid matrices) go through rp.ccei
+    out, done = ccei_float_choices(V, C, BUDGET if coordinates == "origin_budget" else 0, MAX_LEVELS)
+    for i in np.flatnonzero(~done):
+        E = V[:, rows, C[i]].astype(np.int64)
         if coordinates == "origin_budget":
             np.fill_diagonal(E, BUDGET)
         out[i] = rp.ccei(E)

@@ -67,6 +67,7 @@ import numpy as np
 
 from ..checks import as_generator
 from ..errors import MoralkitError
+from ._partition_kernels import max_subsets as _max_subsets
 from ._partition_kernels import violating_cycle_obs, violation_models
 from .level import RationalityLevel, rationality_level
 from .milp import solve_ls_milp
@@ -196,29 +197,12 @@ class ExactLS:
         return int(violation_models(self.R0, self.P0, self.owner, np.int64(mask), self.max_tries))
 
     def max_subsets(self, within: int) -> list[int]:
-        masks, size = self.masks, self.size
-        inside = (masks & ~np.int64(within)) == 0
-        while True:
-            cand = self.feasible & inside
-            k = int(size[cand].max())
-            if k == 0:
-                return [0]
-            good = []
-            for c in masks[cand & (size == k)]:
-                c = int(c)
-                if not self.feasible[c]:
-                    continue  # cut by a cycle found meanwhile
-                if self.consistent[c]:
-                    good.append(c)
-                    continue
-                S = self._check(c)
-                if S == 0:
-                    self.consistent[(masks & ~np.int64(c)) == 0] = True  # subsets of c
-                    good.append(c)
-                else:
-                    self.feasible &= (masks & S) != S
-            if good:
-                return good
+        """Every maximum GARP_e-consistent subset of the models in the bit mask ``within``, in increasing
+        bit-mask order (``[0]`` when none is consistent on its own); the cuts found are kept."""
+        good, n = _max_subsets(self.R0, self.P0, self.owner, self.masks, self.size, self.feasible,
+                               self.consistent, np.int64(within), self.max_tries)
+        self.n_checks += int(n)
+        return good.tolist()
 
 
 class MILPLS:

@@ -44,6 +44,7 @@ __all__ = [
     "SIMULATED",
     "QuadraticAgent",
     "logit_choices",
+    "random_answers",
     "random_quadratic_agent",
     "simulate_agents",
     "simulate_quadratic",
@@ -220,6 +221,19 @@ def logit_choices(utilities, noise: float, seed=None, size: int | None = None) -
     return np.minimum((cum < draws).sum(-1), w.shape[1] - 1).astype(np.int64)
 
 
+def random_answers(design, rng, q0=None):
+    """The draws of :func:`simulate_random` as arrays, without building (and validating) a dataset.
+
+    Draws the round-0 answer ``q0`` (uniform on X unless given), then a uniform option (1-based) in
+    every round, from ``rng`` in that order. Returns ``(q0, design.arrays(q0), chosen)``; the hot
+    loops of the convention audit (:mod:`moralkit.studies.conventions`) use it directly.
+    """
+    q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
+    arrays = design.arrays(q0)
+    chosen = rng.integers(1, arrays[2].shape[1] + 1, size=len(arrays[2]))
+    return q0, arrays, chosen
+
+
 def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=None) -> PSMDataset:
     """A simulated uniformly random respondent (H0 of the rationality test, Section 2.3).
 
@@ -233,11 +247,7 @@ def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=Non
     """
     if not str(model).startswith("sim-"):
         raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
-    rng = as_generator(seed)
-    design = as_design(design)
-    q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
-    corners, prices, options, ci, pi, idx = design.arrays(q0)
-    chosen = rng.integers(1, options.shape[1] + 1, size=len(options))
+    q0, (corners, prices, options, ci, pi, idx), chosen = random_answers(as_design(design), as_generator(seed), q0)
     return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
                       round_index=idx, corner_index=ci, price_index=pi, q0=q0,
                       provider=SIMULATED, backend=SIMULATED, run=SIMULATED)

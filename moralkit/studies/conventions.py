@@ -36,7 +36,8 @@ import pandas as pd
 from ..errors import MoralkitError
 from ..psm import ccei_many
 from ..psm.design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
-from ..psm.indices import CONVENTIONS, COORDINATES, convention, exact_ratio, expenditure_matrix
+from ..psm.indices import CONVENTIONS, COORDINATES, convention, exact_ratio
+from ..psm.rp import expenditure_matrix as rp_expenditure_matrix
 from ..psm.rp import validate_expenditure_matrix
 
 __all__ = [
@@ -134,25 +135,40 @@ def matching_fractions(x: float, max_den: int = 30, decimals: int = 3) -> list[F
 # --------------------------------------------------------------------------- null distribution
 
 
+def _expenditures(coordinates, corners, prices, q, corner_index):
+    """:func:`moralkit.psm.indices.expenditure_matrix` of a fully answered dataset given as arrays
+    (effective corners, prices, chosen answers ``q``, nominal corner indices)."""
+    if coordinates == "corner":
+        return rp_expenditure_matrix(corners, prices, q)
+    base = CORNERS[corner_index] if coordinates == "nominal" else np.zeros_like(corners)
+    E = rp_expenditure_matrix(base, prices, q, budget=None)
+    if coordinates == "origin_budget":
+        np.fill_diagonal(E, BUDGET)
+    return E
+
+
 def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
     """Rows of :func:`null_distribution` for the replicates ``idx`` (each with its own SeedSequence)."""
-    from ..psm.simulate import simulate_random
+    from ..psm.simulate import random_answers
 
     rows = []
     exact = {}  # float e* -> (e*, 1 - e*) as floats of the exact fractions (see exact_ratio)
     for i, ss in zip(idx, seeds):
         rng = np.random.default_rng(ss)
-        ds = simulate_random(designs[i % len(designs)], seed=rng, model=f"sim-random-{i}", q0=q0)
-        perm = rng.permutation(ds.n_rounds)
+        # simulate_random's draws (every round answered), as arrays: no dataset built per replicate
+        _, (corners, prices, options, ci, _, _), chosen = random_answers(designs[i % len(designs)], rng, q0)
+        T = len(options)
+        q = options[np.arange(T), chosen - 1]
+        perm = rng.permutation(T)
         keeps = [np.sort(perm[:n]) for n in n_obs]
-        S, sizes = ccei_many.subset_table(keeps, ds.n_obs)  # the same subsets in every coordinate system
+        S, sizes = ccei_many.subset_table(keeps, T)  # the same subsets in every coordinate system
         E_of = {}
         for co in coords:
             if co == "origin_budget" and "origin" in E_of:  # the origin matrix with the budget on the diagonal
                 E = E_of["origin"].copy()
                 np.fill_diagonal(E, BUDGET)
             else:
-                E = expenditure_matrix(ds, co)
+                E = _expenditures(co, corners, prices, q, ci)
             E_of[co] = E
             # every nested subset from one pass over the respondent's expenditure matrix
             x_of = ccei_many.ccei_subset_table(validate_expenditure_matrix(E), S, sizes)

@@ -553,3 +553,41 @@ def test_two_product_comparisons_are_exact():
     for x, y, z, w in zip(a, b, c, d):
         exact = Fraction(x) * Fraction(y) - Fraction(z) * Fraction(w)
         assert cmp_prod(x, y, z, w) == (exact > 0) - (exact < 0)
+
+
+def test_min_cycle_ratio_equals_the_sorted_threshold_search():
+    # the selection search (no sort) of the batched float CCEI finds the same float threshold as
+    # candidates + min_cycle_threshold (rp.ccei's path), ties and acyclic matrices included
+    from moralkit.psm._rp_kernels import candidates, min_cycle_ratio, min_cycle_threshold
+
+    rng = np.random.default_rng(7)
+    n_cyclic = 0
+    for trial in range(600):
+        T = int(rng.integers(2, 30))
+        E = rng.integers(1, 9, size=(T, T)).astype(float) if trial % 2 else rng.uniform(0.1, 2.0, size=(T, T))
+        R = E / np.diag(E)[:, None]
+        cand = candidates(R)
+        i = min_cycle_threshold(R, cand)
+        assert min_cycle_ratio(R) == (2.0 if i >= len(cand) else cand[i])
+        n_cyclic += i < len(cand)
+    assert 0 < n_cyclic < 600
+
+
+@pytest.mark.parametrize("coordinates", ["origin", "origin_budget", "nominal", "corner"])
+def test_critical_efficiencies_equal_rp_ccei_row_by_row(coordinates):
+    # the compiled batch (and its fallback to rp.ccei for constant-diagonal rows) returns the very
+    # float rp.ccei returns for each expenditure matrix
+    from moralkit.psm import indices
+
+    ds = simulate_random(0, seed=3)
+    V = indices.option_expenditures(ds, coordinates)
+    rng = np.random.default_rng(2)
+    keep = np.sort(rng.choice(160, 40, replace=False))
+    V = V[np.ix_(keep, keep)]
+    C = rng.integers(0, V.shape[2], size=(25, 40))
+    got = indices.critical_efficiencies(V, C, coordinates)
+    for c, x in zip(C, got):
+        E = V[:, np.arange(40), c].astype(np.int64)
+        if coordinates == "origin_budget":
+            np.fill_diagonal(E, BUDGET)
+        assert x == rp.ccei(E)
