@@ -89,6 +89,8 @@ _STEMS: dict[str, str] = {}
 _STEMS_MAX = 1 << 18
 #: The disk-cache files already merged into :data:`_STEMS` by this process.
 _STEMS_LOADED: set = set()
+#: The source files a stem depends on (this module, the tokenizer's), hashed into the cache file's name.
+_STEM_SOURCES = (__file__, tokenize.__code__.co_filename)
 
 
 def stem_sentence(text: str) -> str:
@@ -123,10 +125,8 @@ def stem_cache_file():
         return None
     from importlib.metadata import version
 
-    from . import _tokenize
-
     h = hashlib.sha256(version("nltk").encode())  # not ``import nltk``: a cache hit needs no NLTK at all
-    for f in (__file__, _tokenize.__file__):
+    for f in _STEM_SOURCES:
         with open(f, "rb") as fh:
             h.update(fh.read())
     return d / f"moralchoice_stems-{h.hexdigest()[:16]}.json"
