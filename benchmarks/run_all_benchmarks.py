@@ -36,6 +36,8 @@ BENCHMARKS = {
     "rationality": ["bench_rationality.py"],
     "partition": ["bench_partition.py", "--milp-instances", "1", "--time-limit", "60"],
     "run_all": ["bench_run_all.py"],
+    "numba_compile": ["bench_numba_compile.py"],
+    "stem_cache": ["bench_stem_cache.py"],
     "dask": ["bench_dask.py", "--T", "200"],
     "audit": ["bench_audit.py"],
     "pool": ["bench_pool.py"],

@@ -36,8 +36,40 @@ def find_runs(root=None, survey=None) -> list[Path]:
     return out
 
 
+#: Records already read, by run directory: ``(stamp of its record files, tuple of records)`` (see :func:`_records`).
+_READ: dict = {}
+
+
+def _records(run) -> tuple:
+    """``read_records(run)`` as a tuple, memoised while the run's record files keep their size and modification
+    time. The tables of notebook 01 read each run two to six times (:func:`runs_table`, :func:`psm_quality_table`,
+    :func:`status_table`, :func:`plot_psm_quality`, :func:`moralchoice_quality_table`); the functions of this
+    module only read the records, never change them."""
+    from .record_files import RECORDS, RECORDS_GZ
+
+    run = Path(run)
+    if not run.is_dir():
+        return tuple(read_records(run))
+    stamp = []
+    for f in (run / RECORDS, run / RECORDS_GZ):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        stamp.append((f.name, st.st_mtime_ns, st.st_size))
+    key, stamp = run.resolve(), tuple(stamp)
+    hit = _READ.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    recs = tuple(read_records(run))
+    if len(_READ) >= 256:
+        _READ.clear()
+    _READ[key] = (stamp, recs)
+    return recs
+
+
 def _attempts(run):
-    return [r for r in read_records(run) if r.get("kind", "attempt") == "attempt"]
+    return [r for r in _records(run) if r.get("kind", "attempt") == "attempt"]
 
 
 def psm_quality_table(runs) -> pd.DataFrame:
@@ -185,7 +217,7 @@ def runs_table(runs) -> pd.DataFrame:
     for run in runs:
         run = Path(run)
         m = json.loads((run / "manifest.json").read_text())
-        recs = read_records(run)
+        recs = _records(run)
         att = [r for r in recs if r.get("kind", "attempt") == "attempt"]
         sess = m.get("sessions", [])
         argv = sess[-1]["argv"] if sess else []

@@ -83,11 +83,87 @@ def _stem_word(word: str) -> str:
     return _stemmer().stem(word)
 
 
-@lru_cache(maxsize=65536)
+#: The stems of the sentences seen in this process (and read from the disk cache), by sentence.
+_STEMS: dict[str, str] = {}
+#: Above this many sentences the in-process table is emptied (a long-lived process mapping many surveys).
+_STEMS_MAX = 1 << 18
+#: The disk-cache files already merged into :data:`_STEMS` by this process.
+_STEMS_LOADED: set = set()
+#: The source files a stem depends on (this module, the tokenizer's), hashed into the cache file's name.
+_STEM_SOURCES = (__file__, tokenize.__code__.co_filename)
+
+
 def stem_sentence(text: str) -> str:
     """Porter-stem every word token of ``text`` (NLTK's word tokenizer, :mod:`._tokenize`) and join them with
-    single spaces."""
-    return " ".join(map(_stem_word, tokenize(text)))
+    single spaces. Memoised in the process and, through :func:`map_responses`, in the disk cache
+    (:func:`moralkit.paths.cache_dir`)."""
+    s = _STEMS.get(text)
+    if s is None:
+        if len(_STEMS) >= _STEMS_MAX:
+            _STEMS.clear()
+        s = _STEMS[text] = " ".join(map(_stem_word, tokenize(text)))
+    return s
+
+
+def stem_cache_file():
+    """The disk cache of the stems (a JSON object ``{sentence: stem}``) in :func:`moralkit.paths.cache_dir`, or
+    ``None`` when no cache folder is set.
+
+    The stemmed match of g tokenises and stems every answer and every spelling of the expanded answer sets,
+    about 33,000 distinct sentences for the committed runs: most of the cost of :func:`map_responses`.
+    Notebooks 05 and 07 map the same project runs, so ``run_all.py`` gives them a cache folder and the
+    second reads the stems the first computed. The file name carries a hash of everything a stem depends on
+    (the NLTK version, this module and :mod:`._tokenize`), so that a file written by other code is never
+    read; a stem read from it is the stem :func:`stem_sentence` computes.
+    """
+    import hashlib
+
+    from ..paths import cache_dir
+
+    d = cache_dir()
+    if d is None:
+        return None
+    from importlib.metadata import version
+
+    h = hashlib.sha256(version("nltk").encode())  # not ``import nltk``: a cache hit needs no NLTK at all
+    for f in _STEM_SOURCES:
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return d / f"moralchoice_stems-{h.hexdigest()[:16]}.json"
+
+
+def _read_stems(path) -> dict:
+    """The stems of the cache file ``path`` (empty when it is missing or unreadable: a cache is never an error)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _load_stems(path) -> None:
+    if path is not None and path not in _STEMS_LOADED:
+        _STEMS_LOADED.add(path)
+        for k, v in _read_stems(path).items():
+            _STEMS.setdefault(k, v)
+
+
+def _save_stems(path) -> None:
+    """Merge the process's stems into the cache file (with what another process wrote meanwhile), atomically."""
+    import json
+
+    from ..atomicfile import atomic_write_bytes
+
+    merged = {**_read_stems(path), **_STEMS}
+    try:
+        atomic_write_bytes(path, json.dumps(merged, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    except OSError:  # a read-only or full disk: the results stand, only the cache is not written
+        pass
 
 
 def short_form(option: str) -> str:
@@ -255,6 +331,9 @@ def map_responses(
         raise MoralkitError(f"unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
     a1 = acts["action1"].reindex(responses["scenario_id"]).to_numpy()
     a2 = acts["action2"].reindex(responses["scenario_id"]).to_numpy()
+    cache = stem_cache_file()
+    _load_stems(cache)
+    known = len(_STEMS)
     out = responses.copy()
     out["decision"] = [
         map_answer(ans, qt, o, x1, x2, templates)
@@ -263,6 +342,8 @@ def map_responses(
             responses["ordering"].to_numpy(), a1, a2,
         )
     ]
+    if cache is not None and len(_STEMS) != known:
+        _save_stems(cache)
     return out
 
 

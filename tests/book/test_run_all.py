@@ -374,3 +374,18 @@ def test_readme_links_every_page_of_the_manual_and_the_dependency_table():
     # the two commands stay in the README, and .ci/run calls exactly the test command
     assert "bash scripts/setup.sh && .venv/bin/python -m pytest" in readme
     assert "bash scripts/setup.sh && .venv/bin/python run_all.py" in readme
+
+
+def test_notebooks_get_a_cache_folder_in_the_build(tmp_path, monkeypatch):
+    """The kernels run with MORALKIT_CACHE_DIR=<out>/cache (moralkit.paths.cache_dir), unless the user set one."""
+    from moralkit.book.run import _plan
+
+    write_tiny_notebooks(tmp_path, ["01"])
+    kw = dict(only=None, quick=False, seed=None, jobs=1, parameters=None, figures_dir=tmp_path / "f",
+              tables_dir=tmp_path / "t", kernel_name="python3")
+    monkeypatch.delenv("MORALKIT_CACHE_DIR", raising=False)
+    plan = _plan(tmp_path, tmp_path / "out", **kw)
+    assert plan.env["MORALKIT_CACHE_DIR"] == str((tmp_path / "out" / "cache").resolve())
+    assert plan.tasks[0][1]["env"]["MORALKIT_CACHE_DIR"] == plan.env["MORALKIT_CACHE_DIR"]
+    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path / "mine"))
+    assert _plan(tmp_path, tmp_path / "out", **kw).env["MORALKIT_CACHE_DIR"] == str(tmp_path / "mine")

@@ -95,3 +95,22 @@ def test_find_runs_defaults_to_the_projects_raw_runs_from_moralkit_runs(tmp_path
     run.rename(raw / run.name)
     assert summary.find_runs() == [raw / "psm-sim"]
     assert summary.find_runs(survey="moralchoice") == []
+
+
+def test_a_run_is_read_once_until_its_records_change(tmp_path, monkeypatch):
+    """The tables of notebook 01 read each run several times: the records are decoded once, and again only
+    after the record file changes (a run resumed meanwhile)."""
+    run = _run(tmp_path, {"r000": ["ok"], "r001": ["no_option", "ok"]})
+    reads = []
+    real = summary.read_records
+    monkeypatch.setattr(summary, "read_records", lambda path, *a, **k: reads.append(path) or real(path, *a, **k))
+    monkeypatch.setattr(summary, "_READ", {})
+    first = summary.psm_quality_table([run])
+    assert summary.status_table([run])["ok"].iloc[0] == 2 and summary.runs_table([run])["requests"].iloc[0] == 3
+    assert len(reads) == 1
+    with gzip.open(run / "records.jsonl.gz", "wt") as f:  # the run gains an attempt (resumed)
+        for t, k, s in (("r000", 1, "ok"), ("r001", 1, "no_option"), ("r001", 2, "ok"), ("r002", 1, "ok")):
+            f.write(json.dumps(dict(kind="attempt", task=t, attempt=k, status=s, latency_s=0.1,
+                                    parsed=[1, 2, 3, 4, 5])) + "\n")
+    again = summary.psm_quality_table([run])
+    assert len(reads) == 2 and again["requests"].iloc[0] == first["requests"].iloc[0] + 1

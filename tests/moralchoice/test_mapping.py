@@ -189,3 +189,72 @@ def test_fast_tokenizer_matches_nltk():
     for t in texts:
         assert _tokenize.tokenize(t) == nltk_tok.tokenize(t), t
     assert not _tokenize._PLAIN.match("sep\x1cchars") and not _tokenize._PLAIN.match("café")
+
+
+def _toy_responses():
+    answers = ["first", "x1", "I x2!", "helped x1.", "well, nope", "something else entirely"]
+    responses = pd.DataFrame({"scenario_id": ["s1"] * len(answers), "question_type": ["repeat"] * len(answers),
+                              "ordering": [0, 1, 0, 1, 0, 1], "answer_raw": answers})
+    scenarios = pd.DataFrame({"scenario_id": ["s1"], "action1": ["I x1."], "action2": ["I x2."]})
+    return responses, scenarios
+
+
+@pytest.fixture
+def fresh_stems(monkeypatch):
+    """The mapping module's stems as in a new process: nothing memoised, no cache file read yet."""
+    from moralkit.moralchoice import mapping
+
+    monkeypatch.setattr(mapping, "_STEMS", {})
+    monkeypatch.setattr(mapping, "_STEMS_LOADED", set())
+    return mapping
+
+
+def test_stems_are_kept_in_the_cache_folder_and_read_by_the_next_process(tmp_path, monkeypatch, fresh_stems):
+    """With MORALKIT_CACHE_DIR set, map_responses writes the stems it computed; a new process reads them from
+    the file instead of tokenising again (notebook 07 after 05), with the same decisions."""
+    mapping = fresh_stems
+    responses, scenarios = _toy_responses()
+    t = _toy_templates()
+    monkeypatch.delenv("MORALKIT_CACHE_DIR", raising=False)
+    expected = mapping.map_responses(responses, scenarios, t)["decision"].tolist()
+    assert mapping.stem_cache_file() is None and not list(tmp_path.iterdir())  # no folder set: nothing written
+
+    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(mapping, "_STEMS", {})
+    assert mapping.map_responses(responses, scenarios, t)["decision"].tolist() == expected
+    cache = mapping.stem_cache_file()
+    assert cache.parent == tmp_path and cache.exists()
+    assert mapping.stem_sentence("helped x1.") in mapping._read_stems(cache).values()
+
+    monkeypatch.setattr(mapping, "_STEMS", {})
+    monkeypatch.setattr(mapping, "_STEMS_LOADED", set())
+
+    def no_tokenizing(text):
+        raise AssertionError(f"tokenised {text!r} although its stem is in the cache")
+
+    monkeypatch.setattr(mapping, "tokenize", no_tokenizing)
+    assert mapping.map_responses(responses, scenarios, t)["decision"].tolist() == expected
+
+
+def test_an_unreadable_stem_cache_is_ignored(tmp_path, monkeypatch, fresh_stems):
+    """A corrupt cache file costs the stems, never a wrong decision or an error; it is rewritten whole."""
+    mapping = fresh_stems
+    responses, scenarios = _toy_responses()
+    monkeypatch.delenv("MORALKIT_CACHE_DIR", raising=False)
+    expected = mapping.map_responses(responses, scenarios, _toy_templates())["decision"].tolist()
+    monkeypatch.setattr(mapping, "_STEMS", {})
+    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path))
+    cache = mapping.stem_cache_file()
+    cache.write_text('{"helped x1.": 3, "truncated', encoding="utf-8")
+    assert mapping.map_responses(responses, scenarios, _toy_templates())["decision"].tolist() == expected
+    assert mapping._read_stems(cache)["helped x1."] == "help x1 ."
+
+
+def test_the_stem_cache_file_is_keyed_on_the_code(tmp_path, monkeypatch):
+    """The file name changes with the NLTK version, so that stems of another tokenizer are never read."""
+    from moralkit.moralchoice import mapping
+
+    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path))
+    here = mapping.stem_cache_file()
+    monkeypatch.setattr("importlib.metadata.version", lambda name: "0.0-other")
+    assert mapping.stem_cache_file() != here
