@@ -2,7 +2,7 @@
 
 Notebook 07 reads the project's MoralChoice runs twice (``moralkit.studies.crossmethod.load_own_runs``,
 high and low ambiguity); most of that is the answer mapping's stemmed match (NLTK's tokenizer and Porter
-stemmer). ``run_all.py`` keeps the stems in ``build/cache`` (``MORALKIT_CACHE_DIR``), so the second
+stemmer). ``run_all.py`` keeps the stems in ``build/memo`` (``MORALKIT_MEMO_DIR``), so the second
 notebook to read the answers, and every later run, reads them from the file. This script runs the two
 calls in a new process with an empty cache folder (what the first notebook pays), then in another one
 with the file it wrote (what notebook 07 pays after notebook 05, and later runs), and checks that the
@@ -49,7 +49,7 @@ print(json.dumps({"cpu_s": time.process_time() - t0, "metrics": h.hexdigest()}))
 
 
 def _child(cache: str) -> dict:
-    env = dict(os.environ, MORALKIT_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, MORALKIT_MEMO_DIR=cache, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -11,10 +11,10 @@ committed data              ``<root>/data``                     ``MORALKIT_DATA_
 figures (PNG, SVG)          ``<root>/figures``                  ``MORALKIT_FIGURES_DIR``
 tables (CSV)                ``<figures>/tables``                ``MORALKIT_TABLES_DIR``
 MoralChoice survey files    ``<root>/../shared/moralchoice``    ``MORALKIT_MORALCHOICE_DIR``
-caches of pure computations none (no cache)                     ``MORALKIT_CACHE_DIR``
+caches of pure computations none (no cache)                     ``MORALKIT_MEMO_DIR``
 ==========================  ==================================  =======================
 
-``run_all.py`` sets ``MORALKIT_CACHE_DIR`` to ``<build>/cache`` for its notebooks (see :func:`cache_dir`).
+``run_all.py`` sets ``MORALKIT_MEMO_DIR`` to ``<build>/memo`` for its notebooks (see :func:`memo_dir`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["project_root", "data_dir", "figures_dir", "tables_dir", "moralchoice_dir", "cache_dir"]
+__all__ = ["project_root", "data_dir", "figures_dir", "tables_dir", "moralchoice_dir", "memo_dir"]
 
 
 def project_root() -> Path:
@@ -61,13 +61,13 @@ def moralchoice_dir() -> Path | None:
     return default if default.exists() else None
 
 
-def cache_dir() -> Path | None:
-    """Where results of pure computations may be kept between processes (``MORALKIT_CACHE_DIR``), or ``None``.
+def memo_dir() -> Path | None:
+    """Where results of pure computations may be kept between processes (``MORALKIT_MEMO_DIR``), or ``None``.
 
-    Nothing is cached on disk unless the variable is set; ``run_all.py`` sets it to ``<build>/cache``,
+    Nothing is cached on disk unless the variable is set; ``run_all.py`` sets it to ``<build>/memo``,
     so that notebooks running side by side, and later runs, reuse what one of them computed
     (:mod:`moralkit.moralchoice.mapping`'s stems). Every cache file is keyed on what its results depend
     on, so a stale file is never read; deleting the folder is always safe.
     """
-    env = os.environ.get("MORALKIT_CACHE_DIR")
+    env = os.environ.get("MORALKIT_MEMO_DIR")
     return Path(env) if env else None

@@ -14,8 +14,8 @@
 5. the book is built into ``build/`` (entry point ``build/index.html``) and ``build/run.json`` records
    every notebook's run. Pages of notebooks not selected this time are kept from the earlier run.
 
-The notebooks run with ``MORALKIT_CACHE_DIR=build/cache`` (unless it is set already): results of pure
-computations that several notebooks repeat are kept there (:func:`moralkit.paths.cache_dir`), keyed on
+The notebooks run with ``MORALKIT_MEMO_DIR=build/memo`` (unless it is set already): results of pure
+computations that several notebooks repeat are kept there (:func:`moralkit.paths.memo_dir`), keyed on
 everything they depend on; deleting the folder is always safe.
 
 Examples
@@ -174,8 +174,8 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
     every, sources, nbs, declared, jobs = _check_request(notebooks_dir, only, jobs, parameters)
     out_dir = Path(out_dir).resolve()
     env: dict[str, str] = {"TQDM_DISABLE": "1"}  # tqdm bars would be stderr blocks on the pages
-    # results of pure computations that several notebooks repeat (moralkit.paths.cache_dir), kept in the build
-    env["MORALKIT_CACHE_DIR"] = os.environ.get("MORALKIT_CACHE_DIR") or str(out_dir / "cache")
+    # results of pure computations that several notebooks repeat (moralkit.paths.memo_dir), kept in the build
+    env["MORALKIT_MEMO_DIR"] = os.environ.get("MORALKIT_MEMO_DIR") or str(out_dir / "memo")
     if figures_dir is not None:
         env["MORALKIT_FIGURES_DIR"] = str(Path(figures_dir).resolve())
     if tables_dir is not None:

@@ -96,7 +96,7 @@ _STEM_SOURCES = (__file__, tokenize.__code__.co_filename)
 def stem_sentence(text: str) -> str:
     """Porter-stem every word token of ``text`` (NLTK's word tokenizer, :mod:`._tokenize`) and join them with
     single spaces. Memoised in the process and, through :func:`map_responses`, in the disk cache
-    (:func:`moralkit.paths.cache_dir`)."""
+    (:func:`moralkit.paths.memo_dir`)."""
     s = _STEMS.get(text)
     if s is None:
         if len(_STEMS) >= _STEMS_MAX:
@@ -106,7 +106,7 @@ def stem_sentence(text: str) -> str:
 
 
 def stem_cache_file():
-    """The disk cache of the stems (a JSON object ``{sentence: stem}``) in :func:`moralkit.paths.cache_dir`, or
+    """The disk cache of the stems (a JSON object ``{sentence: stem}``) in :func:`moralkit.paths.memo_dir`, or
     ``None`` when no cache folder is set.
 
     The stemmed match of g tokenises and stems every answer and every spelling of the expanded answer sets,
@@ -118,9 +118,9 @@ def stem_cache_file():
     """
     import hashlib
 
-    from ..paths import cache_dir
+    from ..paths import memo_dir
 
-    d = cache_dir()
+    d = memo_dir()
     if d is None:
         return None
     from importlib.metadata import version

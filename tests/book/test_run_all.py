@@ -377,15 +377,15 @@ def test_readme_links_every_page_of_the_manual_and_the_dependency_table():
 
 
 def test_notebooks_get_a_cache_folder_in_the_build(tmp_path, monkeypatch):
-    """The kernels run with MORALKIT_CACHE_DIR=<out>/cache (moralkit.paths.cache_dir), unless the user set one."""
+    """The kernels run with MORALKIT_MEMO_DIR=<out>/memo (moralkit.paths.memo_dir), unless the user set one."""
     from moralkit.book.run import _plan
 
     write_tiny_notebooks(tmp_path, ["01"])
     kw = dict(only=None, quick=False, seed=None, jobs=1, parameters=None, figures_dir=tmp_path / "f",
               tables_dir=tmp_path / "t", kernel_name="python3")
-    monkeypatch.delenv("MORALKIT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("MORALKIT_MEMO_DIR", raising=False)
     plan = _plan(tmp_path, tmp_path / "out", **kw)
-    assert plan.env["MORALKIT_CACHE_DIR"] == str((tmp_path / "out" / "cache").resolve())
-    assert plan.tasks[0][1]["env"]["MORALKIT_CACHE_DIR"] == plan.env["MORALKIT_CACHE_DIR"]
-    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path / "mine"))
-    assert _plan(tmp_path, tmp_path / "out", **kw).env["MORALKIT_CACHE_DIR"] == str(tmp_path / "mine")
+    assert plan.env["MORALKIT_MEMO_DIR"] == str((tmp_path / "out" / "memo").resolve())
+    assert plan.tasks[0][1]["env"]["MORALKIT_MEMO_DIR"] == plan.env["MORALKIT_MEMO_DIR"]
+    monkeypatch.setenv("MORALKIT_MEMO_DIR", str(tmp_path / "mine"))
+    assert _plan(tmp_path, tmp_path / "out", **kw).env["MORALKIT_MEMO_DIR"] == str(tmp_path / "mine")

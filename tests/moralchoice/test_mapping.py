@@ -210,16 +210,16 @@ def fresh_stems(monkeypatch):
 
 
 def test_stems_are_kept_in_the_cache_folder_and_read_by_the_next_process(tmp_path, monkeypatch, fresh_stems):
-    """With MORALKIT_CACHE_DIR set, map_responses writes the stems it computed; a new process reads them from
+    """With MORALKIT_MEMO_DIR set, map_responses writes the stems it computed; a new process reads them from
     the file instead of tokenising again (notebook 07 after 05), with the same decisions."""
     mapping = fresh_stems
     responses, scenarios = _toy_responses()
     t = _toy_templates()
-    monkeypatch.delenv("MORALKIT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("MORALKIT_MEMO_DIR", raising=False)
     expected = mapping.map_responses(responses, scenarios, t)["decision"].tolist()
     assert mapping.stem_cache_file() is None and not list(tmp_path.iterdir())  # no folder set: nothing written
 
-    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MORALKIT_MEMO_DIR", str(tmp_path))
     monkeypatch.setattr(mapping, "_STEMS", {})
     assert mapping.map_responses(responses, scenarios, t)["decision"].tolist() == expected
     cache = mapping.stem_cache_file()
@@ -240,10 +240,10 @@ def test_an_unreadable_stem_cache_is_ignored(tmp_path, monkeypatch, fresh_stems)
     """A corrupt cache file costs the stems, never a wrong decision or an error; it is rewritten whole."""
     mapping = fresh_stems
     responses, scenarios = _toy_responses()
-    monkeypatch.delenv("MORALKIT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("MORALKIT_MEMO_DIR", raising=False)
     expected = mapping.map_responses(responses, scenarios, _toy_templates())["decision"].tolist()
     monkeypatch.setattr(mapping, "_STEMS", {})
-    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MORALKIT_MEMO_DIR", str(tmp_path))
     cache = mapping.stem_cache_file()
     cache.write_text('{"helped x1.": 3, "truncated', encoding="utf-8")
     assert mapping.map_responses(responses, scenarios, _toy_templates())["decision"].tolist() == expected
@@ -254,7 +254,7 @@ def test_the_stem_cache_file_is_keyed_on_the_code(tmp_path, monkeypatch):
     """The file name changes with the NLTK version, so that stems of another tokenizer are never read."""
     from moralkit.moralchoice import mapping
 
-    monkeypatch.setenv("MORALKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MORALKIT_MEMO_DIR", str(tmp_path))
     here = mapping.stem_cache_file()
     monkeypatch.setattr("importlib.metadata.version", lambda name: "0.0-other")
     assert mapping.stem_cache_file() != here
