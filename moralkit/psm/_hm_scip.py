@@ -39,12 +39,13 @@ _DEFAULT_PARAMS = {
 # wall, nodes from 272 to 139.
 _ALL_EDGES = False
 
-# Local clique cuts below the root (``GarpCycles._local_cliques``). Measured on T = 160 (process CPU
-# seconds and SCIP nodes, the same load ~8, one run each, 2026-11-26): noise-1.0 agent 25.2 -> 15.5 s,
-# 4,884 -> 1,679 nodes; random chooser 10.1 -> 10.2 s, 1,084 -> 486 nodes; 0.5B deontological persona
-# 19.6 -> 9.6 s, 2,470 -> 638 nodes; 0.5B care persona 12.3 -> 9.5 s, 1,673 -> 544 nodes; the 12
-# decisions of ``bench_houtman_maks.py --decisions qwen2.5-coder-0.5b-instruct:12:41`` 58.3 -> 45.8 s,
-# 5,054 -> 1,517 nodes, the same answers.
+# Local clique cuts below the root (``GarpCycles._local_cliques``), once per node. Measured on T = 160
+# (benchmarks/bench_houtman_maks.py --reps 1, process CPU seconds and SCIP nodes, load 4-7, 2026-11-26),
+# before -> after: noise-1.0 agent 23.6 s (4,884 nodes) -> 13.3 s (1,915); random chooser 7.8 (1,084) ->
+# 7.4 (498); the 0.5B runs care 12.3 -> 7.8, deontological 19.6 -> 9.2, utilitarian 14.6 -> 9.0, s1 8.9
+# -> 8.8 (892 -> 962 nodes), plain 9.0 -> 6.3; 1.5B 4.2 -> 4.0; smollm2 1.1 -> 0.8; the 12 decisions
+# of ``--decisions qwen2.5-coder-0.5b-instruct:12:41`` 5.5 -> 3.3 s each (mean), the same answers. At
+# every separation round instead of once per node: fewer nodes (noise 1.0: 1,679) but s1 12.3 s.
 _LOCAL_CLIQUES = True
 
 
@@ -106,7 +107,7 @@ def _conshdlr_class():
             self.n_cuts = 0
             self.tvars = None
             self.all_edges, self.max_cuts = _ALL_EDGES, None
-            self.local_cliques, self.n_local = _LOCAL_CLIQUES, 0
+            self.local_cliques, self.n_local, self.last_node = _LOCAL_CLIQUES, 0, -1
 
         def _values(self, sol=None, lp=False):
             if lp and self.tvars is None:  # lp: the current LP solution (at enforcement and separation)
@@ -160,7 +161,9 @@ def _conshdlr_class():
                     seen.add(key.tobytes())
                     rows.append((key, len(key) - 1))
             added = _add_cuts(self.model, self.tvars, rows)
-            if self.local_cliques and self.model.getDepth() > 0:
+            node = self.model.getCurrentNode().getNumber()
+            if self.local_cliques and self.model.getDepth() > 0 and node != self.last_node:  # once per node
+                self.last_node = node
                 added = self._local_cliques(y) or added
             return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
 
@@ -174,7 +177,7 @@ def _conshdlr_class():
             heavier than 1 at ``y`` (greedy, :func:`greedy_cliques`) are added as local cuts. A cycle
             cut through F and a, b at ``y_a = y_b = 1/2`` is not violated (its weight is 1), which
             is the half-integral point the cycle formulation stalls at; three such rounds pairwise in
-            conflict give a violated clique cut."""
+            conflict give a violated clique cut. Run once per node (the first separation round)."""
             lb = np.array([v.getLbLocal() for v in self.tvars])
             fixed = np.nonzero(lb > 0.5)[0].astype(np.int64)
             frac = np.nonzero((y > _EPS) & (y < 1.0 - _EPS))[0].astype(np.int64)
