@@ -39,7 +39,7 @@ _DEFAULT_PARAMS = {
 # wall, nodes from 272 to 139.
 _ALL_EDGES = False
 
-# Local clique cuts below the root (``GarpCycles._local_cliques``), once per node. Measured on T = 160
+# Local clique cuts below the root (:func:`local_clique_rows`), once per node. Measured on T = 160
 # (benchmarks/bench_houtman_maks.py --reps 1, process CPU seconds and SCIP nodes, load 4-7, 2026-11-26),
 # before -> after: noise-1.0 agent 23.6 s (4,884 nodes) -> 13.3 s (1,915); random chooser 7.8 (1,084) ->
 # 7.4 (498); the 0.5B runs care 12.3 -> 7.8, deontological 19.6 -> 9.2, utilitarian 14.6 -> 9.0, s1 8.9
@@ -93,13 +93,38 @@ def clique_cover(conflict):
     return out
 
 
+def local_clique_rows(R, P, y, fixed):
+    """Clique cuts valid in a node's subtree, from the rounds its branching keeps (``fixed``: local
+    lower bound 1): rows ``(key, 1)`` meaning ``sum_{i in key} y_i <= 1``.
+
+    Two rounds a, b conflict if the fixed rounds F plus a and b hold a GARP_e-violating cycle (checked
+    exactly, of any length: :func:`local_conflicts`), so a consistent subset that keeps F keeps at
+    most one round of a clique of such conflicts. The cliques of fractional rounds heavier than 1 at
+    ``y`` (greedy, :func:`greedy_cliques`) are returned. A cycle cut through F and a, b at ``y_a = y_b =
+    1/2`` is not violated (its weight is 1), the half-integral point the cycle formulation stalls at;
+    three such rounds pairwise in conflict give a violated clique cut.
+    """
+    frac = np.nonzero((y > _EPS) & (y < 1.0 - _EPS))[0].astype(np.int64)
+    if len(frac) < 3:  # (as measured: cliques of three or more fractional rounds)
+        return []
+    conf = local_conflicts(R, P, np.nonzero(fixed)[0].astype(np.int64), frac)
+    flat, starts = greedy_cliques(conf, y[frac], 1.0 + 1e-3)
+    rows, seen = [], set()
+    for c in range(len(starts) - 1):
+        key = np.sort(frac[flat[starts[c]:starts[c + 1]]])
+        if key.tobytes() not in seen:
+            seen.add(key.tobytes())
+            rows.append((key, 1))
+    return rows
+
+
 def _conshdlr_class():
     from pyscipopt import SCIP_RESULT, Conshdlr, quicksum
 
     class GarpCycles(Conshdlr):
         """GARP_e on the kept rounds as a constraint handler: lazy cycle constraints at integral
         points (exact check), cycle cuts at fractional points (``lightest_violating_cycles``) and,
-        below the root, local clique cuts (:meth:`_local_cliques`)."""
+        below the root, local clique cuts (:func:`local_clique_rows`)."""
 
         def __init__(self, R, P, y):
             self.R, self.P, self.y = R, P, y
@@ -107,7 +132,7 @@ def _conshdlr_class():
             self.n_cuts = 0
             self.tvars = None
             self.all_edges, self.max_cuts = _ALL_EDGES, None
-            self.local_cliques, self.n_local, self.last_node = _LOCAL_CLIQUES, 0, -1
+            self.local_cliques, self.last_node = _LOCAL_CLIQUES, -1
 
         def _values(self, sol=None, lp=False):
             if lp and self.tvars is None:  # lp: the current LP solution (at enforcement and separation)
@@ -164,35 +189,9 @@ def _conshdlr_class():
             node = self.model.getCurrentNode().getNumber()
             if self.local_cliques and self.model.getDepth() > 0 and node != self.last_node:  # once per node
                 self.last_node = node
-                added = self._local_cliques(y) or added
+                fixed = np.array([v.getLbLocal() > 0.5 for v in self.tvars])
+                added = _add_cuts(self.model, self.tvars, local_clique_rows(self.R, self.P, y, fixed), True) or added
             return {"result": SCIP_RESULT.SEPARATED if added else SCIP_RESULT.DIDNOTFIND}
-
-        def _local_cliques(self, y):
-            """Clique cuts valid in the current node's subtree, from the rounds its branching keeps.
-
-            With the rounds F fixed to 1 (local lower bound 1), two rounds a, b conflict if F + {a, b}
-            holds a GARP_e-violating cycle (checked exactly, of any length: :func:`local_conflicts`),
-            so a consistent subset that keeps F keeps at most one round of a clique Q of such
-            conflicts: ``sum_{i in Q} y_i <= 1`` in the subtree. The fractional rounds' cliques
-            heavier than 1 at ``y`` (greedy, :func:`greedy_cliques`) are added as local cuts. A cycle
-            cut through F and a, b at ``y_a = y_b = 1/2`` is not violated (its weight is 1), which
-            is the half-integral point the cycle formulation stalls at; three such rounds pairwise in
-            conflict give a violated clique cut. Run once per node (the first separation round)."""
-            lb = np.array([v.getLbLocal() for v in self.tvars])
-            fixed = np.nonzero(lb > 0.5)[0].astype(np.int64)
-            frac = np.nonzero((y > _EPS) & (y < 1.0 - _EPS))[0].astype(np.int64)
-            if len(frac) < 3:  # (as measured: cliques of three or more fractional rounds)
-                return False
-            conf = local_conflicts(self.R, self.P, fixed, frac)
-            flat, starts = greedy_cliques(conf, y[frac], 1.0 + 1e-3)
-            rows, seen = [], set()
-            for c in range(len(starts) - 1):
-                key = np.sort(frac[flat[starts[c]:starts[c + 1]]])
-                if key.tobytes() not in seen:
-                    seen.add(key.tobytes())
-                    rows.append((key, 1))
-            self.n_local += len(rows)
-            return _add_cuts(self.model, self.tvars, rows, local=True)
 
         def conslock(self, constraint, locktype, nlockspos, nlocksneg):
             for v in self.y:  # keeping a round more can violate GARP_e: rounding y up is locked
