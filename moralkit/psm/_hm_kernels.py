@@ -495,3 +495,87 @@ def max_consistent_bnb(R, P, order, init_best, init_kept, stop_at, deadline_s, m
         if stop_at > 0 and best >= stop_at:
             upper = max(upper, best)
     return kept, best, upper, finished, nodes
+
+
+@njit(cache=True)
+def local_conflicts(R, P, fixed, frac):
+    """Pairs of the rounds ``frac`` that cannot both join the rounds ``fixed`` (kept by the branching)
+    without closing a GARP_e-violating cycle of any length: a boolean matrix over positions in
+    ``frac`` (symmetric, zero diagonal). A round of ``frac`` that cannot join ``fixed`` alone is in
+    conflict with every other one. Each pair is checked exactly against the closure of R0 over
+    ``fixed`` plus one round (:func:`_consistent_with`, as in :func:`max_consistent_bnb`)."""
+    n = R.shape[0]
+    W = (n + 63) // 64
+    P_bits = _bits(P)
+    m = fixed.shape[0]
+    sel = np.empty(m + 2, np.int64)
+    fwd = np.zeros((3, n, W), np.uint64)
+    bwd = np.zeros((3, n, W), np.uint64)
+    into = np.empty(W, np.uint64)
+    outof = np.empty(W, np.uint64)
+    d = 0
+    for t in range(m):  # the closure over the fixed rounds (consistent: they are an LP point's 1s)
+        v = fixed[t]
+        _consistent_with(v, sel, d, R, P_bits, fwd[0], bwd[0], into, outof)
+        sel[d] = v
+        _extend_closure(sel, d, v, fwd[0], bwd[0], fwd[1], bwd[1], into, outof)
+        fwd[0, :, :] = fwd[1]
+        bwd[0, :, :] = bwd[1]
+        d += 1
+    k = frac.shape[0]
+    out = np.zeros((k, k), np.bool_)
+    for a in range(k):
+        v = frac[a]
+        if not _consistent_with(v, sel, d, R, P_bits, fwd[0], bwd[0], into, outof):
+            for b in range(k):
+                if b != a:
+                    out[a, b] = True
+                    out[b, a] = True
+            continue
+        sel[d] = v
+        _extend_closure(sel, d, v, fwd[0], bwd[0], fwd[1], bwd[1], into, outof)
+        for b in range(a + 1, k):
+            if not out[a, b] and not _consistent_with(frac[b], sel, d + 1, R, P_bits, fwd[1], bwd[1], into, outof):
+                out[a, b] = True
+                out[b, a] = True
+    return out
+
+
+@njit(cache=True)
+def greedy_cliques(conf, w, min_weight):
+    """Cliques of the boolean matrix ``conf`` heavier than ``min_weight`` under the weights ``w``: from
+    each vertex (heaviest first) one clique, grown greedily by the heaviest common neighbour. Returns
+    (flat, starts) over vertex positions; duplicates are possible."""
+    k = conf.shape[0]
+    order = np.argsort(-w, kind="mergesort")
+    cand = np.empty(k, np.bool_)
+    flat = np.empty(k * k, np.int64)
+    starts = np.zeros(k + 1, np.int64)
+    nc = 0
+    pos = 0
+    q = np.empty(k, np.int64)
+    for a in order:
+        for b in range(k):
+            cand[b] = conf[a, b]
+        q[0] = a
+        m = 1
+        tot = w[a]
+        while True:
+            best = -1
+            for b in range(k):
+                if cand[b] and (best < 0 or w[b] > w[best]):
+                    best = b
+            if best < 0:
+                break
+            q[m] = best
+            m += 1
+            tot += w[best]
+            for b in range(k):
+                cand[b] = cand[b] and conf[best, b]
+        if tot > min_weight:
+            for t in range(m):
+                flat[pos] = q[t]
+                pos += 1
+            nc += 1
+            starts[nc] = pos
+    return flat[:pos].copy(), starts[:nc + 1].copy()

@@ -35,6 +35,10 @@ branch-and-cut over *cycle constraints*:
    - at a fractional point, cycle cuts are separated: a cycle is violated iff
      ``sum_{i in C} (1 - y_i) < 1``, so a Dijkstra search with node weights
      ``1 - y`` finds the lightest cycle through each strict edge (numba);
+   - below the root, once per node, local clique cuts: with the rounds F the
+     branching keeps, two rounds conflict if F plus both holds a violating cycle
+     (checked exactly), and a clique Q of such conflicts gives ``sum_{i in Q} y_i
+     <= 1`` in that subtree (:func:`moralkit.psm._hm_scip.local_clique_rows`);
    - a greedy consistent subset, improved by a combinatorial branch-and-bound
      (:func:`moralkit.psm._hm_kernels.max_consistent_bnb`: a clique search whose
      candidates are filtered exactly against the closure of the kept rounds and

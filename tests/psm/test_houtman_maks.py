@@ -339,3 +339,55 @@ def test_lightest_violating_cycles_finds_the_lightest_cycle_through_each_round()
         assert len(starts) - 1 >= len(ref)
         found += len(ref)
     assert found >= 20
+
+
+def test_local_conflicts_are_the_pairs_that_cannot_join_the_kept_rounds():
+    """The local clique cuts' conflict graph (numba, closure bitsets): a, b conflict iff the fixed
+    rounds plus a and b violate GARP (checked here with the exact rp.garp); greedy_cliques returns
+    cliques of it heavier than the threshold."""
+    from moralkit.psm._hm_kernels import greedy_cliques, greedy_consistent, local_conflicts
+
+    rng = np.random.default_rng(41)
+    n_conf = n_cliques = 0
+    for _ in range(10):
+        E = _psm_subset(rng, int(rng.integers(8, 13)))
+        R, P = (np.ascontiguousarray(M) for M in rp.relations(E, Fraction(1)))
+        ok = np.nonzero(greedy_consistent(R, P, rng.permutation(len(E)).astype(np.int64)))[0]
+        fixed = np.sort(rng.choice(ok, min(len(ok), int(rng.integers(0, 4))), replace=False)).astype(np.int64)
+        frac = np.setdiff1d(np.arange(len(E)), fixed).astype(np.int64)
+        conf = local_conflicts(R, P, fixed, frac)
+        for a in range(len(frac)):
+            assert not conf[a, a]
+            for b in range(a + 1, len(frac)):
+                idx = np.sort(np.r_[fixed, frac[[a, b]]])
+                assert conf[a, b] == conf[b, a] == (not rp.garp(E[np.ix_(idx, idx)]))
+        n_conf += conf.sum()
+        w = rng.random(len(frac))
+        flat, starts = greedy_cliques(conf, w, 0.9)
+        for c in range(len(starts) - 1):
+            q = flat[starts[c]:starts[c + 1]]
+            assert w[q].sum() > 0.9 and len(set(q.tolist())) == len(q)
+            assert all(conf[a, b] for a in q for b in q if a != b)
+            n_cliques += 1
+    assert n_conf > 0 and n_cliques > 0
+
+
+def test_local_clique_cuts_keep_the_optimum(monkeypatch):
+    """Below the root SCIP adds local clique cuts: on components where it branches (the combinatorial
+    branch-and-bound given one node), the optimum and the decisions are those found without them."""
+    import moralkit.psm._hm_scip as hm
+
+    calls = []
+    real = hm.local_conflicts
+    monkeypatch.setattr(hm, "local_conflicts", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(hm, "HEUR_NODES", 1)
+    monkeypatch.setattr(hm, "DECISION_NODES", 1)
+    rng = np.random.default_rng(42)
+    Es = [_psm_subset(rng, 60) for _ in range(4)]
+    got = [houtman_maks(E) for E in Es]
+    dec = [(houtman_maks_at_least(E, r.n_kept), houtman_maks_at_least(E, r.n_kept + 1)) for E, r in zip(Es, got)]
+    assert len(calls) > 0  # the local cuts were separated
+    monkeypatch.setattr(hm, "_LOCAL_CLIQUES", False)
+    for E, r, d in zip(Es, got, dec):
+        assert r.optimal and r.n_kept == houtman_maks(E).n_kept < len(E)
+        assert d == (True, False)
