@@ -13,7 +13,7 @@ Usage::
     .venv/bin/python benchmarks/bench_numba_compile.py [--reference /tmp/ref] [--repeat 1]
 
 One line ``BENCH {json}`` (benchmarks/_record.py) per checkout: ``compile_cpu_s`` (sum over kernels,
-median over ``--repeat``), ``kernels`` ({module.kernel: CPU seconds} of the first repeat),
+median over ``--repeat``), ``kernel_cpu_s`` ({module.kernel: CPU seconds} of the first repeat),
 ``first_kernel`` (the first compilation of a process also pays numba's own start-up, about 1 s),
 ``load_cpu_s`` (the same calls with the cache filled) and ``reference`` (the checkout measured).
 """
@@ -86,7 +86,7 @@ def measure(tree: Path, repeat: int) -> dict:
     for name, s in first["records"]:
         kernels[name] = round(kernels.get(name, 0.0) + s, 3)
     return {"compile_cpu_s": round(statistics.median(totals), 2), "load_cpu_s": round(statistics.median(loads), 2),
-            "kernels": dict(sorted(kernels.items(), key=lambda kv: -kv[1])),
+            "kernel_cpu_s": dict(sorted(kernels.items(), key=lambda kv: -kv[1])),
             "first_kernel": first["records"][0][0] if first["records"] else None}
 
 
