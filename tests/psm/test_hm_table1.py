@@ -276,3 +276,18 @@ def test_first_pass_decides_the_first_datasets_of_every_respondent_then_the_rest
                     "--first", "2", "--models", "sim-b"])
     got = pd.read_csv(tmp_path / "o" / "table1_hm_decisions.csv.gz")
     assert got["model"].tolist() == ["sim-b"] * N
+
+
+def test_committed_estimates_are_the_ones_the_docs_state():
+    """docs/psm.md states each partly done respondent's estimate and 95 % interval from the committed table,
+    and that every interval lies above 0.1 (no run distinguishable from random choice at the 10 % level)."""
+    from moralkit.paths import data_dir
+
+    tab = pd.read_csv(data_dir() / "derived" / "table1_hm.csv")
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "psm.md").read_text().split())
+    part = tab[tab["n_done"] < tab["n_datasets"]]
+    assert len(part) == 5 and (part["n_estimate"] >= 100).all()
+    for _, r in part.iterrows():
+        text = f"{r['alpha_hm_estimate']:.3f} ({r['alpha_hm_ci_low']:.3f}–{r['alpha_hm_ci_high']:.3f})"
+        assert text in docs, text
+        assert r["alpha_hm_ci_low"] > 0.1
