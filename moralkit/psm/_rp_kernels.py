@@ -347,12 +347,10 @@ def min_cycle_threshold(R, cand):
     return lo
 
 
-@njit(cache=True)
-def candidates(R):
-    """Sorted distinct off-diagonal float ratios that can matter: <= 1 and <= the best 2-cycle bound.
-
-    (Ratios whose float is exactly 1.0 are kept: the exact ratio may lie just below 1.)
-    """
+@njit(cache=True, inline="always")
+def _bounded_ratios(R):
+    """(buf, n): the off-diagonal ratios ``R[r, k]`` at most ``U`` in ``buf[:n]`` (row-major order), where
+    ``U`` is the best 2-cycle bound ``min over r < k of max(R[r, k], R[k, r])``, capped at 1."""
     T = R.shape[0]
     U = 1.0
     for r in range(T):
@@ -368,6 +366,16 @@ def candidates(R):
             if k != r and v <= U:  # U <= 1
                 buf[n] = v
                 n += 1
+    return buf, n
+
+
+@njit(cache=True)
+def candidates(R):
+    """Sorted distinct off-diagonal float ratios that can matter: <= 1 and <= the best 2-cycle bound.
+
+    (Ratios whose float is exactly 1.0 are kept: the exact ratio may lie just below 1.)
+    """
+    buf, n = _bounded_ratios(R)
     out = np.sort(buf[:n])
     m = 0
     for i in range(n):
@@ -388,22 +396,10 @@ def min_cycle_ratio(R):
     the best so far) or above it (no cycle: nothing at or below it has one), without sorting them all.
     """
     T = R.shape[0]
-    U = 1.0
-    for r in range(T):
-        for k in range(r + 1, T):
-            m = max(R[r, k], R[k, r])
-            if m < U:
-                U = m
-    buf = np.empty(T * T, dtype=np.float64)
-    n = 0
+    buf, n = _bounded_ratios(R)
     hi = -1.0
-    for r in range(T):
-        for k in range(T):
-            v = R[r, k]
-            if k != r and v <= U:  # U <= 1
-                buf[n] = v
-                n += 1
-                hi = max(hi, v)
+    for i in range(n):
+        hi = max(hi, buf[i])
     if n == 0:
         return 2.0
     Wd = max(1, (T + 63) // 64)
