@@ -15,7 +15,7 @@ Usage::
 One line ``BENCH {json}`` (benchmarks/_record.py) per checkout: ``compile_cpu_s`` (sum over kernels,
 median over ``--repeat``), ``kernel_cpu_s`` ({module.kernel: CPU seconds} of the first repeat),
 ``first_kernel`` (the first compilation of a process also pays numba's own start-up, about 1 s),
-``load_cpu_s`` (the same calls with the cache filled) and ``reference`` (the checkout measured).
+``load_cpu_s`` (the same calls with the cache filled) and ``reference`` (the commit of the other checkout measured).
 """
 
 from __future__ import annotations
@@ -90,6 +90,14 @@ def measure(tree: Path, repeat: int) -> dict:
             "first_kernel": first["records"][0][0] if first["records"] else None}
 
 
+def _commit(tree: Path) -> str:
+    """The reference checkout's commit (short hash), not its path: records carry no machine paths."""
+    import subprocess
+
+    out = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or tree.name
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reference", type=Path, help="another checkout to measure the same way (before/after)")
@@ -97,7 +105,7 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     for tree in ([a.reference] if a.reference else []) + [ROOT]:
         start = load()
-        emit("numba_compile", "warm_kernels", start, reference=str(tree) if tree != ROOT else None,
+        emit("numba_compile", "warm_kernels", start, reference=_commit(tree) if tree != ROOT else None,
              repeat=a.repeat, **measure(tree.resolve(), a.repeat))
 
 
