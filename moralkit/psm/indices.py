@@ -60,6 +60,7 @@ __all__ = [
     "Convention",
     "convention",
     "expenditure_matrix",
+    "expenditures",
     "option_expenditures",
     "critical_efficiency",
     "critical_efficiencies",
@@ -144,13 +145,23 @@ def expenditure_matrix(dataset, coordinates: str = "corner") -> np.ndarray:
     ds = dataset if dataset.answered.all() else dataset.valid()  # (valid() copies and re-validates)
     if coordinates == "corner":
         return rp.psm_expenditure_matrix(ds)
-    q = ds.choices
-    if coordinates in ("origin", "origin_budget"):
-        E = rp.expenditure_matrix(np.zeros_like(ds.corners), ds.prices, q, budget=None)
-        if coordinates == "origin_budget":
-            np.fill_diagonal(E, BUDGET)
-        return E
-    return rp.expenditure_matrix(_nominal_corners(ds), ds.prices, q, budget=None)
+    return expenditures(ds.corners, ds.prices, ds.choices,
+                        _nominal_corners(ds) if coordinates == "nominal" else None, coordinates)
+
+
+def expenditures(corners, prices, q, nominal=None, coordinates: str = "corner") -> np.ndarray:
+    """:func:`expenditure_matrix` of answered rounds given as arrays (validated input assumed): effective
+    ``corners``, ``prices``, chosen answers ``q`` and, for ``"nominal"``, the nominal corners of the rounds.
+    The hot loops of the convention audit (:mod:`moralkit.studies.conventions`) call it without building a
+    dataset.
+    """
+    if coordinates == "corner":
+        return rp.expenditure_matrix(corners, prices, q)
+    base = nominal if coordinates == "nominal" else np.zeros_like(corners)
+    E = rp.expenditure_matrix(base, prices, q, budget=None)
+    if coordinates == "origin_budget":
+        np.fill_diagonal(E, BUDGET)
+    return E
 
 
 def critical_efficiency(dataset, coordinates: str = "corner") -> Fraction:

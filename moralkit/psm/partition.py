@@ -68,7 +68,7 @@ import numpy as np
 from ..checks import as_generator
 from ..errors import MoralkitError
 from ._partition_kernels import max_subsets as _max_subsets
-from ._partition_kernels import violating_cycle_obs, violation_models
+from ._partition_kernels import violating_cycle_obs
 from .level import RationalityLevel, rationality_level
 from .milp import solve_ls_milp
 from .pooled import PooledData, check_pooled, revealed_relations
@@ -191,10 +191,6 @@ class ExactLS:
         self.consistent[0] = True
         self.max_tries = max_tries
         self.n_checks = 0
-
-    def _check(self, mask: int) -> int:
-        self.n_checks += 1
-        return int(violation_models(self.R0, self.P0, self.owner, np.int64(mask), self.max_tries))
 
     def max_subsets(self, within: int) -> list[int]:
         """Every maximum GARP_e-consistent subset of the models in the bit mask ``within``, in increasing

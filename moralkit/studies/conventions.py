@@ -36,8 +36,7 @@ import pandas as pd
 from ..errors import MoralkitError
 from ..psm import ccei_many
 from ..psm.design import BUDGET, CORNERS, PRICES, budget_set, from_corner, to_corner
-from ..psm.indices import CONVENTIONS, COORDINATES, convention, exact_ratio
-from ..psm.rp import expenditure_matrix as rp_expenditure_matrix
+from ..psm.indices import CONVENTIONS, COORDINATES, convention, exact_ratio, expenditures
 from ..psm.rp import validate_expenditure_matrix
 
 __all__ = [
@@ -135,18 +134,6 @@ def matching_fractions(x: float, max_den: int = 30, decimals: int = 3) -> list[F
 # --------------------------------------------------------------------------- null distribution
 
 
-def _expenditures(coordinates, corners, prices, q, corner_index):
-    """:func:`moralkit.psm.indices.expenditure_matrix` of a fully answered dataset given as arrays
-    (effective corners, prices, chosen answers ``q``, nominal corner indices)."""
-    if coordinates == "corner":
-        return rp_expenditure_matrix(corners, prices, q)
-    base = CORNERS[corner_index] if coordinates == "nominal" else np.zeros_like(corners)
-    E = rp_expenditure_matrix(base, prices, q, budget=None)
-    if coordinates == "origin_budget":
-        np.fill_diagonal(E, BUDGET)
-    return E
-
-
 def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
     """Rows of :func:`null_distribution` for the replicates ``idx`` (each with its own SeedSequence)."""
     from ..psm.simulate import random_answers
@@ -168,7 +155,7 @@ def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
                 E = E_of["origin"].copy()
                 np.fill_diagonal(E, BUDGET)
             else:
-                E = _expenditures(co, corners, prices, q, ci)
+                E = expenditures(corners, prices, q, CORNERS[ci] if co == "nominal" else None, co)
             E_of[co] = E
             # every nested subset from one pass over the respondent's expenditure matrix
             x_of = ccei_many.ccei_subset_table(validate_expenditure_matrix(E), S, sizes)
