@@ -389,3 +389,35 @@ def test_notebooks_get_a_cache_folder_in_the_build(tmp_path, monkeypatch):
     assert plan.tasks[0][1]["env"]["MORALKIT_MEMO_DIR"] == plan.env["MORALKIT_MEMO_DIR"]
     monkeypatch.setenv("MORALKIT_MEMO_DIR", str(tmp_path / "mine"))
     assert _plan(tmp_path, tmp_path / "out", **kw).env["MORALKIT_MEMO_DIR"] == str(tmp_path / "mine")
+
+
+def test_a_fresh_build_starts_the_longest_notebook_first_by_the_benchmark_record(tmp_path):
+    """On a fresh clone there is no earlier run.json: the order comes from the latest full run of command 1
+    in benchmarks/results.jsonl (longest first); an earlier run in the output folder overrides it, and a
+    notebook known to neither starts first."""
+    from moralkit.book.run import expected_seconds
+
+    srcs = [Path(f"{n}_x.py") for n in ("01", "02", "03", "04")]
+    rec = tmp_path / "results.jsonl"
+    old = {"bench": "run_all", "key": "all-first", "date": "2026-01-01T00:00:00Z", "quick": False,
+           "per_notebook": {"01": [90.0, 1.0], "02": [1.0, 1.0], "03": [2.0, 1.0]}}
+    new = {**old, "date": "2026-02-01T00:00:00Z", "per_notebook": {"01": [3.0, 1.0], "02": [9.0, 8.0],
+                                                                   "03": [5.0, 4.0]}}
+    quick = {**old, "date": "2026-03-01T00:00:00Z", "quick": True, "per_notebook": {"01": [99.0, 1.0]}}
+    rec.write_text("\n".join(json.dumps(r) for r in (old, new, quick)) + "\nnot json\n", encoding="utf-8")
+    assert expected_seconds(srcs, {}, rec) == {"01_x": 3.0, "02_x": 9.0, "03_x": 5.0}
+    assert expected_seconds(srcs, {"03_x": {"seconds": 20.0}}, rec)["03_x"] == 20.0
+    assert expected_seconds(srcs, {}, tmp_path / "missing.jsonl") == {}
+    # the committed record orders the real notebooks longest first, 01 (the shortest) not first
+    real = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+    got = expected_seconds(real, {})
+    assert set(got) == {s.stem for s in real}, "every notebook needs a figure in benchmarks/results.jsonl"
+    order = sorted(real, key=lambda s: -got[s.stem])
+    assert order[0].name[:2] != "01"
+    # and the plan follows it: tiny notebooks 01 and 02 side by side on a fresh output folder, 02 first
+    from moralkit.book.run import _plan
+
+    write_tiny_notebooks(tmp_path / "nb", ["01", "02"])
+    plan = _plan(tmp_path / "nb", tmp_path / "out", only=None, quick=False, seed=None, jobs=2, parameters=None,
+                 figures_dir=tmp_path / "f", tables_dir=tmp_path / "t", kernel_name="python3")
+    assert [s.name[:2] for s, _ in plan.tasks] == ["02", "01"]
