@@ -38,6 +38,7 @@ BENCHMARKS = {
     "run_all": ["bench_run_all.py"],
     "numba_compile": ["bench_numba_compile.py"],
     "stem_cache": ["bench_stem_cache.py"],
+    "imports": ["bench_imports.py"],
     "dask": ["bench_dask.py", "--T", "200"],
     "audit": ["bench_audit.py"],
     "pool": ["bench_pool.py"],

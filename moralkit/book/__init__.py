@@ -20,6 +20,18 @@ Seror (2025), *The Moral Mind(s) of LLMs*, and Scherrer et al. (2023), *Evaluati
 Encoded in LLMs*: the notebooks reproduce their sections; this package only runs and publishes them.
 """
 
+import sys as _sys
+
+# jsonschema, which nbformat (papermill, MyST-NB) imports, imports the optional ``rfc3987_syntax`` when it is
+# installed (jupyter-events pulls it in through ``jsonschema[format-nongpl]``), and that module builds 38 Lark
+# grammars at import: ~1.8 CPU s in each process that loads nbformat, i.e. in run_all's own process, in each
+# worker running notebooks side by side and in the Sphinx build (``benchmarks/bench_imports.py``). It only
+# adds the "iri"/"iri-reference" format checks, which the notebook schema never uses, so processes that
+# import this package block that import (jsonschema then simply has no IRI checker). A process that already
+# imported jsonschema keeps what it has.
+if "jsonschema" not in _sys.modules:
+    _sys.modules.setdefault("rfc3987_syntax", None)
+
 from .execute import CellFailure, NotebookRun, clear_outputs, execute_notebook
 from .notebooks import (
     declared_parameters,

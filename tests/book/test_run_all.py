@@ -421,3 +421,17 @@ def test_a_fresh_build_starts_the_longest_notebook_first_by_the_benchmark_record
     plan = _plan(tmp_path / "nb", tmp_path / "out", only=None, quick=False, seed=None, jobs=2, parameters=None,
                  figures_dir=tmp_path / "f", tables_dir=tmp_path / "t", kernel_name="python3")
     assert [s.name[:2] for s, _ in plan.tasks] == ["02", "01"]
+
+
+def test_book_processes_do_not_build_jsonschemas_iri_grammars():
+    """A process that imports moralkit.book (run_all's, each notebook worker, the Sphinx build) keeps jsonschema
+    from importing the optional rfc3987_syntax (~2 CPU s of Lark grammars each, benchmarks/bench_imports.py),
+    and nbformat still validates notebooks."""
+    code = ("import sys, moralkit.book, papermill, nbformat\n"
+            "assert sys.modules['rfc3987_syntax'] is None, 'rfc3987_syntax was imported'\n"
+            "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')])\n"
+            "nbformat.validate(nb)\n"
+            "bad = nbformat.v4.new_notebook(); bad.cells = [{'cell_type': 'nonsense'}]\n"
+            "try:\n    nbformat.validate(bad)\nexcept nbformat.ValidationError:\n    print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
