@@ -5,7 +5,8 @@ Every notebook writes its outputs the same way:
 =======================  =====================================================================
 call                     what it does
 =======================  =====================================================================
-``save(fig, stem)``      a matplotlib figure -> ``<figures>/<stem>.png`` (150 dpi) and ``.svg``
+``save(fig, stem)``      a matplotlib figure -> ``<figures>/<stem>.png`` (150 dpi) and ``.svg``;
+                         in a notebook, the saved PNG is also shown on the page and the figure closed
 ``save(df, stem)``       a pandas table -> ``<tables>/<stem>.csv``
 ``show(df, stem)``       ``save(df, stem)`` and display ``df`` as an HTML table on the page,
                          every row and column, in a scrollable box when it is long or wide
@@ -39,7 +40,7 @@ from pathlib import Path
 from .errors import MoralkitError, MoralkitTypeError
 from .paths import figures_dir, project_root, tables_dir
 
-__all__ = ["LONG_TABLE_ROWS", "Saved", "download_link", "format_interval", "relative_path", "save",
+__all__ = ["LONG_TABLE_ROWS", "PNG_DPI", "Saved", "download_link", "format_interval", "relative_path", "save",
            "show", "show_head", "table_html"]
 
 #: tables with more rows than this are shown in a box of fixed height that scrolls
@@ -164,8 +165,56 @@ def _write_index(df) -> bool:
     return not (isinstance(idx, pd.RangeIndex) and idx.name is None and idx.start == 0 and idx.step == 1)
 
 
-def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
+#: the resolution of saved PNGs (dots per inch)
+PNG_DPI = 150
+#: the names of the matplotlib backend that Jupyter kernels use to put figures on the page
+_INLINE_BACKENDS = ("module://matplotlib_inline.backend_inline", "inline", "module://ipykernel.pylab.backend_inline")
+
+
+def _page_shows_figures() -> bool:
+    """True in a Jupyter kernel whose matplotlib backend is the inline one (figures reach the page as PNG)."""
+    import sys
+
+    import matplotlib
+
+    if "ipykernel" not in sys.modules:
+        return False
+    try:  # never resolve the backend here (that would import pyplot and pick a GUI backend)
+        backend = matplotlib.get_backend(auto_select=False)
+    except TypeError:  # matplotlib < 3.10
+        backend = matplotlib.rcParams._get_backend_or_none()
+    return backend in _INLINE_BACKENDS
+
+
+def _png_width(png: bytes) -> int:
+    """The width in pixels of a PNG, from its header (the IHDR chunk comes first)."""
+    return int.from_bytes(png[16:20], "big")
+
+
+def _show_saved_png(fig, png_path: Path) -> None:
+    """Put the saved PNG on the page at the size the inline backend gives the figure, and close the figure.
+
+    The inline backend would otherwise draw the figure once more at the end of the cell (or at
+    ``plt.show()``), at ``fig.dpi`` with its own tight bounding box: two more passes over every artist,
+    for an image the PNG already holds. The page shows the PNG at ``fig.dpi / PNG_DPI`` of its pixel
+    width, the size in CSS pixels of the inline image (to within the few points by which a tight box
+    differs between resolutions), and sharper on high-density screens.
+    """
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
+    png = png_path.read_bytes()
+    display(Image(data=png, format="png", width=round(_png_width(png) * fig.dpi / PNG_DPI)))
+    plt.close(fig)
+
+
+def save(obj, stem: str, directory=None, *, index: bool | None = None, show: bool | None = None) -> Saved:
     """Save a figure (PNG at 150 dpi and SVG) or a table (CSV) under ``stem``.
+
+    In a notebook (a Jupyter kernel with matplotlib's inline backend) a figure is also put on the page,
+    as the PNG just written, and closed: the page and ``figures/`` show the same image, and the figure
+    is not drawn a third time by the inline backend (a ``plt.show()`` after ``save`` then shows
+    nothing more). Pass ``show=False`` to keep the figure open and off the page.
 
     Parameters
     ----------
@@ -178,6 +227,9 @@ def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
         Save there instead of the default folder.
     index : bool, optional
         Tables only: write the index column. Default: yes, unless it is the default range index.
+    show : bool, optional
+        Figures only: show the saved PNG on the page and close the figure. Default: yes in a Jupyter
+        kernel with the inline backend, no elsewhere (a script, a GUI backend, the tests).
 
     Returns
     -------
@@ -188,6 +240,13 @@ def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
     ------
     moralkit.errors.MoralkitTypeError
         When ``obj`` is neither a matplotlib figure nor a pandas table (also a ``TypeError``).
+
+    Notes
+    -----
+    Each file is laid out at its own resolution with its own tight bounding box (matplotlib draws
+    the figure once to find the box, then once to write it): the boxes of the PNG and the SVG differ
+    by up to a few points, since text is measured with hinting in the PNG and without in the SVG, so
+    one box for both would move the SVG's margins. A figure costs four draws, and none for the page.
     """
     stem = _check_stem(stem)
     if _is_figure(obj):
@@ -202,8 +261,12 @@ def save(obj, stem: str, directory=None, *, index: bool | None = None) -> Saved:
             # byte-identical between runs
             meta = {"Date": None} if ext == "svg" else {}
             with matplotlib.rc_context({"svg.hashsalt": stem}):
-                obj.savefig(p, dpi=150 if ext == "png" else None, bbox_inches="tight", metadata=meta)
+                obj.savefig(p, dpi=PNG_DPI if ext == "png" else None, bbox_inches="tight", metadata=meta)
             out.append(p)
+        if show is None:
+            show = _page_shows_figures()
+        if show:
+            _show_saved_png(obj, out[0])
         return out
     if _is_table(obj):
         d = Path(directory) if directory is not None else tables_dir()

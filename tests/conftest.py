@@ -59,15 +59,15 @@ seed = 0
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-from moralkit.paths import figures_dir, tables_dir
+from moralkit.figures import save
+from moralkit.paths import tables_dir
 
 rng = np.random.default_rng(seed)
 fig, ax = plt.subplots(figsize=(4, 3))
 ax.plot(rng.normal(size=20 if quick else 200).cumsum(), color="C3", lw=3)
-fig.savefig(figures_dir() / "01_walk.png")
-fig.savefig(figures_dir() / "01_walk.svg")
+save(fig, "01_walk")  # figures_dir()/01_walk.png and .svg; the page shows the PNG
 (tables_dir() / "01_table.csv").write_text("a,b\n1,2\n")
-plt.show()
+plt.show()  # nothing left to show: save() closed the figure
 
 # %%
 from IPython.display import Math

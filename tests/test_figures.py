@@ -165,3 +165,66 @@ def test_a_saved_svg_is_byte_identical_between_runs(tmp_path):
         finally:
             plt.close(fig)
     assert b"clip-path" in out[0] and out[0] == out[1]
+
+
+def _count_draws(monkeypatch) -> list:
+    """Patch ``Figure.draw`` to record every full pass over a figure's artists (the costly part of a save)."""
+    from matplotlib.figure import Figure
+
+    draws, draw = [], Figure.draw
+
+    def counted(self, renderer, *a, **k):
+        draws.append(type(renderer).__name__)
+        return draw(self, renderer, *a, **k)
+
+    monkeypatch.setattr(Figure, "draw", counted)
+    return draws
+
+
+def test_in_a_notebook_save_shows_the_saved_png_and_draws_each_figure_four_times(tmp_path, monkeypatch):
+    """On the inline backend, save() puts the PNG it wrote on the page at the inline size and closes the figure.
+
+    Four draws: a layout pass and a write for each of the PNG and the SVG (each with its own tight
+    box). The inline backend used to draw every figure twice more at the end of its cell (or at
+    ``plt.show()``), for an image the PNG already holds; it has nothing left to draw.
+    """
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "ipykernel", sys.modules.get("ipykernel") or types.ModuleType("ipykernel"))
+    monkeypatch.setattr(matplotlib, "get_backend",
+                        lambda auto_select=True: "module://matplotlib_inline.backend_inline")
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    draws = _count_draws(monkeypatch)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [1, 0])
+    ax.set_title("a title")
+    try:
+        saved = figures.save(fig, "09_page", tmp_path)
+        assert len(draws) == 4, f"save() drew the figure {len(draws)} times ({draws}); 2 for the PNG, 2 for the SVG"
+        assert not plt.fignum_exists(fig.number), "the figure stays open, so the inline backend draws it again"
+        plt.show()  # what the notebooks call after save(): nothing left to draw
+        assert len(draws) == 4
+        (img,) = shown
+        png = saved[0].read_bytes()
+        assert img.data == png  # the page shows the file in figures/
+        assert img.width == round(figures._png_width(png) * fig.dpi / figures.PNG_DPI)
+        assert abs(img.width - 4 * fig.dpi) < 0.15 * 4 * fig.dpi  # about the figure's width at fig.dpi, as inline
+    finally:
+        plt.close(fig)
+
+
+def test_outside_a_notebook_save_neither_shows_nor_closes_the_figure(tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0, 1], [1, 0])
+    try:
+        figures.save(fig, "09_script", tmp_path)
+        assert not figures._page_shows_figures()  # pytest: no kernel, the Agg backend
+        assert shown == [] and plt.fignum_exists(fig.number)
+        figures.save(fig, "09_asked", tmp_path, show=True)
+        assert len(shown) == 1 and not plt.fignum_exists(fig.number)
+    finally:
+        plt.close(fig)

@@ -159,6 +159,21 @@ def test_only_declared_parameters_are_passed(tiny_run):
     assert "received True 1 'default' False" in _stdout(tiny_run.build / "executed" / "02_params.ipynb")
 
 
+def test_the_page_shows_each_saved_figure_once_as_its_png(tiny_run):
+    """In a kernel, figures.save() displays the PNG it wrote (at the inline size) and closes the figure, so
+    the inline backend neither draws it again nor puts a second copy on the page."""
+    import base64
+
+    nb = nbformat.read(str(tiny_run.build / "executed" / "01_plot.ipynb"), as_version=4)
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 1, f"{len(images)} images on the page of one saved figure"
+    png = (tiny_run.figures / "01_walk.png").read_bytes()
+    assert base64.b64decode(images[0]["data"]["image/png"]) == png
+    # shown at the inline backend's size: the 150-dpi PNG's width in pixels at the figure's 100 dpi
+    assert images[0]["metadata"]["image/png"]["width"] == round(int.from_bytes(png[16:20], "big") * 100 / 150)
+
+
 def test_jobs_runs_in_parallel_and_passes_n_jobs(tiny_run, tmp_path):
     res = run_all(tiny_run.notebooks, tmp_path / "build", only="01,02", jobs=2, seed=4,
                   parameters={"label": "from-cli"}, figures_dir=tmp_path / "figs", book=False, log=None)
