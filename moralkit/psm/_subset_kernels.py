@@ -44,6 +44,41 @@ def ratio_levels(R):
 
 
 @njit(cache=True, nogil=True)
+def heap_argsort(x):
+    """Indices that sort ``x`` ascending (heapsort; the order among equal values is unspecified, as for
+    ``np.argsort``). Written out because numba's ``np.argsort`` compiles its generic quicksort, about 1.5 s
+    of a fresh clone's first run, for a sort of at most a few thousand values."""
+    n = x.shape[0]
+    idx = np.arange(n)
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(x, idx, start, n)
+    for end in range(n - 1, 0, -1):
+        t = idx[0]
+        idx[0] = idx[end]
+        idx[end] = t
+        _sift_down(x, idx, 0, end)
+    return idx
+
+
+@njit(cache=True, inline="always")
+def _sift_down(x, idx, root, end):
+    """Restore the max-heap order of ``x[idx[root:end]]`` below ``root``."""
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and x[idx[child]] < x[idx[child + 1]]:
+            child += 1
+        if x[idx[root]] < x[idx[child]]:
+            t = idx[root]
+            idx[root] = idx[child]
+            idx[child] = t
+            root = child
+        else:
+            return
+
+
+@njit(cache=True, nogil=True)
 def int_ratio_levels(E, amax):
     """:func:`ratio_levels` of ``E[r, k] / E[r, r]`` for an integer ``E`` with entries in ``0..amax``.
 
@@ -78,7 +113,7 @@ def int_ratio_levels(E, amax):
                 den[j] = d
                 x[j] = np.float64(a) / np.float64(d)
                 j += 1
-    order = np.argsort(x)
+    order = heap_argsort(x)  # ties get one rank below, so their order does not matter
     vals = np.empty(na, dtype=np.float64)
     rank = np.zeros((amax + 2, amax + 1), dtype=np.int64)
     m = 0

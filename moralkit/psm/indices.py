@@ -266,7 +266,8 @@ def critical_efficiencies(V, choices, coordinates: str = "corner") -> np.ndarray
     from ._rp_kernels import ccei_float_choices
 
     Convention(coordinates)
-    C = np.atleast_2d(np.asarray(choices, dtype=np.int64))
+    C = np.ascontiguousarray(np.atleast_2d(np.asarray(choices, dtype=np.int64)))
+    V = np.ascontiguousarray(V)  # C order, as option_expenditures returns it: one compiled specialisation
     T = V.shape[0]
     rows = np.arange(T)
     # one compiled pass over the rows: the same float operations as rp.ccei, without its per-matrix

@@ -121,7 +121,7 @@ def _as_int_array(a, name: str, shape_tail=None) -> np.ndarray:
             raise MoralkitError(f"{name} must hold integers; convert the answers to int before calling")
     if shape_tail is not None and (arr.ndim != len(shape_tail) + 1 or arr.shape[1:] != tuple(shape_tail)):
         raise MoralkitError(f"{name} must have shape (T, {', '.join(map(str, shape_tail))}), got {arr.shape}")
-    return arr.astype(np.int64)
+    return arr.astype(np.int64, order="C")  # one dtype and layout: one compiled specialisation per kernel
 
 
 def _check_psm_inputs(corners, prices, answers, answers_name="choices"):
@@ -302,7 +302,7 @@ def consumer_expenditure_matrix(prices, quantities) -> np.ndarray:
 def validate_expenditure_matrix(E) -> np.ndarray:
     """Check that ``E`` is a finite square matrix with positive diagonal; return it as an array.
 
-    Integer matrices are returned as int64, anything else as float64.
+    Integer matrices are returned as int64, anything else as float64, always as a new C-ordered array.
 
     Raises
     ------
@@ -319,10 +319,12 @@ def validate_expenditure_matrix(E) -> np.ndarray:
     if E.ndim != 2 or E.shape[0] != E.shape[1]:
         raise MoralkitError(f"E must be a square T x T expenditure matrix, got shape {E.shape}; build it with "
                             "expenditure_matrix() or consumer_expenditure_matrix()")
+    # a copy in C order: the kernels see one layout, so numba compiles one specialisation of each (an
+    # F-ordered matrix, e.g. a transpose, would compile a second one, a few seconds of CPU)
     if np.issubdtype(E.dtype, np.integer):
-        E = E.astype(np.int64)
+        E = E.astype(np.int64, order="C")
     else:
-        E = E.astype(np.float64)
+        E = E.astype(np.float64, order="C")
         if not np.isfinite(E).all():
             raise MoralkitError("E has non-finite entries (NaN or inf); drop the observations that produce them")
     d = np.diag(E)

@@ -210,7 +210,9 @@ def test_warmup_reaches_the_kernels_the_notebooks_use():
     r = warm_kernels()
     assert set(r["compiled"]) | set(r["not_compiled"]) == set(dispatchers())
     for k in ("_rp_kernels.relation_signs", "_rp_kernels.scc_labels", "_partition_kernels.max_subsets",
-              "_hm_kernels.shortest_violating_cycles", "_hm_kernels.greedy_consistent"):
+              "_hm_kernels.shortest_violating_cycles", "_hm_kernels.greedy_consistent",
+              "_subset_kernels.int_ratio_levels", "_partition_kernels.violating_cycle_obs",
+              "_rp_kernels.min_cycle_ratio", "_nlls_kernels.exact_corner"):
         assert k in r["compiled"]
 
 

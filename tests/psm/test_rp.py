@@ -591,3 +591,77 @@ def test_critical_efficiencies_equal_rp_ccei_row_by_row(coordinates):
         if coordinates == "origin_budget":
             np.fill_diagonal(E, BUDGET)
         assert x == rp.ccei(E)
+
+
+def test_heap_argsort_sorts_ties_and_edge_cases():
+    # int_ratio_levels' sort (numba's np.argsort compiles its quicksort, ~1.5 s of a first run)
+    from moralkit.psm._subset_kernels import heap_argsort
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 3, 7, 64, 513):
+        for x in (rng.random(n), rng.integers(0, 4, n).astype(float), np.sort(rng.random(n))[::-1].copy()):
+            idx = heap_argsort(x)
+            assert sorted(idx.tolist()) == list(range(n))
+            assert x[idx].tolist() == np.sort(x).tolist()
+
+
+def _new_signatures(calls):
+    """The signatures the PSM kernels gain while ``calls`` run, by kernel name."""
+    ds = _kernels()
+    before = {k: set(f.signatures) for k, f in ds.items()}
+    calls()
+    return {k: set(f.signatures) - before[k] for k, f in ds.items() if set(f.signatures) - before[k]}
+
+
+def _kernels():
+    """The PSM kernels by ``module.name`` of their definition (a kernel imported by another module once)."""
+    from moralkit.psm.warmup import dispatchers
+
+    return {f"{f.py_func.__module__.rsplit('.', 1)[-1]}.{f.__name__}": f for f in dispatchers().values()}
+
+
+def test_kernels_see_one_layout_and_dtype_whatever_the_callers_arrays():
+    # F-ordered, int32, float32 and strided inputs reach the kernels as the C-ordered int64/float64
+    # arrays the notebooks pass, so numba compiles one specialisation of each kernel, not one per
+    # layout (each costs seconds of a fresh clone's first run). Fails if a second one comes back.
+    from numba import types
+
+    from moralkit.psm import indices
+
+    A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
+    i8, f8, b1 = types.int64, types.float64, types.boolean
+    ds = simulate_random(0, seed=5)
+    E = rp.psm_expenditure_matrix(ds)[:40, :40]
+    V = indices.option_expenditures(ds, "origin")[:30, :30]
+    C = np.random.default_rng(0).integers(0, V.shape[2], size=(3, 30))
+    v = ds.valid()
+
+    def calls():
+        for M in (E, np.asfortranarray(E), E.astype(np.int32).T, E[::2, ::2], E.astype(np.float32),
+                  np.asfortranarray(E / 7.0)):
+            rp.ccei(M)
+            rp.garp(M, 0.5)
+            ccei_many.ccei_subsets(M, [np.arange(len(M) // 2)])
+        for VV, CC in ((V, C), (np.asfortranarray(V), np.asfortranarray(C))):
+            indices.critical_efficiencies(VV, CC, "origin")
+        rp.choice_level_lists(np.asfortranarray(v.corners), np.asfortranarray(v.prices), v.options, BUDGET)
+
+    allowed = {
+        "_rp_kernels.psm_levels_batch": {(A(i8, 3), i8)},
+        "_rp_kernels.min_cycle_ratio": {(A(f8, 2),)},
+        "_rp_kernels.relation_signs": {(A(f8, 2), A(f8, 1), A(f8, 1))},
+        "_rp_kernels.scc_labels": {(A(b1, 2), A(b1, 1))},
+        "_subset_kernels.int_ratio_levels": {(A(i8, 2), i8)},
+        "_subset_kernels.ratio_levels": {(A(f8, 2),)},
+        "_subset_kernels.subset_levels": {(A(i8, 2), i8, A(i8, 2), A(i8, 1))},
+        "_subset_kernels.heap_argsort": {(A(f8, 1),)},
+        "_rp_kernels.ccei_float_choices": {(A(types.int16, 3), A(i8, 2), i8, i8)},
+        "_rp_kernels.level_lists_direct": {(A(i8, 2), A(i8, 1), A(i8, 3), i8, i8)},
+    }
+    new = _new_signatures(calls)
+    for k, sigs in allowed.items():  # (the helpers they call are compiled along with them)
+        assert new.get(k, set()) <= sigs, f"{k} compiled another specialisation: {new[k] - sigs}"
+    ds_ = _kernels()
+    for k, sigs in allowed.items():  # each called directly was reached (a nested one may come from the cache)
+        if k != "_subset_kernels.heap_argsort":
+            assert sigs <= set(ds_[k].signatures), k
