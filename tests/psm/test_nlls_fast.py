@@ -79,3 +79,27 @@ def test_fast_solve_rejects_a_nan_start_like_least_squares(problems):
         prob.solve_scipy(bad)
     with pytest.raises(ValueError, match="outside of provided bounds"):
         prob.solve(bad)
+
+
+@pytest.mark.parametrize("form", ["exact", "paper"])
+def test_residuals_and_jacobian_equal_the_numpy_expressions(problems, form):
+    """resid and jac (compiled chain rule through the softmax) == the NumPy expressions they replace, at
+    random parameters with weights over several orders of magnitude."""
+    from moralkit.psm.nlls.model import _predict_corner_numpy, corner_signs
+
+    rng = np.random.default_rng(3)
+    for corners, prices, y, _ in problems[::2]:
+        prob = F._Problem(corners, prices, y, form, 12.0)
+        sign = corner_signs(corners)
+        for _ in range(5):
+            th = np.r_[rng.normal(0, 3, 4), rng.uniform(-1, 6, 5)]
+            a, b = F._theta_to_ab(th)
+            yhat, J = _predict_corner_numpy(a, b, sign, corners, prices, form, 12.0, jac=True)
+            Jt = np.empty((len(y), 5, 9))
+            Jt[:, :, :4] = J[:, :, :5] @ F._dsoftmax(a)
+            Jt[:, :, 4:] = J[:, :, 5:]
+            r = prob.resid(th)
+            assert np.array_equal(r, (y - yhat).ravel())
+            Jr = prob.jac(th)
+            assert Jr.flags.c_contiguous and Jr.shape == (5 * len(y), 9)
+            assert np.array_equal(Jr, -Jt.reshape(-1, 9))

@@ -76,8 +76,7 @@ class _Problem:
     """Residuals of eq. (11) in corner coordinates and their Jacobian in theta = (eta, b)."""
 
     def __init__(self, corners, prices, y_obs, form, budget=BUDGET):
-        from .._nlls_kernels import exact_corner, paper_corner
-
+        from .._nlls_kernels import exact_corner, paper_corner, theta_jacobian
         c64 = np.ascontiguousarray
         self.sign = c64(corner_signs(corners), dtype=np.float64)
         self.corners = c64(corners, dtype=np.float64)
@@ -87,6 +86,7 @@ class _Problem:
         self.budget = float(budget)
         # predict_corner's kernel, called directly on the arrays above (converted once per problem)
         self._kernel = exact_corner if form == "exact" else paper_corner
+        self._theta_jacobian = theta_jacobian
         self._no_jac = np.empty((0, 5, 10))
         self._ab_of = (None, None)  # the last theta and its (a, b): resid and jac are asked at the same theta
 
@@ -110,10 +110,9 @@ class _Problem:
 
     def jac(self, theta):
         a, _, J = self._predict(theta, True)
-        Jt = np.empty((J.shape[0], 5, _N_PAR))
-        Jt[:, :, :4] = J[:, :, :5] @ _dsoftmax(a)
-        Jt[:, :, 4:] = J[:, :, 5:]
-        return -Jt.reshape(-1, _N_PAR)
+        out = np.empty((J.shape[0] * 5, _N_PAR))
+        self._theta_jacobian(a, J, out)  # -(J[:, :, :5] @ _dsoftmax(a)) and -J[:, :, 5:], side by side
+        return out
 
     def solve(self, theta0, max_nfev=None):
         """Eq. (11) from ``theta0`` by trust-region reflective with bounds (see :func:`_trf_bounds`)."""
