@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import scipy
 from scipy.optimize import least_squares
 from scipy.optimize._lsq.common import in_bounds as _in_bounds
 from scipy.optimize._lsq.common import make_strictly_feasible as _make_strictly_feasible
@@ -24,6 +25,7 @@ from ...checks import check_choice, check_int
 from ...errors import IdentificationError, MoralkitError
 from ..dataset import PSMDataset, model_key
 from ..design import BUDGET
+from ._trf import trf_bounds as _lean_trf_bounds
 from .model import (
     check_form,
     check_rounds,
@@ -129,6 +131,8 @@ class _Problem:
 _LB = np.r_[np.full(4, -ETA_BOUND), np.full(5, -np.inf)]
 _UB = np.r_[np.full(4, ETA_BOUND), np.full(5, np.inf)]
 _TOL = 1e-12
+#: moralkit.psm.nlls._trf restates SciPy 1.17's trf_bounds; other SciPy versions run SciPy's own driver
+_LEAN_TRF = scipy.__version__.startswith("1.17.")
 
 
 def _trf_bounds(fun, jac, theta0, max_nfev):
@@ -156,7 +160,10 @@ def _trf_bounds(fun, jac, theta0, max_nfev):
     J0 = jac(x0)
     if not np.all(np.isfinite(f0)):
         raise ValueError("Residuals are not finite in the initial point.")
-    res = _scipy_trf_bounds(fun, jac, x0, f0, J0, _LB, _UB, _TOL, _TOL, _TOL, max_nfev, "jac", None, "exact", {}, 0)
+    if _LEAN_TRF:
+        res = _lean_trf_bounds(fun, jac, x0, f0, J0, _LB, _UB, _TOL, _TOL, _TOL, max_nfev)
+    else:
+        res = _scipy_trf_bounds(fun, jac, x0, f0, J0, _LB, _UB, _TOL, _TOL, _TOL, max_nfev, "jac", None, "exact", {}, 0)
     res.message = _TERMINATION_MESSAGES[res.status]
     res.success = res.status > 0
     return res
