@@ -103,3 +103,11 @@ def test_residuals_and_jacobian_equal_the_numpy_expressions(problems, form):
             Jr = prob.jac(th)
             assert Jr.flags.c_contiguous and Jr.shape == (5 * len(y), 9)
             assert np.array_equal(Jr, -Jt.reshape(-1, 9))
+
+
+def test_scipy_driver_fallback_equals_least_squares(problems, monkeypatch):
+    """On a SciPy version the restatement was not checked against, SciPy's own trf_bounds runs: same values."""
+    monkeypatch.setattr(F, "_LEAN_TRF", False)
+    for corners, prices, y, th0 in problems[:2]:
+        prob = F._Problem(corners, prices, y, "exact", 12.0)
+        _same(prob.solve(th0), prob.solve_scipy(th0))
