@@ -107,7 +107,9 @@ def test_residuals_and_jacobian_equal_the_numpy_expressions(problems, form):
 
 def test_scipy_driver_fallback_equals_least_squares(problems, monkeypatch):
     """On a SciPy version the restatement was not checked against, SciPy's own trf_bounds runs: same values."""
-    monkeypatch.setattr(F, "_LEAN_TRF", False)
+    from moralkit.psm.nlls import _trf
+
+    monkeypatch.setattr(_trf, "LEAN", False)
     for corners, prices, y, th0 in problems[:2]:
         prob = F._Problem(corners, prices, y, "exact", 12.0)
         _same(prob.solve(th0), prob.solve_scipy(th0))

@@ -10,7 +10,7 @@ the same arrays in the same order (the same LAPACK ``gesdd`` call with the works
 masks for the Coleman-Li scaling vector), and SciPy's own ``solve_lsq_trust_region``, ``select_step``,
 ``update_tr_radius`` and ``check_termination``. Its iterates, and every value it returns, equal SciPy's
 bit for bit; ``tests/psm/test_nlls_fast.py`` compares them with ``==`` against the public
-``least_squares`` call, and :func:`moralkit.psm.nlls.fit._trf_bounds` falls back to SciPy's driver when the
+``least_squares`` call, and :func:`least_squares_trf` (the entry point) runs SciPy's own driver when the
 installed SciPy is not a version this restatement was checked against.
 
 References
@@ -23,18 +23,28 @@ bound-constrained minimization problems", SIAM J. Sci. Comput. 21(1); SciPy (BSD
 from __future__ import annotations
 
 import numpy as np
+import scipy
 from scipy.linalg import get_lapack_funcs
 from scipy.linalg.lapack import _compute_lwork
 from scipy.optimize import OptimizeResult
 from scipy.optimize._lsq.common import (
     check_termination,
     find_active_constraints,
+    in_bounds,
+    make_strictly_feasible,
     solve_lsq_trust_region,
     update_tr_radius,
 )
+from scipy.optimize._lsq.least_squares import TERMINATION_MESSAGES
 from scipy.optimize._lsq.trf import select_step
+from scipy.optimize._lsq.trf import trf_bounds as scipy_trf_bounds
 
-__all__ = ["trf_bounds"]
+from ...errors import MoralkitError
+
+__all__ = ["LEAN", "least_squares_trf", "trf_bounds"]
+
+#: :func:`trf_bounds` restates SciPy 1.17's driver; on other SciPy versions SciPy's own driver runs
+LEAN: bool = scipy.__version__.startswith("1.17.")
 
 _GESDD: dict = {}
 
@@ -42,7 +52,7 @@ _GESDD: dict = {}
 def _gesdd(a):
     """``scipy.linalg.svd(a, full_matrices=False)`` (driver gesdd) for a finite float64 ``a``: U, s, Vt."""
     if not np.isfinite(a).all():  # scipy.linalg.svd's check_finite
-        raise ValueError("array must not contain infs or NaNs")
+        raise MoralkitError("array must not contain infs or NaNs")
     key = a.shape
     if key not in _GESDD:
         gesdd, gesdd_lwork = get_lapack_funcs(("gesdd", "gesdd_lwork"), (a,), ilp64="preferred")
@@ -55,7 +65,7 @@ def _gesdd(a):
 
         raise LinAlgError("SVD did not converge")
     if info < 0:
-        raise ValueError(f"illegal value in {-info}th argument of internal gesdd")
+        raise MoralkitError(f"illegal value in {-info}th argument of internal gesdd")
     return u, s, v
 
 
@@ -64,66 +74,103 @@ def _norm(x):
     return np.sqrt(x.dot(x))
 
 
+def least_squares_trf(fun, jac, x0, lb, ub, tol, max_nfev):
+    """``least_squares(fun, x0, jac=jac, bounds=(lb, ub), method="trf", x_scale="jac", ftol=tol, xtol=tol,
+    gtol=tol, max_nfev=max_nfev)`` without its per-call wrapping; the same result, bit for bit.
+
+    ``least_squares`` checks its arguments, wraps ``fun`` and ``jac`` in a memoising ``VectorFunction``
+    (which compares and copies ``x`` and copies every result) and calls the driver. Here the start point
+    is prepared as it does (``astype(float)``, ``make_strictly_feasible``) and the driver is called directly:
+    :func:`trf_bounds` on SciPy 1.17, SciPy's own ``trf_bounds`` on other versions. ``fun`` and ``jac`` must
+    return fresh float64 arrays (as the wrapper's copies are) and be deterministic, so that the wrapper's
+    memo never changes a value. A start outside the bounds (NaN) or residuals that are not finite there
+    raise a :class:`~moralkit.errors.MoralkitError` (a ``ValueError``, as ``least_squares`` raises).
+    """
+    x0 = np.atleast_1d(x0).astype(float)
+    if not in_bounds(x0, lb, ub):
+        raise MoralkitError("Initial guess is outside of provided bounds")
+    x0 = make_strictly_feasible(x0, lb, ub)
+    f0 = fun(x0)
+    J0 = jac(x0)
+    if not np.all(np.isfinite(f0)):
+        raise MoralkitError("Residuals are not finite in the initial point.")
+    if LEAN:
+        res = trf_bounds(fun, jac, x0, f0, J0, lb, ub, tol, tol, tol, max_nfev)
+    else:
+        res = scipy_trf_bounds(fun, jac, x0, f0, J0, lb, ub, tol, tol, tol, max_nfev, "jac", None, "exact", {}, 0)
+    res.message = TERMINATION_MESSAGES[res.status]
+    res.success = res.status > 0
+    return res
+
+
+def _cl_scaling(x, g, lb, ub, lb_finite, ub_finite):
+    """``common.CL_scaling_vector``: the Coleman-Li scaling vector ``v`` and its derivative ``dv``."""
+    v = np.ones_like(x)
+    dv = np.zeros_like(x)
+    mask = (g < 0) & ub_finite
+    v[mask] = ub[mask] - x[mask]
+    dv[mask] = -1
+    mask = (g > 0) & lb_finite
+    v[mask] = x[mask] - lb[mask]
+    dv[mask] = 1
+    return v, dv
+
+
+def _jac_scale(J, scale_inv_old=None):
+    """``common.compute_jac_scale`` of a dense ``J``: (scale, scale_inv)."""
+    scale_inv = np.sum(J**2, axis=0)**0.5
+    if scale_inv_old is None:
+        scale_inv[scale_inv == 0] = 1
+    else:
+        scale_inv = np.maximum(scale_inv, scale_inv_old)
+    return 1 / scale_inv, scale_inv
+
+
+def _hat_system(v, dv, g, f, J, scale, scale_inv, f_augmented, J_augmented):
+    """The trust-region subproblem in "hat" variables (``trf_bounds``' loop body before its step search):
+    d, diag_h, g_h, J_h and the SVD of the augmented Jacobian (s, V, U' f)."""
+    m = J.shape[0]
+    v[dv != 0] *= scale_inv[dv != 0]
+    d = v**0.5 * scale
+    diag_h = g * dv * scale
+    g_h = d * g
+    f_augmented[:m] = f
+    J_augmented[:m] = J * d
+    J_h = J_augmented[:m]  # a view, as in SciPy
+    J_augmented[m:] = np.diag(diag_h**0.5)
+    U, s, V = _gesdd(J_augmented)
+    return d, diag_h, g_h, J_h, s, V.T, U.T.dot(f_augmented)
+
+
 def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
     """``scipy.optimize._lsq.trf.trf_bounds`` with ``x_scale="jac"``, no loss function, ``tr_solver="exact"``,
     no callback and ``verbose=0``; ``J0`` a C-contiguous float64 ndarray; same arguments otherwise."""
-    x = x0.copy()
-    f = f0
+    x, f, J = x0.copy(), f0, J0
     f_true = f.copy()
-    nfev = 1
-    J = J0
-    njev = 1
+    nfev = njev = 1
     m, n = J.shape
-    lb_finite = np.isfinite(lb)
-    ub_finite = np.isfinite(ub)
-
-    def cl_scaling(x, g):  # common.CL_scaling_vector
-        v = np.ones_like(x)
-        dv = np.zeros_like(x)
-        mask = (g < 0) & ub_finite
-        v[mask] = ub[mask] - x[mask]
-        dv[mask] = -1
-        mask = (g > 0) & lb_finite
-        v[mask] = x[mask] - lb[mask]
-        dv[mask] = 1
-        return v, dv
-
+    finite = (np.isfinite(lb), np.isfinite(ub))
     cost = 0.5 * np.dot(f, f)
     g = J.T.dot(f)  # common.compute_grad
-    scale_inv = np.sum(J**2, axis=0)**0.5  # common.compute_jac_scale
-    scale_inv[scale_inv == 0] = 1
-    scale = 1 / scale_inv
-
-    v, dv = cl_scaling(x, g)
+    scale, scale_inv = _jac_scale(J)
+    v, dv = _cl_scaling(x, g, lb, ub, *finite)
     v[dv != 0] *= scale_inv[dv != 0]
     Delta = _norm(x0 * scale_inv / v**0.5)
     if Delta == 0:
         Delta = 1.0
-
     f_augmented = np.zeros(m + n)
     J_augmented = np.empty((m + n, n))
     alpha = 0.0
     termination_status = None
     while True:
-        v, dv = cl_scaling(x, g)
-        g_norm = np.abs(g * v).max()
+        v, dv = _cl_scaling(x, g, lb, ub, *finite)
+        g_norm = np.abs(g * v).max()  # norm(g * v, ord=np.inf)
         if g_norm < gtol:
             termination_status = 1
         if termination_status is not None or nfev == max_nfev:
             break
-        v[dv != 0] *= scale_inv[dv != 0]
-        d = v**0.5 * scale
-        diag_h = g * dv * scale
-        g_h = d * g
-        f_augmented[:m] = f
-        J_augmented[:m] = J * d
-        J_h = J_augmented[:m]
-        J_augmented[m:] = np.diag(diag_h**0.5)
-        U, s, V = _gesdd(J_augmented)
-        V = V.T
-        uf = U.T.dot(f_augmented)
+        d, diag_h, g_h, J_h, s, V, uf = _hat_system(v, dv, g, f, J, scale, scale_inv, f_augmented, J_augmented)
         theta = max(0.995, 1 - g_norm)
-
         actual_reduction = -1
         while actual_reduction <= 0 and nfev < max_nfev:
             p_h, alpha, n_iter = solve_lsq_trust_region(n, m, uf, s, V, Delta, initial_alpha=alpha)
@@ -140,24 +187,18 @@ def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
             actual_reduction = cost - cost_new
             Delta_new, ratio = update_tr_radius(Delta, actual_reduction, predicted_reduction, step_h_norm,
                                                 step_h_norm > 0.95 * Delta)
-            step_norm = _norm(step)
-            termination_status = check_termination(actual_reduction, cost, step_norm, _norm(x), ratio, ftol, xtol)
+            termination_status = check_termination(actual_reduction, cost, _norm(step), _norm(x), ratio, ftol, xtol)
             if termination_status is not None:
                 break
             alpha *= Delta / Delta_new
             Delta = Delta_new
-
         if actual_reduction > 0:
-            x = x_new
-            f = f_new
+            x, f, cost = x_new, f_new, cost_new
             f_true = f.copy()
-            cost = cost_new
             J = jac(x)
             njev += 1
             g = J.T.dot(f)
-            scale_inv = np.maximum(np.sum(J**2, axis=0)**0.5, scale_inv)
-            scale = 1 / scale_inv
-
+            scale, scale_inv = _jac_scale(J, scale_inv)
     if termination_status is None:
         termination_status = 0
     active_mask = find_active_constraints(x, lb, ub, rtol=xtol)

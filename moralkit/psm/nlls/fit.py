@@ -14,18 +14,13 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import scipy
 from scipy.optimize import least_squares
-from scipy.optimize._lsq.common import in_bounds as _in_bounds
-from scipy.optimize._lsq.common import make_strictly_feasible as _make_strictly_feasible
-from scipy.optimize._lsq.least_squares import TERMINATION_MESSAGES as _TERMINATION_MESSAGES
-from scipy.optimize._lsq.trf import trf_bounds as _scipy_trf_bounds
 
 from ...checks import check_choice, check_int
 from ...errors import IdentificationError, MoralkitError
 from ..dataset import PSMDataset, model_key
 from ..design import BUDGET
-from ._trf import trf_bounds as _lean_trf_bounds
+from ._trf import least_squares_trf
 from .model import (
     check_form,
     check_rounds,
@@ -117,8 +112,10 @@ class _Problem:
         return out
 
     def solve(self, theta0, max_nfev=None):
-        """Eq. (11) from ``theta0`` by trust-region reflective with bounds (see :func:`_trf_bounds`)."""
-        return _trf_bounds(self.resid, self.jac, theta0, max_nfev or 200 * _N_PAR)
+        """Eq. (11) from ``theta0`` by trust-region reflective with bounds: :meth:`solve_scipy`'s result, bit
+        for bit, without ``least_squares``' per-call wrapping (:func:`moralkit.psm.nlls._trf.least_squares_trf`)."""
+        theta0 = np.clip(theta0, _LB + 1e-9, _UB - 1e-9)
+        return least_squares_trf(self.resid, self.jac, theta0, _LB, _UB, _TOL, max_nfev or 200 * _N_PAR)
 
     def solve_scipy(self, theta0, max_nfev=None):
         """:meth:`solve` through the public :func:`scipy.optimize.least_squares`: the reference the
@@ -131,42 +128,6 @@ class _Problem:
 _LB = np.r_[np.full(4, -ETA_BOUND), np.full(5, -np.inf)]
 _UB = np.r_[np.full(4, ETA_BOUND), np.full(5, np.inf)]
 _TOL = 1e-12
-#: moralkit.psm.nlls._trf restates SciPy 1.17's trf_bounds; other SciPy versions run SciPy's own driver
-_LEAN_TRF = scipy.__version__.startswith("1.17.")
-
-
-def _trf_bounds(fun, jac, theta0, max_nfev):
-    """``least_squares(fun, theta0, jac=jac, bounds=(_LB, _UB), method="trf", x_scale="jac", ftol=xtol=gtol=1e-12)``
-    without its per-call wrapping.
-
-    :func:`scipy.optimize.least_squares` checks its arguments, wraps ``fun`` and ``jac`` in a memoising
-    ``VectorFunction`` (which compares and copies ``x`` and copies every result) and then calls the
-    trust-region reflective driver ``trf_bounds``. Here the same driver is called directly, after the same
-    preparation of the start point (``astype(float)``, ``make_strictly_feasible``): the iterates, and so
-    every fitted value, are the same bit for bit (``tests/psm/test_nlls_fast.py`` compares the two with
-    ``==``). ``fun`` and ``jac`` return fresh arrays, as the wrapper's copies do, and are deterministic, so
-    the wrapper's memo never changes a value.
-
-    References
-    ----------
-    Branch, Coleman & Li (1999), the trust-region reflective method; SciPy's ``least_squares``.
-    """
-    x0 = np.clip(theta0, _LB + 1e-9, _UB - 1e-9)
-    x0 = np.atleast_1d(x0).astype(float)
-    if not _in_bounds(x0, _LB, _UB):  # NaN in theta0, as least_squares
-        raise ValueError("Initial guess is outside of provided bounds")
-    x0 = _make_strictly_feasible(x0, _LB, _UB)
-    f0 = fun(x0)
-    J0 = jac(x0)
-    if not np.all(np.isfinite(f0)):
-        raise ValueError("Residuals are not finite in the initial point.")
-    if _LEAN_TRF:
-        res = _lean_trf_bounds(fun, jac, x0, f0, J0, _LB, _UB, _TOL, _TOL, _TOL, max_nfev)
-    else:
-        res = _scipy_trf_bounds(fun, jac, x0, f0, J0, _LB, _UB, _TOL, _TOL, _TOL, max_nfev, "jac", None, "exact", {}, 0)
-    res.message = _TERMINATION_MESSAGES[res.status]
-    res.success = res.status > 0
-    return res
 
 
 def _rank(J) -> int:
