@@ -16,8 +16,24 @@ Seror (2025), Section 3.2, eqs. (7)-(10).
 
 from __future__ import annotations
 
+import llvmlite.ir as _ir
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def _fma(typingctx, x, y, z):
+    """``x * y + z`` rounded once (LLVM's ``llvm.fma.f64``; the hardware instruction where there is one,
+    a correctly rounded software fallback elsewhere)."""
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        d = _ir.DoubleType()
+        fn = builder.module.declare_intrinsic("llvm.fma", [d], _ir.FunctionType(d, [d, d, d]))
+        return builder.call(fn, args)
+
+    return sig, codegen
 
 
 @njit(cache=True, inline="always")
@@ -88,3 +104,33 @@ def paper_corner(a, b, sign, corners, p, budget, y, J, want_jac):
                     e = 1.0 if z == j else 0.0
                     J[t, z, j] = (e / d - g[z] / ((p[t, j] * p[t, j]) * (G * G))) * tb
                     J[t, z, 5 + j] = e * ob - bp * (p[t, j] * sign[t, j])
+
+
+@njit(cache=True)
+def theta_jacobian(a, J, out):
+    """The residuals' Jacobian in ``theta = (eta, b)`` from ``J = d yhat / d(a, b)`` (T, 5, 10), written into
+    ``out`` (5 T, 9): ``-(J[:, :, :5] @ d a / d eta)`` in columns 0-3, ``-J[:, :, 5:]`` in columns 4-8.
+
+    ``d a / d eta`` is ``(diag(a) - outer(a, a))[:, 1:]`` (the softmax with ``a_1``'s logit fixed at 0),
+    each entry computed as NumPy computes it (``a_i - a_i a_j`` on the diagonal, ``0 - a_i a_j`` off it).
+    The product over the five weights is accumulated as OpenBLAS's double-precision kernels accumulate
+    NumPy's ``matmul`` on x86-64 (the first product, then one fused multiply-add per further term, in
+    order), so the result equals the NumPy expression it replaces bit for bit there
+    (``tests/psm/test_nlls_fast.py`` compares them).
+    """
+    D = np.empty((5, 4))
+    for i in range(5):
+        for j in range(4):
+            d = a[i] if i == j + 1 else 0.0
+            D[i, j] = d - a[i] * a[j + 1]
+    T = J.shape[0]
+    for t in range(T):
+        for z in range(5):
+            r = 5 * t + z
+            for j in range(4):
+                acc = J[t, z, 0] * D[0, j]
+                for k in range(1, 5):
+                    acc = _fma(J[t, z, k], D[k, j], acc)
+                out[r, j] = -acc
+            for j in range(5):
+                out[r, 4 + j] = -J[t, z, 5 + j]

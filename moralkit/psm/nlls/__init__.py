@@ -48,8 +48,10 @@ Two forms of the predicted answer
 
 Estimation
 ----------
-Eq. (11) is solved with :func:`scipy.optimize.least_squares` (trust-region
-reflective, analytic Jacobian) over 9 free parameters: four logits ``eta``
+Eq. (11) is solved by SciPy's trust-region reflective method with bounds
+(analytic Jacobian; :func:`scipy.optimize.least_squares`'s driver, called
+without its per-call wrapping through :mod:`moralkit.psm.nlls._trf`, with the
+same iterates bit for bit) over 9 free parameters: four logits ``eta``
 with ``a = softmax(0, eta_1..eta_4)`` (so ``a_s > 0`` and ``sum a_s = 1`` by
 construction, never by clipping; the weights only matter up to scale in both
 forms) and the five ``b_s``. Several starts (the first at equal weights and
@@ -90,6 +92,7 @@ Modules
 -------
 - :mod:`moralkit.psm.nlls.model`: coordinates and the predicted answer (eqs. (7)-(10)).
 - :mod:`moralkit.psm.nlls.fit`: the estimator (eq. (11)), standard errors, the bootstrap.
+- :mod:`moralkit.psm.nlls._trf`: SciPy's trust-region reflective driver restated for the fit.
 - :mod:`moralkit.psm.nlls.report`: Table 2, :func:`compare_forms`, Figures 1-2.
 """
 

@@ -20,6 +20,7 @@ from ...checks import check_choice, check_int
 from ...errors import IdentificationError, MoralkitError
 from ..dataset import PSMDataset, model_key
 from ..design import BUDGET
+from ._trf import least_squares_trf
 from .model import (
     check_form,
     check_rounds,
@@ -72,8 +73,7 @@ class _Problem:
     """Residuals of eq. (11) in corner coordinates and their Jacobian in theta = (eta, b)."""
 
     def __init__(self, corners, prices, y_obs, form, budget=BUDGET):
-        from .._nlls_kernels import exact_corner, paper_corner
-
+        from .._nlls_kernels import exact_corner, paper_corner, theta_jacobian
         c64 = np.ascontiguousarray
         self.sign = c64(corner_signs(corners), dtype=np.float64)
         self.corners = c64(corners, dtype=np.float64)
@@ -83,6 +83,7 @@ class _Problem:
         self.budget = float(budget)
         # predict_corner's kernel, called directly on the arrays above (converted once per problem)
         self._kernel = exact_corner if form == "exact" else paper_corner
+        self._theta_jacobian = theta_jacobian
         self._no_jac = np.empty((0, 5, 10))
         self._ab_of = (None, None)  # the last theta and its (a, b): resid and jac are asked at the same theta
 
@@ -106,17 +107,27 @@ class _Problem:
 
     def jac(self, theta):
         a, _, J = self._predict(theta, True)
-        Jt = np.empty((J.shape[0], 5, _N_PAR))
-        Jt[:, :, :4] = J[:, :, :5] @ _dsoftmax(a)
-        Jt[:, :, 4:] = J[:, :, 5:]
-        return -Jt.reshape(-1, _N_PAR)
+        out = np.empty((J.shape[0] * 5, _N_PAR))
+        self._theta_jacobian(a, J, out)  # -(J[:, :, :5] @ _dsoftmax(a)) and -J[:, :, 5:], side by side
+        return out
 
     def solve(self, theta0, max_nfev=None):
-        lb = np.r_[np.full(4, -ETA_BOUND), np.full(5, -np.inf)]
-        ub = np.r_[np.full(4, ETA_BOUND), np.full(5, np.inf)]
-        theta0 = np.clip(theta0, lb + 1e-9, ub - 1e-9)
-        return least_squares(self.resid, theta0, jac=self.jac, bounds=(lb, ub), method="trf", x_scale="jac",
-                             ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=max_nfev or 200 * _N_PAR)
+        """Eq. (11) from ``theta0`` by trust-region reflective with bounds: :meth:`solve_scipy`'s result, bit
+        for bit, without ``least_squares``' per-call wrapping (:func:`moralkit.psm.nlls._trf.least_squares_trf`)."""
+        theta0 = np.clip(theta0, _LB + 1e-9, _UB - 1e-9)
+        return least_squares_trf(self.resid, self.jac, theta0, _LB, _UB, _TOL, max_nfev or 200 * _N_PAR)
+
+    def solve_scipy(self, theta0, max_nfev=None):
+        """:meth:`solve` through the public :func:`scipy.optimize.least_squares`: the reference the
+        tests compare the fast path with (``==`` on every returned value)."""
+        theta0 = np.clip(theta0, _LB + 1e-9, _UB - 1e-9)
+        return least_squares(self.resid, theta0, jac=self.jac, bounds=(_LB, _UB), method="trf", x_scale="jac",
+                             ftol=_TOL, xtol=_TOL, gtol=_TOL, max_nfev=max_nfev or 200 * _N_PAR)
+
+
+_LB = np.r_[np.full(4, -ETA_BOUND), np.full(5, -np.inf)]
+_UB = np.r_[np.full(4, ETA_BOUND), np.full(5, np.inf)]
+_TOL = 1e-12
 
 
 def _rank(J) -> int:
