@@ -113,3 +113,30 @@ def test_scipy_driver_fallback_equals_least_squares(problems, monkeypatch):
     for corners, prices, y, th0 in problems[:2]:
         prob = F._Problem(corners, prices, y, "exact", 12.0)
         _same(prob.solve(th0), prob.solve_scipy(th0))
+
+
+def test_the_compiled_chain_rule_is_used_only_where_it_reproduces_numpy(problems, monkeypatch):
+    """Where the compiled chain rule does not reproduce NumPy's matmul on the probe (another BLAS's order),
+    the NumPy expression is used, so the fits are those of the NumPy expression on every machine."""
+    from moralkit.psm import _nlls_kernels
+
+    F._jacobian_chain.cache_clear()
+    try:
+        chosen = F._jacobian_chain()
+        assert chosen in (_nlls_kernels.theta_jacobian, F._theta_jacobian_numpy)
+        F._jacobian_chain.cache_clear()
+
+        real = _nlls_kernels.theta_jacobian
+
+        def skewed(a, J, out):  # a kernel whose accumulation order differs from NumPy's in the last bits
+            real(a, J, out)
+            out[0, 0] = np.nextafter(out[0, 0], np.inf)
+
+        monkeypatch.setattr(_nlls_kernels, "theta_jacobian", skewed)
+        assert F._jacobian_chain() is F._theta_jacobian_numpy
+        corners, prices, y, th0 = problems[0]
+        prob = F._Problem(corners, prices, y, "exact", 12.0)
+        assert prob._theta_jacobian is F._theta_jacobian_numpy
+        _same(prob.solve(th0), prob.solve_scipy(th0))
+    finally:
+        F._jacobian_chain.cache_clear()

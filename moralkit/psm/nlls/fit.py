@@ -11,6 +11,7 @@ Seror (2025), Section 3.2 (eq. (11)).
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -69,11 +70,40 @@ def _ab_to_theta(a, b):
     return np.concatenate([np.log(a[1:] / a[0]), np.asarray(b, dtype=float)])
 
 
+def _theta_jacobian_numpy(a, J, out):
+    """``out[:] = -[J[:, :, :5] @ d a / d eta, J[:, :, 5:]]`` in NumPy: what the compiled
+    :func:`moralkit.psm._nlls_kernels.theta_jacobian` restates, used where that kernel does not reproduce it."""
+    Jt = np.empty((J.shape[0], 5, _N_PAR))
+    Jt[:, :, :4] = J[:, :, :5] @ _dsoftmax(a)
+    Jt[:, :, 4:] = J[:, :, 5:]
+    np.negative(Jt.reshape(-1, _N_PAR), out=out)
+
+
+@functools.lru_cache(maxsize=1)
+def _jacobian_chain():
+    """The chain rule through the softmax this process uses: the compiled kernel when it reproduces NumPy's
+    ``matmul`` bit for bit on a probe, else the NumPy expression.
+
+    The kernel accumulates in the order of OpenBLAS's x86-64 kernels (see its docstring); a BLAS that adds up
+    in another order (another CPU, another library) would make the fits differ in their last bits from those
+    of the NumPy expression, so there the NumPy expression is used and the fits are what they always were.
+    """
+    from .._nlls_kernels import theta_jacobian
+
+    rng = np.random.default_rng(20261126)
+    a = rng.dirichlet(np.full(5, 0.3))
+    J = rng.normal(0.0, 1.0, (64, 5, 10)) * 10.0 ** rng.integers(-6, 7, (64, 5, 10))
+    fast, slow = np.empty((320, _N_PAR)), np.empty((320, _N_PAR))
+    theta_jacobian(a, J, fast)
+    _theta_jacobian_numpy(a, J, slow)
+    return theta_jacobian if np.array_equal(fast, slow) else _theta_jacobian_numpy
+
+
 class _Problem:
     """Residuals of eq. (11) in corner coordinates and their Jacobian in theta = (eta, b)."""
 
     def __init__(self, corners, prices, y_obs, form, budget=BUDGET):
-        from .._nlls_kernels import exact_corner, paper_corner, theta_jacobian
+        from .._nlls_kernels import exact_corner, paper_corner
         c64 = np.ascontiguousarray
         self.sign = c64(corner_signs(corners), dtype=np.float64)
         self.corners = c64(corners, dtype=np.float64)
@@ -83,7 +113,7 @@ class _Problem:
         self.budget = float(budget)
         # predict_corner's kernel, called directly on the arrays above (converted once per problem)
         self._kernel = exact_corner if form == "exact" else paper_corner
-        self._theta_jacobian = theta_jacobian
+        self._theta_jacobian = _jacobian_chain()
         self._no_jac = np.empty((0, 5, 10))
         self._ab_of = (None, None)  # the last theta and its (a, b): resid and jac are asked at the same theta
 
