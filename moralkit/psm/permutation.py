@@ -48,6 +48,7 @@ import pandas as pd
 
 from ..checks import as_generator, check_int
 from ..errors import MoralkitError
+from ._replay import SERIAL_CHUNK, replay_draws
 from .level import rationality_level
 from .milp_solvers import SOLVERS, get_solver
 from .networks import PAPER_ALPHAS, plot_similarity, similarity_graph, similarity_summary, table3, threshold_graph
@@ -340,139 +341,6 @@ def _draw(ri: _RoundIndex, rho: int, rng, max_attempts: int = 1000) -> list:
                         f"{max_attempts} attempts (models answer too few common rounds); lower rho")
 
 
-class _ReplayedRng:
-    """The generator ``default_rng(ss)`` after ``n_words`` 64-bit outputs (``odd``: with the high half of the
-    last one kept for the next 32-bit word, as ``next_uint32`` leaves it), built when first used: Procedure 2
-    only draws from it to break a tie."""
-
-    __slots__ = ("ss", "n_words", "odd", "_rng")
-
-    def __init__(self, ss, n_words: int, odd: bool):
-        self.ss, self.n_words, self.odd, self._rng = ss, n_words, odd, None
-
-    def _get(self):
-        if self._rng is None:
-            rng = np.random.default_rng(self.ss)
-            bg = rng.bit_generator
-            last = bg.random_raw(self.n_words)
-            if self.odd:
-                st = bg.state
-                st["has_uint32"], st["uinteger"] = 1, int(last[-1] >> np.uint64(32))
-                bg.state = st
-            self._rng = rng
-        return self._rng
-
-    def integers(self, *args, **kwargs):
-        return self._get().integers(*args, **kwargs)
-
-
-_PERM_SPARE = 3  # 64-bit words read beyond the fewest a draw can use (for rejections in the permutation)
-
-
-def _draws_batch(ri: _RoundIndex, rho: int, seeds) -> list:
-    """``[(_draw(ri, rho, rng), rng) for rng = default_rng(ss) of seeds]``, the draws computed side by side in
-    arrays instead of by ``rng.permutation`` and ``rng.choice`` calls (issue 30: the permutation approach draws
-    tens of thousands of datasets, and the calls cost more than the draws). The same picks; the ``rng``
-    returned is at the same state (:class:`_ReplayedRng`).
-
-    A new PCG64 generator hands out 32-bit words as the low then the high half of each 64-bit output
-    (``random_raw``). ``permutation(M)`` shuffles ``arange(M)`` with masked rejection (``i`` from M - 1 down
-    to 1: a word ``& mask`` is redrawn while above ``i``); each ``choice(free, rho, replace=False)`` (at most
-    10,000 free rounds) runs Floyd's algorithm with Lemire's bounded integers (``j`` in ``[0, i]`` is
-    ``(w * (i + 1)) >> 32`` unless the low half of the product is below ``i + 1``), then shuffles its rho
-    values (rho - 1 more bounded integers, whose values do not matter: the picks are sorted). A draw this
-    cannot follow exactly -- another bit generator, a big-endian machine, a possible Lemire rejection
-    (probability below 1e-5 per draw), a long run of rejections in the permutation, a model with at most rho
-    free rounds -- is made by :func:`_draw` itself. ``tests/psm/test_permutation.py`` pins both against each other.
-    """
-    seeds = list(seeds)
-    B, M = len(seeds), len(ri.models)
-    if B == 0:
-        return []
-    rngs = [np.random.default_rng(ss) for ss in seeds]
-    if (type(rngs[0].bit_generator) is not np.random.PCG64 or not np.little_endian or rho < 1
-            or max(len(r) for r in ri.round_ids) > 10000):
-        return [(_draw(ri, rho, r), r) for r in rngs]
-    per = 2 * rho - 1
-    n_words = (M - 1 + M * per + 1) // 2 + _PERM_SPARE
-    U = np.stack([r.bit_generator.random_raw(n_words) for r in rngs]).view(np.uint32).astype(np.uint64)
-    rows = np.arange(B)
-    ok = np.ones(B, dtype=bool)
-    # rng.permutation(M)
-    order = np.tile(np.arange(M), (B, 1))
-    pos = np.zeros(B, dtype=np.int64)
-    limit = U.shape[1] - M * per  # words left for the choices
-    for i in range(M - 1, 0, -1):
-        mask = np.uint64((1 << i.bit_length()) - 1)
-        todo = rows.copy()
-        v = np.zeros(B, dtype=np.int64)
-        while len(todo):
-            ok[todo[pos[todo] >= limit]] = False  # out of words: _draw makes this one
-            todo = todo[pos[todo] < limit]
-            w = (U[todo, pos[todo]] & mask).astype(np.int64)
-            pos[todo] += 1
-            done = w <= i
-            v[todo[done]] = w[done]
-            todo = todo[~done]
-        vi = order[rows, v]
-        order[rows, v] = order[:, i]
-        order[:, i] = vi
-    # the rounds of each model, padded; column n_ids of ``taken`` stands for the padding (never free)
-    L = max(len(r) for r in ri.round_ids)
-    R = np.full((M, L), ri.n_ids, dtype=np.int64)
-    P = np.zeros((M, L), dtype=np.int64)
-    for m, (r, p) in enumerate(zip(ri.round_ids, ri.positions)):
-        R[m, :len(r)], P[m, :len(p)] = r, p
-    taken = np.zeros((B, ri.n_ids + 1), dtype=bool)
-    taken[:, ri.n_ids] = True
-    out = np.zeros((B, M, rho), dtype=np.int64)
-    steps = np.arange(1, rho + 1, dtype=np.uint64)
-    shuffle_excl = np.arange(rho, 1, -1, dtype=np.uint64)
-    for slot in range(M):
-        sel = np.nonzero(ok)[0]
-        models = order[sel, slot]
-        rid = R[models]
-        free = ~taken[sel[:, None], rid]
-        n = free.sum(axis=1)
-        good = n > rho  # n == rho: j = 0 draws no word; n < rho: _draw redraws
-        off = pos[sel] + slot * per
-        words = U[sel[:, None], off[:, None] + np.arange(per)]
-        base = np.maximum(n - rho, 0).astype(np.uint64)
-        e = base[:, None] + steps
-        x = words[:, :rho] * e
-        good &= ~((x & np.uint64(_U32)) < e).any(axis=1)
-        good &= ~(((words[:, rho:] * shuffle_excl) & np.uint64(_U32)) < shuffle_excl).any(axis=1)
-        ok[sel[~good]] = False
-        sel, models, rid, free, n, x = sel[good], models[good], rid[good], free[good], n[good], x[good]
-        k = len(sel)
-        if not k:
-            continue
-        v = (x >> np.uint64(32)).astype(np.int64)
-        chosen = np.zeros((k, L), dtype=bool)
-        rk = np.arange(k)
-        for i in range(rho):  # Floyd: j = n - rho + i drawn in [0, j]; j itself when the value is taken
-            vi = v[:, i]
-            vi = np.where(chosen[rk, vi], n - rho + i, vi)
-            chosen[rk, vi] = True
-        c = np.nonzero(chosen)[1].reshape(k, rho)  # the picks among the free rounds, in increasing order
-        first_free = np.argsort(~free, axis=1, kind="stable")  # the free columns first, in increasing order
-        cols = np.take_along_axis(first_free, c, axis=1)
-        taken[sel[:, None], np.take_along_axis(rid, cols, axis=1)] = True
-        out[sel, models] = P[models[:, None], cols]
-    total = pos + M * per  # 32-bit words used
-    res = []
-    for t, ss in enumerate(seeds):
-        if ok[t]:
-            res.append((list(out[t]), _ReplayedRng(ss, int((total[t] + 1) // 2), bool(total[t] % 2))))
-        else:
-            rng = np.random.default_rng(ss)
-            res.append((_draw(ri, rho, rng), rng))
-    return res
-
-
-_U32 = 0xFFFFFFFF
-
-
 def draw_rounds(datasets, rho: int = PAPER_RHO, seed=None) -> dict:
     """Draw one synthetic dataset: ``{model: positions}`` of rho answered rounds per model.
 
@@ -569,7 +437,8 @@ def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, 
     """Draws ``ts`` (with their SeedSequences); returns labels (len(ts), M)."""
     M = len(ri.models)
     out = np.empty((len(ts), M), dtype=np.int64)
-    for j, (picks, rng) in enumerate(_draws_batch(ri, rho, seeds)):  # = _draw(ri, rho, default_rng(ss))
+    draws = replay_draws(ri.round_ids, ri.positions, ri.n_ids, rho, seeds, lambda rng: _draw(ri, rho, rng))
+    for j, (picks, rng) in enumerate(draws):  # _draw(ri, rho, rng) and rng, for rng = default_rng(ss)
         obs = np.concatenate([obs_of[m][p] for m, p in enumerate(picks)])
         if solver == "exact":  # the relations of the draw are those of the full pool, restricted
             # rows, then columns: the same submatrix as R0[np.ix_(obs, obs)], several times faster
@@ -616,8 +485,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     models : sequence of str, optional
         Use only these models of ``datasets``.
     chunk_size : int, optional
-        Draws per joblib task (default: T split in about 8 tasks per worker; with ``n_jobs=1``,
-        :data:`SERIAL_CHUNK`). The draws of a chunk are made side by side in arrays.
+        Draws per joblib task (default: about 8 tasks per worker; with ``n_jobs=1``, ``_replay.SERIAL_CHUNK``).
 
     Returns
     -------
@@ -693,11 +561,6 @@ def _observation_lookup(ri) -> list:
         obs_of.append(lut)
         start += len(p)
     return obs_of
-
-
-#: Draws per chunk with ``n_jobs=1`` (:func:`_draws_batch` makes a chunk's draws side by side: 2.5x faster per
-#: draw at 256 than one at a time; the progress bar moves once per chunk).
-SERIAL_CHUNK = 256
 
 
 def _run_all_draws(args, T: int, seed: int, n_jobs, chunk_size, progress: bool, M: int) -> np.ndarray:

@@ -244,16 +244,22 @@ def test_figures_are_saved(tmp_path):
         assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)
 
 
+def _replayed(perm, ri, rho, seeds):
+    from moralkit.psm._replay import replay_draws
+
+    return replay_draws(ri.round_ids, ri.positions, ri.n_ids, rho, seeds, lambda rng: perm._draw(ri, rho, rng))
+
+
 @pytest.mark.parametrize("rho", [1, 7, 20, 28])
 def test_batched_draws_are_the_draws_of_draw_one_by_one(mixed, rho):
-    """_draws_batch (the draws of a chunk side by side, issue 30) gives _draw's picks for each draw's
+    """replay_draws (a chunk's draws side by side, issue 30) gives _draw's picks for each draw's
     default_rng(ss), and leaves a generator that continues the same stream (Procedure 2 breaks its ties with
     it). rho = 28 runs models out of rounds (5 x 28 of 160 rounds), so _draw's redraws are covered too."""
     from moralkit.psm import permutation as perm
 
     ri = perm._round_index(mixed)
     seeds = np.random.SeedSequence(rho).spawn(40)
-    for ss, (picks, rng) in zip(seeds, perm._draws_batch(ri, rho, seeds)):
+    for ss, (picks, rng) in zip(seeds, _replayed(perm, ri, rho, seeds)):
         ref = np.random.default_rng(ss)
         expected = perm._draw(ri, rho, ref)
         assert len(picks) == len(expected)
@@ -268,11 +274,11 @@ def test_batched_draws_fall_back_where_the_shortcut_cannot_follow(mixed, monkeyp
 
     ri = perm._round_index(mixed)
     seeds = np.random.SeedSequence(9).spawn(30)
-    monkeypatch.setattr(perm, "_PERM_SPARE", 0)
+    monkeypatch.setattr("moralkit.psm._replay.PERM_SPARE", 0)
     calls = []
     real = perm._draw
     monkeypatch.setattr(perm, "_draw", lambda *a, **k: calls.append(1) or real(*a, **k))
-    for ss, (picks, _) in zip(seeds, perm._draws_batch(ri, 10, seeds)):
+    for ss, (picks, _) in zip(seeds, _replayed(perm, ri, 10, seeds)):
         expected = real(ri, 10, np.random.default_rng(ss))
         assert all(np.array_equal(a, b) for a, b in zip(picks, expected))
     assert 0 < len(calls) < len(seeds)
