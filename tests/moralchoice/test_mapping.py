@@ -208,7 +208,7 @@ def test_the_needles_skip_only_substitutions_that_cannot_apply():
         "cannot", "gonna", "wanna", "gimme", "lemme", "gotta", "d'ye", "more'n", " 'tis", " 'twas", "n't", "'s",
         "'ll", "''", "``", "..", "--", "CANNOT", "WaNNa", " 'T", "IS"]
     rng = random.Random(30)
-    for _ in range(1500):
+    for _ in range(600):  # (60,000 such strings agree too; NLTK's tokenizer costs ~1 ms a string)
         t = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 20)))
         assert _tokenize.tokenize(t) == nltk_tok.tokenize(t), t
 
