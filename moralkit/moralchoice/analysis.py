@@ -17,8 +17,6 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from scipy.cluster import hierarchy
-from scipy.spatial.distance import squareform
 
 from ..checks import check_choice
 from ..errors import MoralkitError
@@ -244,6 +242,9 @@ def cluster_models(corr: pd.DataFrame, method: str = "average") -> dict:
     d = (d + d.T) / 2
     np.fill_diagonal(d, 0.0)
     d = np.clip(d, 0.0, 2.0)
+    from scipy.cluster import hierarchy  # here, not at import: notebooks 01 and 07 need no scipy.cluster
+    from scipy.spatial.distance import squareform
+
     z = hierarchy.linkage(squareform(d, checks=False), method=method, optimal_ordering=True)
     order = [corr.index[i] for i in hierarchy.leaves_list(z)]
     return {"linkage": z, "order": order, "corr": corr.loc[order, order]}

@@ -335,13 +335,20 @@ def map_responses(
     _load_stems(cache)
     known = len(_STEMS)
     out = responses.copy()
-    out["decision"] = [
-        map_answer(ans, qt, o, x1, x2, templates)
-        for ans, qt, o, x1, x2 in zip(
-            responses["answer_raw"].to_numpy(), responses["question_type"].to_numpy(),
-            responses["ordering"].to_numpy(), a1, a2,
-        )
-    ]
+    # g is a function of (answer, form, ordering, actions): each distinct row is mapped once (the
+    # committed runs repeat more than half of their rows, e.g. "A" to the same scenario and form)
+    seen: dict = {}
+    decisions = []
+    for key in zip(responses["answer_raw"].to_numpy(), responses["question_type"].to_numpy(),
+                   responses["ordering"].to_numpy(), a1, a2):
+        try:
+            d = seen.get(key)
+        except TypeError:  # an unhashable answer: map_answer says what is wrong with it
+            d = map_answer(*key, templates)
+        if d is None:
+            d = seen[key] = map_answer(*key, templates)
+        decisions.append(d)
+    out["decision"] = decisions
     if cache is not None and len(_STEMS) != known:
         _save_stems(cache)
     return out

@@ -13,7 +13,6 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from scipy.cluster import hierarchy
 
 from ..checks import check_choice
 from .analysis import CERTAINTY_THRESHOLD, CONSISTENCY_THRESHOLD
@@ -166,6 +165,8 @@ def plot_agreement_clustering(cluster: dict, title: str | None = None):
     ax_d = fig.add_axes([0.25, 0.78, 0.6, 0.17])
     ax_h = fig.add_axes([0.25, 0.1, 0.6, 0.66])
     ax_c = fig.add_axes([0.87, 0.1, 0.025, 0.66])
+    from scipy.cluster import hierarchy  # here, not at import (import time of every notebook)
+
     hierarchy.dendrogram(cluster["linkage"], ax=ax_d, no_labels=True, color_threshold=None,
                          above_threshold_color="0.3")
     ax_d.set_xticks([])

@@ -28,31 +28,43 @@ References
 Seror, A. (2025), "The Moral Mind(s) of Large Language Models".
 """
 
-from . import (
-    dataset,
-    design,
-    indices,
-    level,
-    milp,
-    networks,
-    nlls,
-    partition,
-    permutation,
-    rationality,
-    reference,
-    rp,
-    simulate,
-)
-from .dataset import PSMDataset, load_psm, read_psm, write_psm
-from .design import Design, constrained_prompt, make_design, parse_option, unconstrained_prompt
-from .milp import solve_ls_milp
-from .networks import table3
-from .nlls import fit_models, table2
-from .partition import largest_subset, partition_types
-from .permutation import permutation_study, study_setup
-from .pooled import pool
-from .rationality import random_choice_tests, table1
-from .simulate import simulate_agents, simulate_quadratic, simulate_random
+import importlib
+
+# PEP 562: submodules and the names below load on first use, so that ``from moralkit.psm import rp`` does
+# not pay for scipy.optimize (nlls), the MILP back ends or the simulators (issue 30: each notebook kernel
+# imports this package). ``from moralkit.psm import X`` and ``moralkit.psm.X`` work as before.
+_SUBMODULES = ("dataset", "design", "indices", "level", "milp", "networks", "nlls", "partition", "permutation",
+               "rationality", "reference", "rp", "simulate")
+
+#: public name -> submodule defining it
+_NAMES = {
+    "PSMDataset": "dataset", "load_psm": "dataset", "read_psm": "dataset", "write_psm": "dataset",
+    "Design": "design", "constrained_prompt": "design", "make_design": "design", "parse_option": "design",
+    "unconstrained_prompt": "design",
+    "solve_ls_milp": "milp",
+    "table3": "networks",
+    "fit_models": "nlls", "table2": "nlls",
+    "largest_subset": "partition", "partition_types": "partition",
+    "permutation_study": "permutation", "study_setup": "permutation",
+    "pool": "pooled",
+    "random_choice_tests": "rationality", "table1": "rationality",
+    "simulate_agents": "simulate", "simulate_quadratic": "simulate", "simulate_random": "simulate",
+}
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _NAMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_NAMES))
+
 
 __all__ = [
     # modules

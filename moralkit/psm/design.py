@@ -190,6 +190,14 @@ class Design:
         idx = np.array([r.index for r in self.rounds], dtype=np.int64)
         return ys, ci, pi, idx
 
+    @cached_property
+    def _mirrored(self) -> np.ndarray:
+        # 5 - options_y: the options seen from the opposite corner, computed once per design (arrays() is
+        # called once per simulated agent: tens of thousands of times in notebooks 06 and 08, issue 30)
+        out = 5 - self._stacked[0]
+        out.setflags(write=False)
+        return out
+
     def arrays(self, q0=None) -> tuple[np.ndarray, ...]:
         """Every round at once, for the unconstrained answer ``q0``: the arrays a dataset is built from.
 
@@ -230,7 +238,7 @@ class Design:
         else:
             flip = (prices * to_corner(q0, nominal)).sum(axis=1) <= BUDGET
             corners = np.where(flip[:, None], flip_corner(nominal), nominal)
-        options = np.where(corners[:, None, :] == 0, ys, 5 - ys)
+        options = np.where(corners[:, None, :] == 0, ys, self._mirrored)
         return corners, prices, options, ci.copy(), pi.copy(), idx.copy()
 
     def fingerprint(self) -> str:

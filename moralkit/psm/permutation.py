@@ -48,6 +48,7 @@ import pandas as pd
 
 from ..checks import as_generator, check_int
 from ..errors import MoralkitError
+from ._replay import SERIAL_CHUNK, replay_draws
 from .level import rationality_level
 from .milp_solvers import SOLVERS, get_solver
 from .networks import PAPER_ALPHAS, plot_similarity, similarity_graph, similarity_summary, table3, threshold_graph
@@ -436,9 +437,8 @@ def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, 
     """Draws ``ts`` (with their SeedSequences); returns labels (len(ts), M)."""
     M = len(ri.models)
     out = np.empty((len(ts), M), dtype=np.int64)
-    for j, ss in enumerate(seeds):
-        rng = np.random.default_rng(ss)
-        picks = _draw(ri, rho, rng)
+    draws = replay_draws(ri.round_ids, ri.positions, ri.n_ids, rho, seeds, lambda rng: _draw(ri, rho, rng))
+    for j, (picks, rng) in enumerate(draws):  # _draw(ri, rho, rng) and rng, for rng = default_rng(ss)
         obs = np.concatenate([obs_of[m][p] for m, p in enumerate(picks)])
         if solver == "exact":  # the relations of the draw are those of the full pool, restricted
             # rows, then columns: the same submatrix as R0[np.ix_(obs, obs)], several times faster
@@ -485,7 +485,7 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     models : sequence of str, optional
         Use only these models of ``datasets``.
     chunk_size : int, optional
-        Draws per joblib task (default: T split in about 8 tasks per worker).
+        Draws per joblib task (default: about 8 tasks per worker; with ``n_jobs=1``, ``_replay.SERIAL_CHUNK``).
 
     Returns
     -------
@@ -573,7 +573,7 @@ def _run_all_draws(args, T: int, seed: int, n_jobs, chunk_size, progress: bool, 
 
     seeds = np.random.SeedSequence(seed).spawn(T)
     if n_jobs == 1:
-        chunk = chunk_size or 1
+        chunk = chunk_size or SERIAL_CHUNK
     else:
         from joblib import effective_n_jobs
 

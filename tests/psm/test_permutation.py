@@ -242,3 +242,50 @@ def test_figures_are_saved(tmp_path):
     for fig, stem in ((f3, "04_fig3_similarity"), (f4, "04_fig4_networks")):
         paths = save(fig, stem, tmp_path)
         assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)
+
+
+def _replayed(perm, ri, rho, seeds):
+    from moralkit.psm._replay import replay_draws
+
+    return replay_draws(ri.round_ids, ri.positions, ri.n_ids, rho, seeds, lambda rng: perm._draw(ri, rho, rng))
+
+
+@pytest.mark.parametrize("rho", [1, 7, 20, 28])
+def test_batched_draws_are_the_draws_of_draw_one_by_one(mixed, rho):
+    """replay_draws (a chunk's draws side by side, issue 30) gives _draw's picks for each draw's
+    default_rng(ss), and leaves a generator that continues the same stream (Procedure 2 breaks its ties with
+    it). rho = 28 runs models out of rounds (5 x 28 of 160 rounds), so _draw's redraws are covered too."""
+    from moralkit.psm import permutation as perm
+
+    ri = perm._round_index(mixed)
+    seeds = np.random.SeedSequence(rho).spawn(40)
+    for ss, (picks, rng) in zip(seeds, _replayed(perm, ri, rho, seeds)):
+        ref = np.random.default_rng(ss)
+        expected = perm._draw(ri, rho, ref)
+        assert len(picks) == len(expected)
+        assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(picks, expected))
+        assert rng.integers(1 << 20, size=3).tolist() == ref.integers(1 << 20, size=3).tolist()
+        assert rng.integers(5) == ref.integers(5)
+
+
+def test_batched_draws_fall_back_where_the_shortcut_cannot_follow(mixed, monkeypatch):
+    """With no spare word for the permutation's rejections, most draws take _draw's way: the same picks."""
+    from moralkit.psm import permutation as perm
+
+    ri = perm._round_index(mixed)
+    seeds = np.random.SeedSequence(9).spawn(30)
+    monkeypatch.setattr("moralkit.psm._replay.PERM_SPARE", 0)
+    calls = []
+    real = perm._draw
+    monkeypatch.setattr(perm, "_draw", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for ss, (picks, _) in zip(seeds, _replayed(perm, ri, 10, seeds)):
+        expected = real(ri, 10, np.random.default_rng(ss))
+        assert all(np.array_equal(a, b) for a, b in zip(picks, expected))
+    assert 0 < len(calls) < len(seeds)
+
+
+def test_labels_do_not_depend_on_the_serial_chunk(mixed):
+    """n_jobs=1 makes SERIAL_CHUNK draws side by side; one draw per chunk gives the same labels."""
+    a = permutation_study(mixed, 0.8, T=20, rho=12, seed=5, progress=False)
+    b = permutation_study(mixed, 0.8, T=20, rho=12, seed=5, progress=False, chunk_size=1)
+    assert np.array_equal(a.labels, b.labels)
