@@ -62,11 +62,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only-02", action="store_true", help="only notebook 02, cold and warm")
+    ap.add_argument("--figures", default=None, metavar="DIR",
+                    help="write the figures and tables there (kept, e.g. to compare the tables with another "
+                         "checkout's) instead of a scratch folder")
     args = ap.parse_args(argv)
     extra = ["--quick"] if args.quick else []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "numba"), "MORALKIT_FIGURES_DIR": str(tmp / "figures"),
+        figures = Path(args.figures).resolve() if args.figures else tmp / "figures"
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "numba"), "MORALKIT_FIGURES_DIR": str(figures),
                "MPLBACKEND": "Agg"}
         cases = [("notebook02", ["--only", "02"])]
         if not args.only_02:
