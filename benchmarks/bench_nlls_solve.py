@@ -11,7 +11,7 @@ whether they are equal bit for bit (a speed change must not change a result).
 
 Usage::
 
-    nice .venv/bin/python benchmarks/bench_nlls_solve.py --reference /work/wt-ref [--n 30] [--repeat 3]
+    nice .venv/bin/python benchmarks/bench_nlls_solve.py --reference ../moralkit-ref [--n 30] [--repeat 3]
 
 One line ``BENCH {json}`` (benchmarks/_record.py): ``ms_per_solve_ref``, ``ms_per_solve``, ``ratio``,
 ``n_solves``, ``identical``.

@@ -39,6 +39,7 @@ BENCHMARKS = {
     "numba_compile": ["bench_numba_compile.py"],
     "stem_cache": ["bench_stem_cache.py"],
     "imports": ["bench_imports.py"],
+    "stem_tokenize": ["bench_stem_tokenize.py", "--repeat", "3"],
     "dask": ["bench_dask.py", "--T", "200"],
     "audit": ["bench_audit.py"],
     "pool": ["bench_pool.py"],
