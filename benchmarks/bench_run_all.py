@@ -70,8 +70,11 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         figures = Path(args.figures).resolve() if args.figures else tmp / "figures"
+        # PYTHONPATH: the kernels import this checkout's moralkit, not the one the environment has installed
+        # (an editable install points at one clone; a second worktree would otherwise time the first's code)
+        path = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "numba"), "MORALKIT_FIGURES_DIR": str(figures),
-               "MPLBACKEND": "Agg"}
+               "MPLBACKEND": "Agg", "PYTHONPATH": path}
         cases = [("notebook02", ["--only", "02"])]
         if not args.only_02:
             cases.append(("all", []))
