@@ -15,9 +15,10 @@ Examples
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "NOTEBOOK_PATTERN",
     "declared_parameters",
     "discover_notebooks",
+    "expected_seconds",
     "notebook_title",
     "parse_value",
     "read_notebook",
@@ -172,3 +174,48 @@ def parse_value(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+def expected_seconds(sources: Sequence[Path], previous: Mapping[str, Mapping[str, Any]],
+                     records: Path | None = None) -> dict[str, float]:
+    """How long each notebook is expected to run, to start the longest first when several run side by side.
+
+    The earlier run's wall seconds in this output folder (``previous``, from its ``run.json``) where there
+    is one; otherwise, as on a fresh clone, the latest first (numba compiling) full run of README command 1
+    on record (``benchmarks/results.jsonl``, the ``run_all`` record ``all-first`` of
+    ``benchmarks/bench_run_all.py``, by notebook number). A notebook with neither is missing from the result (the caller starts it first).
+    Only the order depends on these figures, never a result.
+
+    Examples
+    --------
+    >>> expected_seconds([Path("02_a.py"), Path("03_b.py")], {"02_a": {"seconds": 5.0}}, records=Path("none"))
+    {'02_a': 5.0}
+    """
+    if records is None:
+        from moralkit import paths
+
+        records = paths.project_root() / "benchmarks" / "results.jsonl"
+    on_record: dict[str, float] = {}
+    try:
+        lines = Path(records).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    latest = ""
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if (isinstance(r, dict) and r.get("bench") == "run_all" and r.get("key") == "all-first"
+                and not r.get("quick") and isinstance(r.get("per_notebook"), dict) and str(r.get("date")) >= latest):
+            latest = str(r.get("date"))
+            on_record = {str(k): float(v[0]) for k, v in r["per_notebook"].items()
+                         if isinstance(v, list) and v and isinstance(v[0], (int, float))}
+    out = {}
+    for s in sources:
+        seconds = (previous.get(s.stem) or {}).get("seconds")
+        if seconds is None:
+            seconds = on_record.get(s.name[:2])
+        if seconds is not None:
+            out[s.stem] = float(seconds)
+    return out

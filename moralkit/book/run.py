@@ -7,7 +7,7 @@
    selected notebook declares is an error;
 2. before a notebook runs, the figures and tables it wrote last time (``NN_*``) are removed;
 3. papermill executes it (up to ``jobs`` notebooks at a time, longest first by the earlier run or,
-   on a fresh clone, by the benchmark record (:func:`expected_seconds`); when one notebook is
+   on a fresh clone, by the benchmark record (:func:`moralkit.book.notebooks.expected_seconds`); when one notebook is
    selected, it gets ``n_jobs=jobs`` if it declares ``n_jobs``); a failure names the cell and its line
    in the ``.py`` file;
 4. its page is written into the book's sources (:mod:`moralkit.book.publish`), with a box giving its
@@ -50,6 +50,7 @@ from .notebooks import (
     DEFAULT_KERNEL,
     declared_parameters,
     discover_notebooks,
+    expected_seconds,
     notebook_title,
     parse_value,
     read_notebook,
@@ -64,7 +65,7 @@ from .publish import (
     write_page,
 )
 
-__all__ = ["BookRun", "expected_seconds", "format_failure", "format_timing", "main", "publish", "run_all"]
+__all__ = ["BookRun", "format_failure", "format_timing", "main", "publish", "run_all"]
 
 
 @dataclass
@@ -207,51 +208,6 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
                  fig_dir=fig_dir, tab_dir=tab_dir, env=env, requested=requested,
                  titles={s: notebook_title(nb, s.stem) for s, nb in nbs.items()}, tasks=tasks,
                  previous=previous, jobs=jobs, mode="quick" if quick else "full")
-
-
-def expected_seconds(sources: Sequence[Path], previous: Mapping[str, Mapping[str, Any]],
-                     records: Path | None = None) -> dict[str, float]:
-    """How long each notebook is expected to run, to start the longest first when several run side by side.
-
-    The earlier run's wall seconds in this output folder (``previous``, from its ``run.json``) where there
-    is one; otherwise, as on a fresh clone, the latest first (numba compiling) full run of README command 1
-    on record (``benchmarks/results.jsonl``, the ``run_all`` record ``all-first`` of
-    ``benchmarks/bench_run_all.py``, by notebook number). A notebook with neither is missing from the result (the caller starts it first).
-    Only the order depends on these figures, never a result.
-
-    Examples
-    --------
-    >>> expected_seconds([Path("02_a.py"), Path("03_b.py")], {"02_a": {"seconds": 5.0}}, records=Path("none"))
-    {'02_a': 5.0}
-    """
-    if records is None:
-        from moralkit import paths
-
-        records = paths.project_root() / "benchmarks" / "results.jsonl"
-    on_record: dict[str, float] = {}
-    try:
-        lines = Path(records).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    latest = ""
-    for line in lines:
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if (isinstance(r, dict) and r.get("bench") == "run_all" and r.get("key") == "all-first"
-                and not r.get("quick") and isinstance(r.get("per_notebook"), dict) and str(r.get("date")) >= latest):
-            latest = str(r.get("date"))
-            on_record = {str(k): float(v[0]) for k, v in r["per_notebook"].items()
-                         if isinstance(v, list) and v and isinstance(v[0], (int, float))}
-    out = {}
-    for s in sources:
-        seconds = (previous.get(s.stem) or {}).get("seconds")
-        if seconds is None:
-            seconds = on_record.get(s.name[:2])
-        if seconds is not None:
-            out[s.stem] = float(seconds)
-    return out
 
 
 class _Executor:

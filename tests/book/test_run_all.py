@@ -410,7 +410,7 @@ def test_a_fresh_build_starts_the_longest_notebook_first_by_the_benchmark_record
     """On a fresh clone there is no earlier run.json: the order comes from the latest full run of command 1
     in benchmarks/results.jsonl (longest first); an earlier run in the output folder overrides it, and a
     notebook known to neither starts first."""
-    from moralkit.book.run import expected_seconds
+    from moralkit.book.notebooks import expected_seconds
 
     srcs = [Path(f"{n}_x.py") for n in ("01", "02", "03", "04")]
     rec = tmp_path / "results.jsonl"
