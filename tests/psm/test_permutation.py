@@ -289,3 +289,20 @@ def test_labels_do_not_depend_on_the_serial_chunk(mixed):
     a = permutation_study(mixed, 0.8, T=20, rho=12, seed=5, progress=False)
     b = permutation_study(mixed, 0.8, T=20, rho=12, seed=5, progress=False, chunk_size=1)
     assert np.array_equal(a.labels, b.labels)
+
+
+def test_batched_draws_checked_against_draw_once_per_chunk(mixed, monkeypatch):
+    """Each chunk's first replayed draw is also made by _draw and compared: a replay that no longer follows
+    NumPy's Generator (NumPy promises no stream compatibility between versions) makes every draw _draw's."""
+    from moralkit.psm import _replay
+    from moralkit.psm import permutation as perm
+
+    ri = perm._round_index(mixed)
+    seeds = np.random.SeedSequence(11).spawn(20)
+    real_floyd = _replay._floyd
+    monkeypatch.setattr(_replay, "_floyd", lambda x, n, rho, L: np.maximum(real_floyd(x, n, rho, L) - 1, 0))
+    for ss, (picks, rng) in zip(seeds, _replayed(perm, ri, 7, seeds)):
+        ref = np.random.default_rng(ss)
+        expected = perm._draw(ri, 7, ref)
+        assert all(np.array_equal(a, b) for a, b in zip(picks, expected))
+        assert rng.bit_generator.state == ref.bit_generator.state
