@@ -176,7 +176,7 @@ def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
             p_h, alpha, n_iter = solve_lsq_trust_region(n, m, uf, s, V, Delta, initial_alpha=alpha)
             p = d * p_h
             step, step_h, predicted_reduction = select_step(x, J_h, diag_h, g_h, p, p_h, d, Delta, lb, ub, theta)
-            x_new = _strictly_feasible(x + step, lb, ub)
+            x_new = make_strictly_feasible(x + step, lb, ub, rstep=0)
             f_new = fun(x_new)
             nfev += 1
             step_h_norm = _norm(step_h)
@@ -204,17 +204,3 @@ def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
     active_mask = find_active_constraints(x, lb, ub, rtol=xtol)
     return OptimizeResult(x=x, cost=cost, fun=f_true, jac=J, grad=g, optimality=g_norm, active_mask=active_mask,
                           nfev=nfev, njev=njev, status=termination_status)
-
-
-def _strictly_feasible(x, lb, ub):
-    """``common.make_strictly_feasible(x, lb, ub, rstep=0)``: a bound reached is left by one ulp."""
-    lower = x <= lb
-    upper = x >= ub
-    if not (lower.any() or upper.any()):
-        return x  # no copy needed: x is a fresh array (x + step)
-    x_new = x.copy()
-    x_new[lower] = np.nextafter(lb[lower], ub[lower])
-    x_new[upper] = np.nextafter(ub[upper], lb[upper])
-    tight = (x_new < lb) | (x_new > ub)
-    x_new[tight] = 0.5 * (lb[tight] + ub[tight])
-    return x_new
