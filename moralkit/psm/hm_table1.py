@@ -348,9 +348,17 @@ def describe(meta: dict) -> str:
     done = (f"all {meta['n_requested']:,} random datasets decided" if meta["n_decided"] == meta["n_requested"]
             else f"{meta['n_decided']:,} of {meta['n_requested']:,} random datasets decided "
                  f"({meta['n_complete']} of {meta['n_respondents']} respondents complete)")
-    runs_ = (f" in {len(ses)} run(s) of `{ses[-1]['command']}` from {ses[0]['date']}, {meta['wall_s']:,.0f} s wall "
-             f"({meta['cpu_seconds']:,.0f} s CPU, --n-jobs {ses[-1]['n_jobs']}, load {ses[0]['load'][0]:.1f} at the "
-             f"start, {meta.get('cpus', '?')} cores)") if ses else ""
+    if ses:
+        jobs = sorted({int(x["n_jobs"]) for x in ses})
+        loads = [x["load"][0] for x in ses if x.get("load")]
+        load = (f"load {min(loads):.1f}–{max(loads):.1f} at their starts" if len(set(loads)) > 1
+                else f"load {loads[0]:.1f} at the start" if loads else "load not recorded")
+        runs_ = (f" in {len(ses)} run{'s' if len(ses) > 1 else ''} from {ses[0]['date']} to {ses[-1]['date']} "
+                 f"(--n-jobs {' or '.join(map(str, jobs))}; the last: `{ses[-1]['command']}`), "
+                 f"{meta['wall_s']:,.0f} s wall ({meta['cpu_seconds']:,.0f} s CPU; {load}, "
+                 f"{meta.get('cpus', '?')} cores)")
+    else:
+        runs_ = ""
     return (f"HM column: {meta['n_datasets']:,} random datasets per respondent (seed {meta['seed']}), "
             f"{_limit_text(meta['time_limit_s'])} each; {done}{runs_}; table built {meta['date']}.")
 

@@ -139,7 +139,8 @@ def test_partial_journal_gives_interval_alphas_with_reasons(psm, tmp_path, capsy
     assert hm_table1.alpha_text(b) == "not computed yet" and b["hm_exact"] == "not computed"
     d = hm_table1.describe(meta)
     assert d.startswith(f"HM column: {N} random datasets per respondent (seed 0), at most 30 s each; {N} of {2 * N} "
-                        "random datasets decided (1 of 2 respondents complete) in 1 run(s) of `python -m")
+                        "random datasets decided (1 of 2 respondents complete) in 1 run from ")
+    assert "(--n-jobs 1; the last: `python -m moralkit.psm.hm_table1 " in d and " at the start, " in d
     view = hm_table1.beside(pd.DataFrame({"model": ["sim-a", "sim-b", "other"], "label": ["0.9**", "1", "0.5"],
                                           "alpha": [0.01, 1, 0.5]}), tab)
     assert view.loc["sim-b", "alpha (HM)"] == "not computed yet" and view.loc["other", "HM"] == "not computed"
