@@ -5,6 +5,7 @@ test recomputes a sample of the committed decisions on the project's own PSM run
 """
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -279,16 +280,27 @@ def test_first_pass_decides_the_first_datasets_of_every_respondent_then_the_rest
     assert got["model"].tolist() == ["sim-b"] * N
 
 
-def test_committed_estimates_are_the_ones_the_docs_state():
-    """docs/psm.md states each partly done respondent's estimate and 95 % interval from the committed table,
-    and that every interval lies above 0.1 (no run distinguishable from random choice at the 10 % level)."""
+def test_committed_alphas_are_the_ones_the_docs_state():
+    """docs/psm.md states every respondent's exact alpha_HM, its 95 % interval and how many random datasets the exact
+    solver decided, as in the committed table, which is complete; and that only SmolLM2-135M's alpha_HM is below 0.1,
+    about what chance gives among seven respondents (1 - 0.9^7)."""
     from moralkit.paths import data_dir
 
     tab = pd.read_csv(data_dir() / "derived" / "table1_hm.csv")
     docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "psm.md").read_text().split())
-    part = tab[tab["n_done"] < tab["n_datasets"]]
-    assert len(part) == 4 and (part["n_estimate"] >= 100).all()
-    for _, r in part.iterrows():
-        text = f"{r['alpha_hm_estimate']:.3f} ({r['alpha_hm_ci_low']:.3f}–{r['alpha_hm_ci_high']:.3f})"
-        assert text in docs, text
-        assert r["alpha_hm_ci_low"] > 0.1
+    assert len(tab) == 7 and (tab["n_done"] == tab["n_datasets"]).all() and (tab["n_datasets"] == 1000).all()
+    assert (tab["n_undecided"] == 0).all() and (tab["alpha_hm_low"] == tab["alpha_hm_high"]).all()
+    for _, r in tab.iterrows():
+        row = (f"| `{r['model']}` | {r['hm_exact']} | {r['alpha_hm']:.3f}{r['stars_hm'] if isinstance(r['stars_hm'], str) else ''} "
+               f"| {r['alpha_hm_ci_low']:.3f}–{r['alpha_hm_ci_high']:.3f} | {r['n_exact']:,} |")
+        assert row in docs, row
+    assert tab.loc[tab["alpha_hm"] < 0.1, "model"].tolist() == ["smollm2-135m-instruct"]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    ccei_alpha = {m: float(a) for m, a in re.findall(r"^\| ([\w.+-]+) \| \d+ \| [\d.]+ % \| [\d/]+ \| ([\d.]+) \|$",
+                                                     readme, flags=re.M)}
+    assert sorted(ccei_alpha) == sorted(tab["model"]) and min(ccei_alpha.values()) > 0.1
+    assert f"CCEI α {ccei_alpha['smollm2-135m-instruct']:.3f}" in docs
+    assert f"1 − 0.9^7 = {1 - 0.9 ** 7:.2f}" in docs
+    total = f"{int(tab['n_exact'].sum()):,} of 7,000 by the exact solver"
+    assert total in docs, total
+
