@@ -186,7 +186,9 @@ if ready:
 # for $\alpha_{HM}$ (every missing one counted on either side) and the number still missing, and
 # beside it an estimate from the random datasets decided so far (the first $n$: independent draws,
 # decided in index order) with its exact 95 % binomial (Clopper–Pearson) interval. The sentence
-# above the table says when and how the committed part was computed.
+# above the table says when and how the committed part was computed; the one below it counts the
+# respondents whose $\alpha_{HM}$ is below 0.1 and asks how often chance alone would give that many
+# (`hm_table1.reading`): several respondents tested at 10 % each will show some low $\alpha$ by chance.
 
 # %%
 from moralkit.psm import hm_table1
@@ -201,6 +203,10 @@ if ready:
         print(hm_table1.describe(hm_meta))
         show(hm_table1.beside(tab, hm_tab), "02_table1_hm", fit=True,
              caption="This run's CCEI and the committed Houtman–Maks column (stars: ? when the interval spans a level)")
+
+# %%
+if ready and hm_tab is not None:
+    print(hm_table1.reading(hm_tab))
 
 # %% [markdown]
 # ### The published Table 1 (Seror 2025), for comparison

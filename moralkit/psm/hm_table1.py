@@ -333,8 +333,57 @@ def beside(tab: pd.DataFrame, hm_tab: pd.DataFrame) -> pd.DataFrame:
     out["stars (HM)"] = [rows.loc[m, "stars_hm"] if h else "" for m, h in zip(out["model"], have)]
     out["random datasets decided"] = [f"{int(rows.loc[m, 'n_done']):,} of {int(rows.loc[m, 'n_datasets']):,}" if h
                                       else "none" for m, h in zip(out["model"], have)]
+    out.insert(out.columns.get_loc("alpha (HM)") + 1, "95 % interval (HM)",
+               [_interval_text(rows.loc[m]) if h else "" for m, h in zip(out["model"], have)])
     out["by the exact solver"] = [int(rows.loc[m, "n_exact"]) if h else 0 for m, h in zip(out["model"], have)]
     return out.set_index("model")
+
+
+def _interval_text(row) -> str:
+    """The exact 95 % interval of alpha_HM from the random datasets decided so far ('' before any)."""
+    n = int(row.get("n_estimate", 0) or 0)
+    return f"{row['alpha_hm_ci_low']:.3f}–{row['alpha_hm_ci_high']:.3f}" if n else ""
+
+
+def reading(hm_tab: pd.DataFrame, level: float = 0.1) -> str:
+    """What the HM column says about random choice, over all respondents whose alpha_HM is exact.
+
+    How many respondents have alpha_HM below ``level``, and how likely at least that many would be if no
+    respondent differed from uniformly random choice: under that null each alpha_HM falls below ``level``
+    with probability at most ``level`` (the test's p-value), so for independent respondents the count is at
+    most Binomial(n, level) in distribution, and its upper tail bounds the chance. A count that chance gives
+    with probability 0.05 or more is reported as no evidence that any respondent chooses more consistently
+    than at random.
+
+    References
+    ----------
+    Seror (2025), Section 3.1, eq. (4) (the random-choice test, here with the Houtman–Maks index).
+    """
+    from scipy.stats import binom
+
+    if not 0 < level < 1:
+        raise MoralkitError(f"level must be between 0 and 1, like 0.1; got {level!r}")
+    exact = hm_tab[(hm_tab["n_done"] == hm_tab["n_datasets"]) & (hm_tab["n_undecided"] == 0)]
+    n, left = len(exact), len(hm_tab) - len(exact)
+    if n == 0:
+        return "No respondent's alpha_HM is exact yet."
+    low = exact[exact["alpha_hm"] < level]
+    k = len(low)
+    pct = f"{100 * level:g} %"
+    head = (f"alpha_HM is below {level:g} for {k} of {n} respondent{'s' if n > 1 else ''} whose alpha_HM is exact"
+            + (f" ({left} not complete yet)" if left else ""))
+    if k == 0:
+        return head + f": none is distinguishable from random choice at the {pct} level."
+    names = "; ".join(f"{r['model']}: {r['alpha_hm']:.3f}, 95 % interval {r['alpha_hm_ci_low']:.3f}–"
+                      f"{r['alpha_hm_ci_high']:.3f}"
+                      for _, r in low.iterrows())
+    p = float(binom.sf(k - 1, n, level))
+    p_text = f"{p:.2f}" if p >= 0.01 else f"{p:.1e}"
+    chance = (f"if none of the {n} differed from random choice (and the tests were independent), at least {k} "
+              f"would fall below {level:g} with probability at most {p_text}")
+    verdict = ("so together they give no evidence that any respondent chooses more consistently than at random"
+               if p >= 0.05 else "so at least one of them chooses more consistently than at random (5 % level)")
+    return f"{head} ({names}); {chance}: {verdict}."
 
 
 def _limit_text(s) -> str:
