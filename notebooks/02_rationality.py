@@ -187,7 +187,7 @@ if ready:
 # beside it an estimate from the random datasets decided so far (the first $n$: independent draws,
 # decided in index order) with its exact 95 % binomial (Clopper–Pearson) interval. The sentence
 # above the table says when and how the committed part was computed; the one below it counts the
-# respondents whose $\alpha_{HM}$ is below 0.1 and asks how often chance alone would give that many
+# respondents whose $\alpha_{HM}$ is at most 0.1 and asks how often chance alone would give that many
 # (`hm_table1.reading`): several respondents tested at 10 % each will show some low $\alpha$ by chance.
 
 # %%

@@ -47,7 +47,7 @@ from ..checks import check_int
 from ..errors import MoralkitError
 from .hm_journal import JOURNAL_NAME, Journal, JournalState, read_journal
 from .hm_random_choice import hm_decide, random_expenditures
-from .random_choice import stars
+from .random_choice import rejects, stars
 from .random_datasets import answered_part, chunk_choices, chunk_sizes
 
 __all__ = ["COLUMNS", "alpha_estimate", "alpha_text", "beside", "build", "compute", "decisions_frame", "default_dir",
@@ -348,9 +348,10 @@ def _interval_text(row) -> str:
 def reading(hm_tab: pd.DataFrame, level: float = 0.1) -> str:
     """What the HM column says about random choice, over all respondents whose alpha_HM is exact.
 
-    How many respondents have alpha_HM below ``level``, and how likely at least that many would be if no
-    respondent differed from uniformly random choice: under that null each alpha_HM falls below ``level``
-    with probability at most ``level`` (the test's p-value), so for independent respondents the count is at
+    How many respondents the test rejects at ``level`` (alpha_HM at most ``level``, compared exactly as
+    :func:`moralkit.psm.random_choice.rejects` and the stars do), and how likely at least that many would be
+    if no respondent differed from uniformly random choice: under that null each alpha_HM is at most
+    ``level`` with probability at most ``level`` (the test's p-value), so for independent respondents the count is at
     most Binomial(n, level) in distribution, and its upper tail bounds the chance. A count that chance gives
     with probability 0.05 or more is reported as no evidence that any respondent chooses more consistently
     than at random.
@@ -367,10 +368,10 @@ def reading(hm_tab: pd.DataFrame, level: float = 0.1) -> str:
     n, left = len(exact), len(hm_tab) - len(exact)
     if n == 0:
         return "No respondent's alpha_HM is exact yet."
-    low = exact[exact["alpha_hm"] < level]
+    low = exact[[rejects(r["n_at_least"], r["n_datasets"], level) for _, r in exact.iterrows()]]
     k = len(low)
     pct = f"{100 * level:g} %"
-    head = (f"alpha_HM is below {level:g} for {k} of {n} respondent{'s' if n > 1 else ''} whose alpha_HM is exact"
+    head = (f"alpha_HM is at most {level:g} for {k} of {n} respondent{'s' if n > 1 else ''} whose alpha_HM is exact"
             + (f" ({left} not complete yet)" if left else ""))
     if k == 0:
         return head + f": none is distinguishable from random choice at the {pct} level."
@@ -380,7 +381,7 @@ def reading(hm_tab: pd.DataFrame, level: float = 0.1) -> str:
     p = float(binom.sf(k - 1, n, level))
     p_text = f"{p:.2f}" if p >= 0.01 else f"{p:.1e}"
     chance = (f"if none of the {n} differed from random choice (and the tests were independent), at least {k} "
-              f"would fall below {level:g} with probability at most {p_text}")
+              f"would be at most {level:g} with probability at most {p_text}")
     verdict = ("so together they give no evidence that any respondent chooses more consistently than at random"
                if p >= 0.05 else "so at least one of them chooses more consistently than at random (5 % level)")
     return f"{head} ({names}); {chance}: {verdict}."

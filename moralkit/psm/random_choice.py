@@ -53,6 +53,12 @@ def stars(alpha: float) -> str:
     return ""
 
 
+def rejects(n_at_least: int, n_datasets: int, level: float) -> bool:
+    """phi_level(D^m) of eq. (4): True when alpha = ``n_at_least / n_datasets`` is at most ``level``, compared
+    exactly (as fractions), the weak comparison of Procedure 1 that :func:`stars` also uses."""
+    return Fraction(int(n_at_least), int(n_datasets)) <= Fraction(level).limit_denominator(10**6)
+
+
 @dataclass(frozen=True)
 class RandomChoiceResult:
     """Outcome of the random-choice rationality test for one model.
@@ -104,7 +110,7 @@ class RandomChoiceResult:
 
     def rejects(self, level: float) -> bool:
         """phi_level(D^m) of eq. (4): True when H0 is rejected at ``level`` (alpha <= level)."""
-        return Fraction(self.n_at_least, self.n_datasets) <= Fraction(level).limit_denominator(10**6)
+        return rejects(self.n_at_least, self.n_datasets, level)
 
 
 class Table1:

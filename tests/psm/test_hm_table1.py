@@ -305,29 +305,30 @@ def test_committed_alphas_are_the_ones_the_docs_state():
     assert total in docs, total
 
 
-
 def test_reading_counts_exact_alphas_below_the_level_against_the_binomial_tail():
     """hm_table1.reading: respondents not complete are left out; the chance of at least k of n alphas below the
-    level under the null is the Binomial(n, level) tail (1 of 7: 1 - 0.9^7; 3 of 5: worked by hand)."""
+    level under the null is the Binomial(n, level) tail (1 of 7: 1 - 0.9^7; 3 of 5: worked by hand); alpha exactly
+    at the level counts (the weak comparison of the stars)."""
     def tab(alphas, done=None):
         n = len(alphas)
         done = done or [1000] * n
         return pd.DataFrame({"model": [f"m{i}" for i in range(n)], "alpha_hm": alphas, "n_done": done,
+                             "n_at_least": [round(a * 1000) for a in alphas],
                              "n_datasets": [1000] * n, "n_undecided": [0] * n,
                              "alpha_hm_ci_low": [max(a - 0.02, 0) for a in alphas],
                              "alpha_hm_ci_high": [a + 0.02 for a in alphas]})
 
     assert hm_table1.reading(tab([0.5, 0.2, 0.11])) == (
-        "alpha_HM is below 0.1 for 0 of 3 respondents whose alpha_HM is exact: none is distinguishable from "
+        "alpha_HM is at most 0.1 for 0 of 3 respondents whose alpha_HM is exact: none is distinguishable from "
         "random choice at the 10 % level.")
     one = hm_table1.reading(tab([0.061, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]))
     assert f"with probability at most {1 - 0.9 ** 7:.2f}: so together they give no evidence" in one
     assert "(m0: 0.061, 95 % interval 0.041–0.081)" in one
     p = 10 * 0.1 ** 3 * 0.9 ** 2 + 5 * 0.1 ** 4 * 0.9 + 0.1 ** 5  # P(X >= 3), X ~ Binomial(5, 0.1)
-    three = hm_table1.reading(tab([0.01, 0.02, 0.03, 0.5, 0.6]))
-    assert f"at least 3 would fall below 0.1 with probability at most {p:.1e}: so at least one of them" in three
+    three = hm_table1.reading(tab([0.01, 0.02, 0.1, 0.5, 0.6]))
+    assert f"at least 3 would be at most 0.1 with probability at most {p:.1e}: so at least one of them" in three
     part = hm_table1.reading(tab([0.01, 0.02, 0.03, 0.5, 0.6], done=[1000, 1000, 500, 1000, 1000]))
-    assert part.startswith("alpha_HM is below 0.1 for 2 of 4 respondents whose alpha_HM is exact (1 not complete yet)")
+    assert part.startswith("alpha_HM is at most 0.1 for 2 of 4 respondents whose alpha_HM is exact (1 not complete yet)")
     assert hm_table1.reading(tab([0.2], done=[3])) == "No respondent's alpha_HM is exact yet."
     with pytest.raises(MoralkitError, match="level must be between 0 and 1"):
         hm_table1.reading(tab([0.2]), level=10)
