@@ -450,3 +450,25 @@ def test_book_processes_do_not_build_jsonschemas_iri_grammars():
             "try:\n    nbformat.validate(bad)\nexcept nbformat.ValidationError:\n    print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_the_output_notebook_is_written_at_most_every_save_every_seconds_and_at_the_end(tmp_path, monkeypatch):
+    """papermill writes the whole notebook when each cell starts and ends; the run throttles that."""
+    import papermill.engines
+
+    from moralkit.book import execute
+
+    writes = []
+    real = papermill.engines.write_ipynb
+    monkeypatch.setattr(papermill.engines, "write_ipynb", lambda nb, path: (writes.append(path), real(nb, path)))
+    monkeypatch.setattr(execute, "SAVE_EVERY", 3600.0)
+    src = tmp_path / "01_many.py"
+    src.write_text('# %% [markdown]\n# # Many cells\n\n# %% tags=["parameters"]\nquick = False\n\n'
+                   + "".join(f"# %%\nx{i} = {i}\n\n" for i in range(15)) + "# %%\nprint(x14)\n",
+                   encoding="utf-8")
+    run = execute.execute_notebook(src, tmp_path / "out.ipynb")
+    assert run.ok and len(run.cell_seconds) == 17
+    assert 1 <= len(writes) <= 3, len(writes)  # papermill alone: two per cell
+    out = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
+    assert out.cells[-1].outputs[0]["text"] == "14\n"
+    assert out.metadata.papermill["duration"] is not None
