@@ -111,7 +111,7 @@ def main(argv=None) -> None:
         early = EarlyBook(new / "_book", new)
         l0, t, c = load(), time.perf_counter(), _cpu()
         early.start(early_records, running, meta)
-        early._thread.join()  # the last notebook still runs meanwhile
+        early.wait()  # the last notebook still runs meanwhile
         early_s, early_cpu = time.perf_counter() - t, _cpu() - c
         ahead = 0.0
         if early._final is not None:  # the final Sphinx process imports beside the last notebook

@@ -122,6 +122,11 @@ class EarlyBook:
         except OSError:
             self._final = None
 
+    def wait(self) -> None:
+        """Until the early build has ended (and the final build's process is started)."""
+        if self._thread is not None:
+            self._thread.join()
+
     def page_written(self, name: str) -> None:
         """A notebook's page was written (from the main thread, as it ends)."""
         if self.started is not None:
@@ -134,8 +139,7 @@ class EarlyBook:
         Returns ``(fresh, prepared)``: whether the final build must start from scratch, and the waiting Sphinx
         process for it (None when there is none).
         """
-        if self._thread is not None:
-            self._thread.join()
+        self.wait()
         for name in self.placeholders:  # a notebook that wrote no page: no stand-in in the final book
             page = self.book_dir / f"{name}.ipynb"
             if page.exists() and is_placeholder_page(page):

@@ -85,7 +85,8 @@ class BookRun:
     parameters: dict[str, Any]
     book_seconds: float = 0.0
     book_error: str | None = None
-    early_book_seconds: float | None = None
+    early_book_seconds: float | None = None  # the early build's (moralkit.book.early); None when there was none
+    early_book_error: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -357,7 +358,7 @@ def _write_summary(result: BookRun, plan: _Plan, records: Sequence[Mapping[str, 
     by_name = {r.name: _record(r, plan.mode) for r in result.runs}
     summary = {
         "ok": result.ok, "seconds": result.seconds, "book_seconds": result.book_seconds,
-        "early_book_seconds": result.early_book_seconds,
+        "early_book_seconds": result.early_book_seconds, "early_book_error": result.early_book_error,
         "book_error": result.book_error, "parameters": dict(plan.requested), "jobs": plan.jobs, "mode": plan.mode,
         "built": built, "figures_dir": str(plan.fig_dir), "tables_dir": str(plan.tab_dir),
         "notebooks": [by_name.get(r["name"], r) for r in records if not r.get("not_run")],
@@ -455,7 +456,8 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     result = BookRun(runs=ordered, not_run=not_run, out_dir=plan.out_dir, index=index, figures_dir=plan.fig_dir,
                      tables_dir=plan.tab_dir, seconds=time.perf_counter() - t0, parameters=dict(plan.requested),
                      book_seconds=book_seconds, book_error=book_error,
-                     early_book_seconds=early.seconds if early is not None else None)
+                     early_book_seconds=early.seconds if early is not None and early.started is not None else None,
+                     early_book_error=early.error if early is not None else None)
     _write_summary(result, plan, records, meta["built"])
     return result
 

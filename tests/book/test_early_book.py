@@ -1,0 +1,202 @@
+"""The book built early, beside the last notebooks (moralkit.book.early), and the build after them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from moralkit.book import early as early_mod
+from moralkit.book.early import EARLY_LOG, EarlyBook
+from moralkit.book.publish import build_book, is_placeholder_page, write_placeholder_page
+
+
+def _outputs(d: Path) -> dict[str, bytes]:
+    files = [p for p in d.rglob("*.html") if ".doctrees" not in p.parts] + [d / "searchindex.js"]
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in files}
+
+
+def _running(rec: dict) -> dict:
+    return {k: rec[k] for k in ("name", "number", "title", "heading", "source")}
+
+
+def test_the_early_build_then_the_final_one_give_the_book_a_single_build_gives(tiny_run, tmp_path):
+    """The tiny run's book (one Sphinx build after every notebook, --jobs 1) is the reference. From the same
+    sources, page 02 is a stand-in while the early build runs; then page 02 and the index are written as the
+    run's end writes them, and the final build (the waiting process, incremental) must give every HTML page and
+    the search index byte for byte. Slow (~10 CPU s at load 5: two Sphinx processes, a full build of the tiny
+    book with the manual's 9 pages and an incremental one), because it is the acceptance test of the early
+    build; it reuses the session's tiny run as the single build, so no third build is needed."""
+    out = tmp_path / "build"
+    book = out / "_book"
+    shutil.copytree(tiny_run.build / "_book", book, ignore=shutil.ignore_patterns("sphinx*.log"))
+    records = json.loads((tiny_run.build / "run.json").read_text())["notebooks"]
+    index, page = (book / "index.md").read_bytes(), (book / "02_params.ipynb").read_bytes()
+    (book / "02_params.ipynb").unlink()
+    rec02 = next(r for r in records if r["name"] == "02_params")
+    at_start = [{**r, "not_run": True} if r["name"] == "02_params" else r for r in records]
+
+    eb = EarlyBook(book, out)
+    eb.start(at_start, [_running(rec02)], {"built": "early", "seconds": 1.0})
+    eb.wait()
+    assert eb.error is None, eb.error
+    assert "This notebook is still running" in (out / "02_params.html").read_text()  # the stand-in was built
+    assert '"01_plot.html"' in (out / "02_params.html").read_text()  # with its final place in the navigation
+
+    (book / "02_params.ipynb").write_bytes(page)  # the last notebook ends, then the run's end writes the index
+    eb.page_written("02_params")
+    fresh, prepared = eb.finish(records)
+    (book / "index.md").write_bytes(index)
+    assert not fresh and prepared is not None
+    build_book(book, out, prepared=prepared)
+
+    want, got = _outputs(tiny_run.build), _outputs(out)
+    assert sorted(got) == sorted(want)
+    assert [k for k in want if got[k] != want[k]] == []
+    assert "still running" not in (out / "index.html").read_text()
+
+
+# ----------------------------------------------------------------------------- without Sphinx (fakes)
+
+
+class _FakeProcess:
+    def __init__(self):
+        self.killed = False
+
+    def poll(self):
+        return None
+
+    def kill(self):
+        self.killed = True
+
+
+@pytest.fixture
+def fake_sphinx(monkeypatch):
+    """EarlyBook with the Sphinx processes replaced: ``calls`` records the builds, ``fail`` makes them fail."""
+    state = {"calls": [], "fail": False, "log": ""}
+
+    def build(book_dir, out_dir, **kw):
+        state["calls"].append(kw)
+        (Path(book_dir) / "sphinx.log").write_text(state["log"])
+        if state["fail"]:
+            raise early_mod.BookError("the Jupyter Book build failed (exit 2)")
+        return Path(out_dir) / "index.html"
+
+    monkeypatch.setattr(early_mod, "build_book", build)
+    monkeypatch.setattr(early_mod, "prepare_build", lambda book, out: _FakeProcess())
+    return state
+
+
+def _tiny_book(tmp_path, names=("01_a", "02_b", "03_c")):
+    book = tmp_path / "_book"
+    records = []
+    for n in names:
+        rec = {"name": n, "number": n[:2], "title": f"Title {n}", "heading": f"Title {n}", "source": f"{n}.py",
+               "ok": True, "seconds": 1.0}
+        records.append(rec)
+    return book, records
+
+
+def _page(book: Path, rec: dict) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {rec['title']}\n\ntext")])
+    book.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(book / f"{rec['name']}.ipynb"))
+    return book / f"{rec['name']}.ipynb"
+
+
+def test_stand_ins_never_reach_the_final_book_and_pages_written_meanwhile_are_read_again(fake_sphinx, tmp_path):
+    """02 has an earlier page (kept during the early build), 03 none (a stand-in). 03 dies without an executed
+    notebook: its stand-in is removed and the final build starts from scratch (the pages differ from those the
+    early build saw). 02's new page, written during the early build, is marked newer than that build's reading."""
+    book, recs = _tiny_book(tmp_path)
+    _page(book, recs[0])
+    old02 = _page(book, recs[1])
+    eb = EarlyBook(book, tmp_path)
+    eb.start([recs[0], recs[1], {**recs[2], "not_run": True}], [_running(recs[1]), _running(recs[2])], {})
+    eb.wait()
+    assert eb.error is None and len(fake_sphinx["calls"]) == 1
+    assert is_placeholder_page(book / "03_c.ipynb") and not is_placeholder_page(old02)
+    toc = (book / "_toc.yml").read_text()
+    assert "03_c" in toc and "still running" in (book / "index.md").read_text()
+    assert (book / EARLY_LOG).exists() and not (book / "sphinx.log").exists()
+
+    past = time.time() - 3600
+    _page(book, recs[1])
+    os.utime(book / "02_b.ipynb", (past, past))  # as if written before Sphinx stamped its reading time
+    eb.page_written("02_b")
+    t = time.time()
+    fresh, prepared = eb.finish(recs)
+    assert not (book / "03_c.ipynb").exists()  # no stand-in left for the final build
+    assert (book / "02_b.ipynb").stat().st_mtime >= t - 1  # read again by the final build
+    assert fresh and prepared is not None  # 03 left the table of contents: from scratch
+
+
+def test_same_pages_build_incrementally_and_early_warnings_are_kept_only_for_pages_not_read_again(fake_sphinx,
+                                                                                                  tmp_path):
+    book, recs = _tiny_book(tmp_path)
+    for r in recs[:2]:
+        _page(book, r)
+    fake_sphinx["log"] = (f"{book}/01_a.ipynb:3: WARNING: kept\n{book}/03_c.ipynb:1: WARNING: read again\n"
+                          f"{book}/index.md:9: WARNING: index\nplain line\n")
+    eb = EarlyBook(book, tmp_path)
+    eb.start([recs[0], recs[1], {**recs[2], "not_run": True}], [_running(recs[2])], {})
+    eb.wait()
+    _page(book, recs[2])
+    eb.page_written("03_c")
+    fresh, _ = eb.finish(recs)
+    assert not fresh
+    assert eb.kept_warnings() == [f"{book}/01_a.ipynb:3: WARNING: kept"]
+
+
+def test_a_failed_early_build_means_a_build_from_scratch(fake_sphinx, tmp_path):
+    book, recs = _tiny_book(tmp_path, ("01_a", "02_b"))
+    _page(book, recs[0])
+    fake_sphinx["fail"] = True
+    eb = EarlyBook(book, tmp_path)
+    eb.start([recs[0], {**recs[1], "not_run": True}], [_running(recs[1])], {})
+    eb.wait()
+    assert "BookError" in eb.error
+    _page(book, recs[1])
+    eb.page_written("02_b")
+    fresh, prepared = eb.finish(recs)
+    assert fresh and prepared is not None and eb.kept_warnings() == []
+
+
+def test_a_title_changed_since_the_earlier_run_means_a_build_from_scratch(fake_sphinx, tmp_path):
+    """The early build keeps 02's page of an earlier run, whose title the notebook has changed since: the other
+    pages' navigation would keep the old title, so the final build starts from scratch."""
+    book, recs = _tiny_book(tmp_path, ("01_a", "02_b"))
+    _page(book, recs[0])
+    _page(book, recs[1])
+    eb = EarlyBook(book, tmp_path)
+    eb.start(recs, [_running(recs[1])], {})
+    eb.wait()
+    renamed = {**recs[1], "title": "A new title", "heading": "A new title"}
+    eb.page_written("02_b")
+    assert eb.finish([recs[0], renamed])[0] is True
+
+
+def test_a_placeholder_page_has_the_pages_title_and_is_recognised(tmp_path):
+    rec = {"name": "05_x", "number": "05", "title": "MoralChoice", "heading": "MoralChoice: $p$"}
+    path = write_placeholder_page(rec, tmp_path)
+    nb = nbformat.read(str(path), as_version=4)
+    assert nb.cells[0].source.startswith("# 05 — MoralChoice: $p$\n")
+    assert is_placeholder_page(path)
+    real = _page(tmp_path, {"name": "06_y", "title": "Y"})
+    assert not is_placeholder_page(real) and not is_placeholder_page(tmp_path / "missing.ipynb")
+
+
+def test_an_abandoned_run_stops_the_early_processes(fake_sphinx, tmp_path):
+    book, recs = _tiny_book(tmp_path, ("01_a", "02_b"))
+    _page(book, recs[0])
+    eb = EarlyBook(book, tmp_path)
+    eb.start([recs[0], {**recs[1], "not_run": True}], [_running(recs[1])], {})
+    eb.wait()
+    final = eb._final
+    eb.abandon()
+    assert final.killed
