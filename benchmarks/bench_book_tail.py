@@ -87,7 +87,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     src = Path(args.src)
     if not (src / "_book" / "_toc.yml").exists() or not (src / "run.json").exists():
-        print(f"no book sources in {src}: run README command 1 first, or pass --from", file=sys.stderr)
+        print(json.dumps({"skipped": f"no book sources in {src}: run README command 1 first, or pass --from"}))
         return
     records = json.loads((src / "run.json").read_text(encoding="utf-8"))["notebooks"]
     meta = {"built": "2026-01-01 00:00 UTC", "commit": "bench", "seconds": 100.0, "mode": "full", "jobs": 2}
