@@ -364,9 +364,10 @@ def _sphinx_command(book: Path, out: Path, *flags: str) -> list[str]:
 
 
 def prepare_build(book_dir: str | os.PathLike, out_dir: str | os.PathLike) -> subprocess.Popen:
-    """Start the Sphinx process of a later :func:`build_book` now: it imports Sphinx and the book's extensions,
-    then waits for :func:`build_book` (``prepared=``) to say go (``python -m moralkit.book.sphinx_build
-    --wait``). It exits without building when its standard input closes, e.g. when the caller ends."""
+    """Start the Sphinx process of a later :func:`build_book` now: it imports Sphinx and the book's extensions
+    and sets up the application, reading the configuration and the table of contents as they are now, then
+    waits for :func:`build_book` (``prepared=``) to say go (``python -m moralkit.book.sphinx_build --wait``).
+    It exits without building when its standard input closes, e.g. when the caller ends."""
     book, out = Path(book_dir).resolve(), Path(out_dir).resolve()
     return subprocess.Popen(_sphinx_command(book, out, "--wait"), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -388,8 +389,9 @@ def build_book(book_dir: str | os.PathLike, out_dir: str | os.PathLike, *, timeo
     fresh : bool
         Ignore the saved environment and write every page again (a build from scratch).
     prepared : Popen, optional
-        A process started by :func:`prepare_build` for the same folders: it gets the go, which saves its
-        start-up. If it has already ended, a new process builds instead.
+        A process started by :func:`prepare_build` for the same folders, after which the configuration and
+        the table of contents have not changed: it gets the go, which saves its start-up. If it has already
+        ended, or with ``fresh``, it is let go and a new process builds instead.
 
     Returns
     -------
@@ -403,12 +405,12 @@ def build_book(book_dir: str | os.PathLike, out_dir: str | os.PathLike, *, timeo
     """
     book, out = Path(book_dir).resolve(), Path(out_dir).resolve()
     log = book / "sphinx.log"
-    if prepared is not None and prepared.poll() is not None:  # it ended before the go: a new process builds
-        prepared.communicate()
+    if prepared is not None and (fresh or prepared.poll() is not None):  # a new process builds
+        prepared.communicate("", timeout=timeout)  # no go: it exits without building
         prepared = None
     if prepared is not None:
         try:
-            stdout, stderr = prepared.communicate("fresh\n" if fresh else "build\n", timeout=timeout)
+            stdout, stderr = prepared.communicate("build\n", timeout=timeout)
         except subprocess.TimeoutExpired:
             prepared.kill()
             prepared.communicate()

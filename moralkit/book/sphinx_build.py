@@ -3,11 +3,12 @@
 :func:`moralkit.book.publish.build_book` runs this in a subprocess, so that Sphinx's global state
 (docutils registries, logging) never touches the caller's process.
 
-With ``--wait`` the process first imports Sphinx, Jupyter Book and the extensions the book loads (about 2 s
-of a build's fixed cost), then waits for one line on its standard input: ``build`` builds, ``fresh`` builds
-with a fresh environment and every page written again, and anything else or the end of the input (the
-caller went away) exits without building. :func:`moralkit.book.publish.prepare_build` starts it while the
-last notebooks still run, so that the final build only reads the changed pages and writes.
+With ``--wait`` the process first imports Sphinx, Jupyter Book and the extensions the book loads, and sets up
+the Sphinx application (configuration, table of contents, extensions, theme, the saved environment): about
+3 s of a build's fixed cost. Then it waits for one line on its standard input: ``build`` builds (Sphinx
+finds the changed pages only now); anything else or the end of the input (the caller went away) exits
+without building. :func:`moralkit.book.publish.prepare_build` starts it while the last notebooks still run,
+once the table of contents is final, so that the final build only reads the changed pages and writes.
 """
 
 from __future__ import annotations
@@ -40,11 +41,32 @@ def warm_imports() -> None:
             pass
 
 
-def build(book: Path, out: Path, *, fresh: bool = False) -> int:
+class _NoGo(SystemExit):
+    """The waiting process was told not to build (it exits with status 0)."""
+
+
+def _wait_for_go() -> None:
+    """Patch Sphinx so that the application is set up now and builds only after ``build`` on stdin."""
+    from sphinx.application import Sphinx
+
+    setup_done = Sphinx.build
+
+    def build_on_go(app, *args, **kwargs):
+        if sys.stdin.readline().strip() != "build":
+            raise _NoGo(0)
+        return setup_done(app, *args, **kwargs)
+
+    Sphinx.build = build_on_go
+
+
+def build(book: Path, out: Path, *, fresh: bool = False, wait: bool = False) -> int:
     """Build the HTML book; returns Sphinx's exit status. ``fresh``: ignore the saved environment
-    (``out/.doctrees``) and write every page."""
+    (``out/.doctrees``) and write every page; ``wait``: set up, then build on ``build`` from stdin."""
     import myst_nb.sphinx_ext
     from jupyter_book.sphinx import build_sphinx
+
+    if wait:
+        _wait_for_go()
 
     # MyST-NB stages notebook outputs in <outdir>/../jupyter_execute; keep them inside the output folder
     myst_nb.sphinx_ext.OUTPUT_FOLDER = f"{out.name}/.jupyter_execute"
@@ -55,12 +77,14 @@ def build(book: Path, out: Path, *, fresh: bool = False) -> int:
     styles = {p: p.read_bytes() for p in (out / "_static").glob("mystnb.*.css")}
     for p in styles:
         p.unlink()
-    res = build_sphinx(book, out, path_config=book / "_config.yml", doctreedir=out / ".doctrees",
-                       confoverrides={"latex_individualpages": False}, noconfig=True, quiet=True,
-                       builder="html", freshenv=fresh, force_all=fresh)
-    for p, data in styles.items():  # a failed build leaves the earlier pages with their stylesheet
-        if not p.exists():
-            p.write_bytes(data)
+    try:
+        res = build_sphinx(book, out, path_config=book / "_config.yml", doctreedir=out / ".doctrees",
+                           confoverrides={"latex_individualpages": False}, noconfig=True, quiet=True,
+                           builder="html", freshenv=fresh, force_all=fresh)
+    finally:  # a failed build (or no go) leaves the earlier pages with their stylesheet
+        for p, data in styles.items():
+            if not p.exists():
+                p.write_bytes(data)
     return res if isinstance(res, int) else 1
 
 
@@ -69,10 +93,7 @@ def main(argv: list[str]) -> int:
     book, out = Path(argv[0]), Path(argv[1])
     if "--wait" in argv[2:]:
         warm_imports()
-        go = sys.stdin.readline().strip()
-        if go not in ("build", "fresh"):
-            return 0
-        return build(book, out, fresh=go == "fresh")
+        return build(book, out, wait=True)
     return build(book, out, fresh="--fresh" in argv[2:])
 
 

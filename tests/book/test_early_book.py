@@ -200,3 +200,87 @@ def test_an_abandoned_run_stops_the_early_processes(fake_sphinx, tmp_path):
     final = eb._final
     eb.abandon()
     assert final.killed
+
+
+# ----------------------------------------------------------------------------- the waiting Sphinx process
+
+
+def _child(code: str):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def new_process(monkeypatch):
+    """build_book's own Sphinx process replaced: ``calls`` holds the commands it would have run."""
+    import subprocess
+
+    from moralkit.book import publish
+
+    calls = []
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        out = Path(cmd[-1] if not cmd[-1].startswith("--") else cmd[-2])
+        out.mkdir(exist_ok=True)
+        (out / "index.html").write_text("new")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(publish.subprocess, "run", run)
+    return calls
+
+
+def test_build_book_gives_the_waiting_process_the_go(new_process, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "index.html").write_text("built by the waiting process")
+    waiting = _child("import sys; sys.exit(0 if sys.stdin.readline() == 'build\\n' else 3)")
+    assert build_book(tmp_path, tmp_path / "out", prepared=waiting).read_text() == "built by the waiting process"
+    assert waiting.returncode == 0 and new_process == []
+
+
+def test_build_book_builds_anew_when_the_waiting_process_ended_or_for_a_build_from_scratch(new_process, tmp_path):
+    dead = _child("pass")
+    dead.wait()
+    build_book(tmp_path, tmp_path / "out", prepared=dead)
+    assert len(new_process) == 1 and "--fresh" not in new_process[0]
+    waiting = _child("import sys; sys.exit(0 if sys.stdin.read() == '' else 3)")  # must get no go
+    build_book(tmp_path, tmp_path / "out", prepared=waiting, fresh=True)
+    assert waiting.returncode == 0 and new_process[1][-1] == "--fresh"
+
+
+def test_the_waiting_process_builds_only_on_the_go_and_keeps_the_stylesheet_without_it(monkeypatch, tmp_path):
+    import io
+    import sys
+
+    import jupyter_book.sphinx
+    from sphinx.application import Sphinx
+
+    from moralkit.book import sphinx_build
+
+    built = []
+    monkeypatch.setattr(Sphinx, "build", lambda app, *a, **k: built.append(app))
+    sphinx_build._wait_for_go()  # patches Sphinx.build (restored by monkeypatch)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("build\n"))
+    Sphinx.build("app")
+    assert built == ["app"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    with pytest.raises(SystemExit) as no_go:
+        Sphinx.build("app")
+    assert no_go.value.code == 0 and built == ["app"]
+
+    # the stylesheet that MyST-NB copies at the end of a build is back when the build does not happen
+    style = tmp_path / "_static" / "mystnb.abc.css"
+    style.parent.mkdir()
+    style.write_text("css")
+
+    def no_go_build(*a, **k):
+        assert not style.exists()  # removed while the pages are written
+        raise sphinx_build._NoGo(0)
+
+    monkeypatch.setattr(jupyter_book.sphinx, "build_sphinx", no_go_build)
+    with pytest.raises(SystemExit):
+        sphinx_build.build(tmp_path / "book", tmp_path)
+    assert style.read_text() == "css"
