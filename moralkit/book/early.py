@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from .publish import (
-    BookError,
     build_book,
     is_placeholder_page,
     page_title,
@@ -99,7 +98,7 @@ class EarlyBook:
             write_book_sources(self.book_dir, pages, meta)
             self.titles = page_titles(self.book_dir, pages)
             self._build = prepare_build(self.book_dir, self.out_dir)
-        except (OSError, ValueError, BookError) as ex:  # the final build then runs from scratch
+        except Exception as ex:  # noqa: BLE001  (only an optimisation: the final build then runs from scratch)
             self.error = f"{type(ex).__name__}: {ex}"
             return
         self.say(f"[book] early build beside the running notebook(s) {', '.join(sorted(by_name))}")
@@ -137,8 +136,11 @@ class EarlyBook:
         """Wait for the early build and make the sources ready for the final one.
 
         Returns ``(fresh, prepared)``: whether the final build must start from scratch, and the waiting Sphinx
-        process for it (None when there is none).
+        process for it (None when there is none). Without an early build, ``(False, None)``: the final build
+        runs as it would have.
         """
+        if self.started is None:
+            return False, None
         self.wait()
         for name in self.placeholders:  # a notebook that wrote no page: no stand-in in the final book
             page = self.book_dir / f"{name}.ipynb"

@@ -429,8 +429,13 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     early = EarlyBook(plan.book_dir, plan.out_dir, say) if book and plan.jobs > 1 and len(plan.tasks) > 1 else None
 
     def start_early(runs_so_far: dict[Path, NotebookRun], running: list[Path]) -> None:
-        early.start(_page_records(plan, runs_so_far), [_running_record(plan, s) for s in running],
-                    _meta(plan, time.perf_counter() - t0))
+        if early.started is None:
+            try:
+                pages, still = _page_records(plan, runs_so_far), [_running_record(plan, s) for s in running]
+            except Exception as ex:  # noqa: BLE001  (no early build: the final build runs as before)
+                early.error = f"{type(ex).__name__}: {ex}"
+                return
+            early.start(pages, still, _meta(plan, time.perf_counter() - t0))
 
     try:
         runs = _Executor(plan, keep_going, say, on_idle=start_early if early else None,

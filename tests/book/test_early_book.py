@@ -13,7 +13,7 @@ import pytest
 
 from moralkit.book import early as early_mod
 from moralkit.book.early import EARLY_LOG, EarlyBook
-from moralkit.book.publish import build_book, is_placeholder_page, write_placeholder_page
+from moralkit.book.publish import BookError, build_book, is_placeholder_page, write_placeholder_page
 
 
 def _outputs(d: Path) -> dict[str, bytes]:
@@ -84,7 +84,7 @@ def fake_sphinx(monkeypatch):
         state["calls"].append(kw)
         (Path(book_dir) / "sphinx.log").write_text(state["log"])
         if state["fail"]:
-            raise early_mod.BookError("the Jupyter Book build failed (exit 2)")
+            raise BookError("the Jupyter Book build failed (exit 2)")
         return Path(out_dir) / "index.html"
 
     monkeypatch.setattr(early_mod, "build_book", build)
@@ -189,6 +189,13 @@ def test_a_placeholder_page_has_the_pages_title_and_is_recognised(tmp_path):
     assert is_placeholder_page(path)
     real = _page(tmp_path, {"name": "06_y", "title": "Y"})
     assert not is_placeholder_page(real) and not is_placeholder_page(tmp_path / "missing.ipynb")
+
+
+def test_without_an_early_build_the_final_build_runs_as_before(fake_sphinx, tmp_path):
+    """All notebooks ended together (no slot was ever free while one ran): no stand-in, no build from
+    scratch, no waiting process."""
+    book, recs = _tiny_book(tmp_path)
+    assert EarlyBook(book, tmp_path).finish(recs) == (False, None) and fake_sphinx["calls"] == []
 
 
 def test_an_abandoned_run_stops_the_early_processes(fake_sphinx, tmp_path):
