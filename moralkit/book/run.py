@@ -70,6 +70,10 @@ from .report import shown as _shown
 
 __all__ = ["BookRun", "main", "publish", "run_all"]
 
+#: the early book build (moralkit.book.early) starts only if the last notebook is expected to run this much
+#: longer: about what the build after it takes then (``benchmarks/bench_book_tail.py``)
+EARLY_MIN_SECONDS = 5.0
+
 
 @dataclass
 class BookRun:
@@ -141,6 +145,7 @@ class _Plan:
     previous: dict[str, dict[str, Any]]
     jobs: int
     mode: str
+    expected: dict[str, float]  # seconds each notebook is expected to run (longest first; the early build)
 
 
 def _check_request(notebooks_dir, only, jobs, parameters):
@@ -195,13 +200,13 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
     tasks = [(s, {"source": str(s), "output": str(executed_dir / f"{s.stem}.ipynb"),
                   "parameters": {k: v for k, v in requested.items() if k in declared[s]},
                   "kernel_name": kernel_name, "env": env}) for s in sources]
+    expected = expected_seconds(sources, previous) if jobs > 1 else {}
     if jobs > 1:  # longest first, so that the last to finish is a short one
-        expected = expected_seconds(sources, previous)
         tasks.sort(key=lambda t: -expected.get(t[0].stem, math.inf))
     return _Plan(every=every, sources=sources, out_dir=out_dir, book_dir=book_dir, executed_dir=executed_dir,
                  fig_dir=fig_dir, tab_dir=tab_dir, env=env, requested=requested,
                  titles={s: notebook_title(nb, s.stem) for s, nb in nbs.items()}, tasks=tasks,
-                 previous=previous, jobs=jobs, mode="quick" if quick else "full")
+                 previous=previous, jobs=jobs, mode="quick" if quick else "full", expected=expected)
 
 
 class _Executor:
@@ -213,11 +218,18 @@ class _Executor:
         self.plan, self.keep_going, self.say = plan, keep_going, say
         self.on_idle, self.on_page = on_idle, on_page  # the early book build (moralkit.book.early)
         self.runs: dict[Path, NotebookRun] = {}
+        self.started: dict[Path, float] = {}
         self.stop = False
 
     def start(self, s: Path, kw: dict) -> None:
         clear_outputs(s.name[:2], self.plan.fig_dir, self.plan.tab_dir)
         self.say(f"[run] {s.name} {kw['parameters']}")
+        self.started[s] = time.perf_counter()
+
+    def remaining(self, running: Sequence[Path]) -> float:
+        """Seconds until the last of ``running`` ends, by the expected times (infinite when one is unknown)."""
+        now = time.perf_counter()
+        return max(self.plan.expected.get(s.stem, math.inf) - (now - self.started.get(s, now)) for s in running)
 
     def finished(self, run: NotebookRun) -> None:
         p = self.plan
@@ -429,7 +441,8 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     early = EarlyBook(plan.book_dir, plan.out_dir, say) if book and plan.jobs > 1 and len(plan.tasks) > 1 else None
 
     def start_early(runs_so_far: dict[Path, NotebookRun], running: list[Path]) -> None:
-        if early.started is None:
+        # too late when the last notebook is expected to end before an incremental build would have taken
+        if early.started is None and executor.remaining(running) >= EARLY_MIN_SECONDS:
             try:
                 pages, still = _page_records(plan, runs_so_far), [_running_record(plan, s) for s in running]
             except Exception as ex:  # noqa: BLE001  (no early build: the final build runs as before)
@@ -437,9 +450,10 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
                 return
             early.start(pages, still, _meta(plan, time.perf_counter() - t0))
 
+    executor = _Executor(plan, keep_going, say, on_idle=start_early if early else None,
+                         on_page=early.page_written if early else None)
     try:
-        runs = _Executor(plan, keep_going, say, on_idle=start_early if early else None,
-                         on_page=early.page_written if early else None).run()
+        runs = executor.run()
     except BaseException:
         if early is not None:
             early.abandon()

@@ -291,3 +291,19 @@ def test_the_waiting_process_builds_only_on_the_go_and_keeps_the_stylesheet_with
     with pytest.raises(SystemExit):
         sphinx_build.build(tmp_path / "book", tmp_path)
     assert style.read_text() == "css"
+
+
+def test_the_early_build_starts_only_if_the_last_notebook_is_expected_to_run_long_enough():
+    """run_all asks the executor how long the running notebooks still need (their expected seconds, from the
+    earlier run or the benchmark record, minus the time they have run): below EARLY_MIN_SECONDS the book is
+    built after them, as before; an unknown notebook counts as long."""
+    from types import SimpleNamespace
+
+    from moralkit.book.run import EARLY_MIN_SECONDS, _Executor
+
+    ex = _Executor(SimpleNamespace(expected={"06_a": 40.0, "01_b": 3.0}), False, lambda s: None)
+    now = time.perf_counter()
+    ex.started = {Path("06_a.py"): now - 30.0, Path("01_b.py"): now - 1.0, Path("09_new.py"): now}
+    assert 9.0 < ex.remaining([Path("06_a.py")]) <= 10.0
+    assert ex.remaining([Path("01_b.py")]) < EARLY_MIN_SECONDS <= ex.remaining([Path("06_a.py"), Path("01_b.py")])
+    assert ex.remaining([Path("09_new.py")]) == float("inf")
