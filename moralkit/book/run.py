@@ -13,7 +13,9 @@
 4. its page is written into the book's sources (:mod:`moralkit.book.publish`), with a box giving its
    status, run time and parameters;
 5. the book is built into ``build/`` (entry point ``build/index.html``) and ``build/run.json`` records
-   every notebook's run. Pages of notebooks not selected this time are kept from the earlier run.
+   every notebook's run. Pages of notebooks not selected this time are kept from the earlier run. With
+   ``jobs >= 2``, most of the build runs early, on the slot the last notebooks leave free
+   (:mod:`moralkit.book.early`), and the build after them reads only the changed pages.
 
 The notebooks run with ``MORALKIT_MEMO_DIR=build/memo`` (unless it is set already): results of pure
 computations that several notebooks repeat are kept there (:func:`moralkit.paths.memo_dir`), keyed on
