@@ -13,7 +13,7 @@ module                                 what it holds
                                        configuration with local MathJax) and the Sphinx build
 :mod:`moralkit.book.early`             the book built early, beside the last notebooks
 :mod:`moralkit.book.run`               the batch (:func:`run_all`) and its command line (:func:`main`)
-:mod:`moralkit.book.report`            what ``run_all.py`` prints: a notebook's failure, the timing summary
+:mod:`moralkit.book.report`            a run's result (:class:`BookRun`) and what ``run_all.py`` prints
 =====================================  ==================================================================
 
 References
@@ -43,8 +43,8 @@ from .notebooks import (
     select_parameters,
 )
 from .publish import BookError, build_book, find_remote_assets
-from .report import format_failure, format_timing
-from .run import BookRun, main, run_all
+from .report import BookRun, format_failure, format_timing
+from .run import main, run_all
 
 __all__ = [
     "BookError",

@@ -163,7 +163,7 @@ class EarlyBook:
         """The early build's warnings about pages the final build did not read again (its own log has only
         those it read): empty after a build from scratch."""
         log = self.book_dir / EARLY_LOG
-        if self.fresh or not log.exists():
+        if self.started is None or self.fresh or not log.exists():
             return []
         again = [f"{n}.ipynb" for n in self.written | self.placeholders] + ["index.md"]
         return [ln for ln in log.read_text(encoding="utf-8").splitlines()

@@ -1,4 +1,4 @@
-"""What ``run_all.py`` prints about a run: the failure of a notebook and the timing summary.
+"""What a run of ``run_all.py`` gives (:class:`BookRun`) and prints: the failure of a notebook, the timing summary.
 
 Examples
 --------
@@ -9,14 +9,40 @@ Examples
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .execute import NotebookRun
-    from .run import BookRun
 
-__all__ = ["format_failure", "format_timing", "shown"]
+__all__ = ["BookRun", "format_failure", "format_timing", "shown"]
+
+
+@dataclass
+class BookRun:
+    """The result of :func:`moralkit.book.run.run_all`."""
+
+    runs: list[NotebookRun]
+    not_run: list[Path]
+    out_dir: Path
+    index: Path | None
+    figures_dir: Path
+    tables_dir: Path
+    seconds: float
+    parameters: dict[str, Any]
+    book_seconds: float = 0.0
+    book_error: str | None = None
+    early_book_seconds: float | None = None  # the early build's (moralkit.book.early); None when there was none
+    early_book_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.runs) and not self.not_run and self.book_error is None
+
+    @property
+    def failures(self) -> list[NotebookRun]:
+        return [r for r in self.runs if not r.ok]
 
 
 def shown(path) -> str:

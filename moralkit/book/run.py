@@ -67,40 +67,14 @@ from .publish import (
     write_book_sources,
     write_page,
 )
-from .report import format_failure, format_timing
+from .report import BookRun, format_failure, format_timing
 from .report import shown as _shown
 
-__all__ = ["BookRun", "main", "publish", "run_all"]
+__all__ = ["main", "publish", "run_all"]
 
 #: the early book build (moralkit.book.early) starts only if the last notebook is expected to run this much
 #: longer: about what the build after it takes then (``benchmarks/bench_book_tail.py``)
 EARLY_MIN_SECONDS = 5.0
-
-
-@dataclass
-class BookRun:
-    """The result of :func:`run_all`."""
-
-    runs: list[NotebookRun]
-    not_run: list[Path]
-    out_dir: Path
-    index: Path | None
-    figures_dir: Path
-    tables_dir: Path
-    seconds: float
-    parameters: dict[str, Any]
-    book_seconds: float = 0.0
-    book_error: str | None = None
-    early_book_seconds: float | None = None  # the early build's (moralkit.book.early); None when there was none
-    early_book_error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.runs) and not self.not_run and self.book_error is None
-
-    @property
-    def failures(self) -> list[NotebookRun]:
-        return [r for r in self.runs if not r.ok]
 
 
 def _fmt_seconds(s: float) -> str:
@@ -316,6 +290,40 @@ def _page_records(plan: _Plan, runs: Mapping[Path, NotebookRun]) -> list[dict[st
     return records
 
 
+def _early_book(plan: _Plan, executor: _Executor, book: bool, say: Callable[[str], None], t0: float) -> EarlyBook:
+    """The book built early, on the slot the last notebooks leave free (:mod:`moralkit.book.early`), hooked
+    to ``executor``; never started with one slot, one notebook or no book."""
+    early = EarlyBook(plan.book_dir, plan.out_dir, say)
+    if not book or plan.jobs < 2 or len(plan.tasks) < 2:
+        return early
+
+    def start(runs_so_far: dict[Path, NotebookRun], running: list[Path]) -> None:
+        # too late when the last notebook is expected to end before an incremental build would have taken
+        if early.started is None and executor.remaining(running) >= EARLY_MIN_SECONDS:
+            try:
+                pages, still = _page_records(plan, runs_so_far), [_running_record(plan, s) for s in running]
+            except Exception as ex:  # noqa: BLE001  (no early build: the final build runs as before)
+                early.error = f"{type(ex).__name__}: {ex}"
+                return
+            early.start(pages, still, _meta(plan, time.perf_counter() - t0))
+
+    executor.on_idle, executor.on_page = start, early.page_written
+    return early
+
+
+def _build_after(plan: _Plan, early: EarlyBook, ordered: Sequence[NotebookRun], records, meta, book: bool,
+                 say: Callable[[str], None]) -> tuple[Path | None, str | None, float]:
+    """Phases 4 and 5, after the last notebook: ``(index, error, seconds)``."""
+    t_book = time.perf_counter()
+    fresh, prepared = early.finish(records)
+    index, book_error = publish(plan.book_dir, plan.out_dir, records, meta, book=book, say=say, fresh=fresh,
+                                prepared=prepared)
+    book_seconds = time.perf_counter() - t_book
+    if index is not None:
+        _check_pages(ordered, plan.out_dir, plan.book_dir, book_seconds, index, say, earlier=early.kept_warnings())
+    return index, book_error, book_seconds
+
+
 def _running_record(plan: _Plan, s: Path) -> dict[str, Any]:
     """What the early build knows of a notebook still running: its name and titles."""
     return {"name": s.stem, "number": s.name[:2], "title": plan.titles[s],
@@ -439,26 +447,12 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     say, t0 = log or (lambda s: None), time.perf_counter()
     plan = _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir, kernel_name)
     say(f"run_all: {len(plan.sources)} notebook(s), {plan.mode} mode, jobs={plan.jobs}, output {_shown(plan.out_dir)}")
-    # the book built early, on the slot the last notebooks leave free (moralkit.book.early); not with one slot
-    early = EarlyBook(plan.book_dir, plan.out_dir, say) if book and plan.jobs > 1 and len(plan.tasks) > 1 else None
-
-    def start_early(runs_so_far: dict[Path, NotebookRun], running: list[Path]) -> None:
-        # too late when the last notebook is expected to end before an incremental build would have taken
-        if early.started is None and executor.remaining(running) >= EARLY_MIN_SECONDS:
-            try:
-                pages, still = _page_records(plan, runs_so_far), [_running_record(plan, s) for s in running]
-            except Exception as ex:  # noqa: BLE001  (no early build: the final build runs as before)
-                early.error = f"{type(ex).__name__}: {ex}"
-                return
-            early.start(pages, still, _meta(plan, time.perf_counter() - t0))
-
-    executor = _Executor(plan, keep_going, say, on_idle=start_early if early else None,
-                         on_page=early.page_written if early else None)
+    executor = _Executor(plan, keep_going, say)
+    early = _early_book(plan, executor, book, say, t0)
     try:
         runs = executor.run()
     except BaseException:
-        if early is not None:
-            early.abandon()
+        early.abandon()
         raise
     ordered = [runs[s] for s in plan.sources if s in runs]
     not_run = [s for s in plan.sources if s not in runs]
@@ -466,19 +460,12 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
 
     records = _page_records(plan, runs)
     meta = _meta(plan, run_seconds)
-    t_book = time.perf_counter()
-    fresh, prepared = early.finish(records) if early is not None else (False, None)
-    index, book_error = publish(plan.book_dir, plan.out_dir, records, meta, book=book, say=say, fresh=fresh,
-                                prepared=prepared)
-    book_seconds = time.perf_counter() - t_book
-    if index is not None:
-        _check_pages(ordered, plan.out_dir, plan.book_dir, book_seconds, index, say,
-                     earlier=early.kept_warnings() if early is not None else ())
+    index, book_error, book_seconds = _build_after(plan, early, ordered, records, meta, book, say)
     result = BookRun(runs=ordered, not_run=not_run, out_dir=plan.out_dir, index=index, figures_dir=plan.fig_dir,
                      tables_dir=plan.tab_dir, seconds=time.perf_counter() - t0, parameters=dict(plan.requested),
                      book_seconds=book_seconds, book_error=book_error,
-                     early_book_seconds=early.seconds if early is not None and early.started is not None else None,
-                     early_book_error=early.error if early is not None else None)
+                     early_book_seconds=early.seconds if early.started is not None else None,
+                     early_book_error=early.error)
     _write_summary(result, plan, records, meta["built"])
     return result
 
