@@ -391,7 +391,7 @@ def build_book(book_dir: str | os.PathLike, out_dir: str | os.PathLike, *, timeo
     prepared : Popen, optional
         A process started by :func:`prepare_build` for the same folders, after which the configuration and
         the table of contents have not changed: it gets the go, which saves its start-up. If it has already
-        ended, or with ``fresh``, it is let go and a new process builds instead.
+        ended, or with ``fresh``, it is stopped (it has written nothing) and a new process builds instead.
 
     Returns
     -------
@@ -406,7 +406,8 @@ def build_book(book_dir: str | os.PathLike, out_dir: str | os.PathLike, *, timeo
     book, out = Path(book_dir).resolve(), Path(out_dir).resolve()
     log = book / "sphinx.log"
     if prepared is not None and (fresh or prepared.poll() is not None):  # a new process builds
-        prepared.communicate("", timeout=timeout)  # no go: it exits without building
+        prepared.kill()  # it has not written anything yet: it waits for the go before Sphinx builds
+        prepared.communicate()
         prepared = None
     if prepared is not None:
         try:
