@@ -45,8 +45,9 @@ class _NoGo(SystemExit):
     """The waiting process was told not to build (it exits with status 0)."""
 
 
-def _wait_for_go() -> None:
-    """Patch Sphinx so that the application is set up now and builds only after ``build`` on stdin."""
+def _wait_for_go(on_go=lambda: None) -> None:
+    """Patch Sphinx so that the application is set up now and builds only after ``build`` on stdin (then
+    ``on_go()`` runs first)."""
     from sphinx.application import Sphinx
 
     setup_done = Sphinx.build
@@ -54,6 +55,7 @@ def _wait_for_go() -> None:
     def build_on_go(app, *args, **kwargs):
         if sys.stdin.readline().strip() != "build":
             raise _NoGo(0)
+        on_go()
         return setup_done(app, *args, **kwargs)
 
     Sphinx.build = build_on_go
@@ -65,18 +67,23 @@ def build(book: Path, out: Path, *, fresh: bool = False, wait: bool = False) -> 
     import myst_nb.sphinx_ext
     from jupyter_book.sphinx import build_sphinx
 
-    if wait:
-        _wait_for_go()
-
     # MyST-NB stages notebook outputs in <outdir>/../jupyter_execute; keep them inside the output folder
     myst_nb.sphinx_ext.OUTPUT_FOLDER = f"{out.name}/.jupyter_execute"
     # MyST-NB copies its stylesheet _static/mystnb.<sha256>.css when the build has finished; Sphinx links a
     # stylesheet present while it writes a page with "?v=<checksum>". Removed first, every page links it as a
     # build into an empty folder does, so an incremental build (moralkit.book.early) writes the same bytes.
     # The file is copied again at the end (its name already changes with its content).
-    styles = {p: p.read_bytes() for p in (out / "_static").glob("mystnb.*.css")}
-    for p in styles:
-        p.unlink()
+    styles: dict[Path, bytes] = {}
+
+    def drop_styles() -> None:
+        styles.update({p: p.read_bytes() for p in (out / "_static").glob("mystnb.*.css")})
+        for p in styles:
+            p.unlink()
+
+    if wait:
+        _wait_for_go(drop_styles)  # nothing is written before the go
+    else:
+        drop_styles()
     try:
         res = build_sphinx(book, out, path_config=book / "_config.yml", doctreedir=out / ".doctrees",
                            confoverrides={"latex_individualpages": False}, noconfig=True, quiet=True,

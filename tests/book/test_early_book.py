@@ -267,16 +267,16 @@ def test_the_waiting_process_builds_only_on_the_go_and_keeps_the_stylesheet_with
 
     from moralkit.book import sphinx_build
 
-    built = []
+    built, went = [], []
     monkeypatch.setattr(Sphinx, "build", lambda app, *a, **k: built.append(app))
-    sphinx_build._wait_for_go()  # patches Sphinx.build (restored by monkeypatch)
+    sphinx_build._wait_for_go(lambda: went.append(1))  # patches Sphinx.build (restored by monkeypatch)
     monkeypatch.setattr(sys, "stdin", io.StringIO("build\n"))
     Sphinx.build("app")
-    assert built == ["app"]
+    assert built == ["app"] and went == [1]
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     with pytest.raises(SystemExit) as no_go:
         Sphinx.build("app")
-    assert no_go.value.code == 0 and built == ["app"]
+    assert no_go.value.code == 0 and built == ["app"] and went == [1]
 
     # the stylesheet that MyST-NB copies at the end of a build is back when the build does not happen
     style = tmp_path / "_static" / "mystnb.abc.css"
