@@ -203,9 +203,14 @@ class _Executor:
         self.started[s] = time.perf_counter()
 
     def remaining(self, running: Sequence[Path]) -> float:
-        """Seconds until the last of ``running`` ends, by the expected times (infinite when one is unknown)."""
+        """Seconds until the last of ``running`` ends, by the expected times (infinite when one is unknown),
+        scaled by how long the notebooks that ended took against theirs (the load, the quick mode)."""
+        done = [(r.seconds, self.plan.expected[s.stem]) for s, r in self.runs.items()
+                if self.plan.expected.get(s.stem, 0) > 0]
+        scale = sum(a for a, _ in done) / sum(e for _, e in done) if done else 1.0
         now = time.perf_counter()
-        return max(self.plan.expected.get(s.stem, math.inf) - (now - self.started.get(s, now)) for s in running)
+        return max(self.plan.expected.get(s.stem, math.inf) * scale - (now - self.started.get(s, now))
+                   for s in running)
 
     def finished(self, run: NotebookRun) -> None:
         p = self.plan

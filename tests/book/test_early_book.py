@@ -301,9 +301,44 @@ def test_the_early_build_starts_only_if_the_last_notebook_is_expected_to_run_lon
 
     from moralkit.book.run import EARLY_MIN_SECONDS, _Executor
 
-    ex = _Executor(SimpleNamespace(expected={"06_a": 40.0, "01_b": 3.0}), False, lambda s: None)
+    ex = _Executor(SimpleNamespace(expected={"06_a": 40.0, "01_b": 3.0, "05_c": 10.0}), False, lambda s: None)
     now = time.perf_counter()
     ex.started = {Path("06_a.py"): now - 30.0, Path("01_b.py"): now - 1.0, Path("09_new.py"): now}
     assert 9.0 < ex.remaining([Path("06_a.py")]) <= 10.0
     assert ex.remaining([Path("01_b.py")]) < EARLY_MIN_SECONDS <= ex.remaining([Path("06_a.py"), Path("01_b.py")])
     assert ex.remaining([Path("09_new.py")]) == float("inf")
+    # a notebook that ended took twice its expected time (a loaded machine): the others are expected to, too
+    ex.runs = {Path("05_c.py"): SimpleNamespace(seconds=20.0)}
+    assert 49.0 < ex.remaining([Path("06_a.py")]) <= 50.0 and 4.0 < ex.remaining([Path("01_b.py")]) <= 5.0
+
+
+def test_run_all_hooks_the_early_build_only_with_a_free_slot_and_a_book(monkeypatch, tmp_path):
+    """The executor calls on_idle (every notebook started, a slot free) with the notebooks still running: the
+    early build starts with their records, unless the last is expected to end too soon; --jobs 1, a single
+    notebook and --no-book never hook it."""
+    from types import SimpleNamespace
+
+    from moralkit.book import run as run_mod
+
+    started = []
+    monkeypatch.setattr(run_mod.EarlyBook, "start", lambda self, pages, still, meta: started.append(
+        ([p["name"] for p in pages], [r["name"] for r in still])) or setattr(self, "started", 1.0))
+    srcs = [tmp_path / "01_a.py", tmp_path / "02_b.py"]
+    for s in srcs:
+        s.write_text("# %% [markdown]\n# # A title\n")
+    plan = SimpleNamespace(jobs=2, tasks=[1, 2], book_dir=tmp_path / "_book", out_dir=tmp_path, every=srcs,
+                           previous={}, expected={"02_b": 100.0}, titles={s: "A title" for s in srcs},
+                           mode="quick")
+    for jobs, tasks, book in ((1, [1, 2], True), (2, [1], True), (2, [1, 2], False)):
+        ex = run_mod._Executor(SimpleNamespace(**{**vars(plan), "jobs": jobs, "tasks": tasks}), False, print)
+        run_mod._early_book(ex.plan, ex, book, print, 0.0)
+        assert ex.on_idle is None and ex.on_page is None
+    ex = run_mod._Executor(plan, False, print)
+    early = run_mod._early_book(plan, ex, True, print, 0.0)
+    ex.started = {srcs[1]: time.perf_counter() - 99.0}  # expected to end within a second: too late
+    ex.on_idle({}, [srcs[1]])
+    assert started == [] and early.started is None
+    ex.started = {srcs[1]: time.perf_counter()}
+    ex.on_idle({}, [srcs[1]])
+    assert started == [(["01_a", "02_b"], ["02_b"])]
+    assert ex.on_page == early.page_written
