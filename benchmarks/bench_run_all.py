@@ -12,8 +12,11 @@ Usage::
 Every figure is one line ``BENCH {json}`` (benchmarks/_record.py): ``s`` the wall seconds, ``cpu_s`` the
 CPU seconds of ``run_all.py`` and everything it started (kernels, the book build), and from the run's
 ``run.json``: ``notebooks_s`` (the sum of the notebooks' wall times), ``side_by_side`` (that sum over the
-wall time of the notebook phase: 1 when one notebook runs at a time, up to ``--jobs``), ``book_s``, and
-per notebook its wall and CPU seconds (``per_notebook``). On a loaded machine compare ``cpu_s``.
+wall time of the notebook phase: 1 when one notebook runs at a time, up to ``--jobs``), ``book_s`` (the book
+build after the last notebook ended, until ``index.html``; since the early build, with ``--jobs`` >= 2 most
+of the build runs before, beside the last notebook, and takes ``early_book_s``; records before 2026-11-27
+03:00 UTC have no early build), and per notebook its wall and CPU seconds (``per_notebook``). On a loaded
+machine compare ``cpu_s``.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def timed_run(args, env, out: Path) -> dict:
     return {"s": round(wall, 1), "cpu_s": round(cpu, 1), "notebooks_s": round(notebooks_s, 1),
             "side_by_side": round(notebooks_s / phase, 2) if phase > 0 else None,
             "book_s": round(run.get("book_seconds", 0.0), 1), "jobs": run.get("jobs"),
+            "early_book_s": None if run.get("early_book_seconds") is None else round(run["early_book_seconds"], 1),
             "per_notebook": {n["name"][:2]: [round(n["seconds"], 1), None if n.get("cpu_seconds") is None
                                              else round(n["cpu_seconds"], 1)] for n in nbs}}
 

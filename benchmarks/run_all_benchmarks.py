@@ -36,6 +36,8 @@ BENCHMARKS = {
     "rationality": ["bench_rationality.py"],
     "partition": ["bench_partition.py", "--milp-instances", "1", "--time-limit", "60"],
     "run_all": ["bench_run_all.py"],
+    # needs the book sources of a full run in build/ (README command 1); without them it records only a skip
+    "book_tail": ["bench_book_tail.py"],
     "numba_compile": ["bench_numba_compile.py"],
     "stem_cache": ["bench_stem_cache.py"],
     "imports": ["bench_imports.py"],

@@ -11,7 +11,9 @@ module                                 what it holds
                                        the removal of a notebook's earlier outputs
 :mod:`moralkit.book.publish`           the book's sources (run box per page, index, table of contents,
                                        configuration with local MathJax) and the Sphinx build
+:mod:`moralkit.book.early`             the book built early, beside the last notebooks
 :mod:`moralkit.book.run`               the batch (:func:`run_all`) and its command line (:func:`main`)
+:mod:`moralkit.book.report`            a run's result (:class:`BookRun`) and what ``run_all.py`` prints
 =====================================  ==================================================================
 
 References
@@ -41,7 +43,8 @@ from .notebooks import (
     select_parameters,
 )
 from .publish import BookError, build_book, find_remote_assets
-from .run import BookRun, format_failure, format_timing, main, run_all
+from .report import BookRun, format_failure, format_timing
+from .run import main, run_all
 
 __all__ = [
     "BookError",

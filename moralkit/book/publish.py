@@ -41,11 +41,14 @@ __all__ = [
     "MANUAL_ORDER",
     "build_book",
     "find_remote_assets",
+    "is_placeholder_page",
     "manual_pages",
     "page_title",
+    "prepare_build",
     "run_info_markdown",
     "write_book_sources",
     "write_page",
+    "write_placeholder_page",
 ]
 
 #: the folder, inside the output folder, that holds the book's sources
@@ -146,6 +149,42 @@ def write_page(executed, record: Mapping[str, Any], book_dir: str | os.PathLike)
     return out
 
 
+#: the tag of the only cell of a placeholder page (:func:`write_placeholder_page`)
+PLACEHOLDER_TAG = "moralkit-still-running"
+
+
+def write_placeholder_page(record: Mapping[str, Any], book_dir: str | os.PathLike) -> Path:
+    """Write a stand-in page for a notebook that is still running: its title (the same ``NN — title`` as
+    :func:`write_page` gives, so that the navigation of the other pages does not change) and a note.
+
+    The early book build of :func:`moralkit.book.run.run_all` uses it to warm Sphinx's environment while the
+    last notebooks run; the page is always replaced (or removed) before the final build.
+    """
+    import nbformat
+
+    title = page_title(record.get("heading") or record["title"], record["number"])
+    cell = nbformat.v4.new_markdown_cell(f"# {title}\n\nThis notebook is still running.")
+    cell.metadata["tags"] = [PLACEHOLDER_TAG]
+    nb = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name":
+                                                                         "Python 3", "language": "python"},
+                                                         "language_info": {"name": "python"}})
+    out = Path(book_dir) / f"{record['name']}.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(out))
+    return out
+
+
+def is_placeholder_page(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a page written by :func:`write_placeholder_page`."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except (OSError, ValueError):
+        return False
+    return len(nb.cells) == 1 and PLACEHOLDER_TAG in (nb.cells[0].metadata.get("tags") or [])
+
+
 _STATIC = Path(__file__).parent / "static"  # moralkit.css
 
 
@@ -212,6 +251,10 @@ def _index_markdown(records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any
         if r.get("not_run"):
             rows.append(f"| {r['number']} | {_md_escape(_NUMBER_PREFIX.sub('', r.get('heading') or r['title']))} "
                         "| not run | — | | |")
+            continue
+        if r.get("running"):  # the early build's stand-in (write_placeholder_page)
+            rows.append(f"| {r['number']} | [{_md_escape(_NUMBER_PREFIX.sub('', r.get('heading') or r['title']))}]"
+                        f"({r['name']}.ipynb) | still running | — | | |")
             continue
         params = ", ".join(f"`{k}={v!r}`" for k, v in (r.get("parameters") or {}).items()) or "defaults"
         status = "ok" if r["ok"] else "**FAILED**"
@@ -316,11 +359,39 @@ def _write_if_changed(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def build_book(book_dir: str | os.PathLike, out_dir: str | os.PathLike, *, timeout: float = 900) -> Path:
+def _sphinx_command(book: Path, out: Path, *flags: str) -> list[str]:
+    return [sys.executable, "-m", "moralkit.book.sphinx_build", str(book), str(out), *flags]
+
+
+def prepare_build(book_dir: str | os.PathLike, out_dir: str | os.PathLike) -> subprocess.Popen:
+    """Start the Sphinx process of a later :func:`build_book` now: it imports Sphinx and the book's extensions
+    and sets up the application, reading the configuration and the table of contents as they are now, then
+    waits for :func:`build_book` (``prepared=``) to say go (``python -m moralkit.book.sphinx_build --wait``).
+    It exits without building when its standard input closes, e.g. when the caller ends."""
+    book, out = Path(book_dir).resolve(), Path(out_dir).resolve()
+    return subprocess.Popen(_sphinx_command(book, out, "--wait"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def build_book(book_dir: str | os.PathLike, out_dir: str | os.PathLike, *, timeout: float = 900,
+               fresh: bool = False, prepared: subprocess.Popen | None = None) -> Path:
     """Build the HTML book from ``book_dir`` into ``out_dir`` (Sphinx, in a subprocess).
 
     Sphinx keeps its environment in ``out_dir/.doctrees`` and re-reads only the pages whose sources
     changed. The log is ``book_dir/sphinx.log``.
+
+    Parameters
+    ----------
+    book_dir, out_dir : path
+        The book's sources and the output folder.
+    timeout : float
+        Seconds before the build is stopped (``subprocess.TimeoutExpired``).
+    fresh : bool
+        Ignore the saved environment and write every page again (a build from scratch).
+    prepared : Popen, optional
+        A process started by :func:`prepare_build` for the same folders, after which the configuration and
+        the table of contents have not changed: it gets the go, which saves its start-up. If it has already
+        ended, or with ``fresh``, it is stopped (it has written nothing) and a new process builds instead.
 
     Returns
     -------
@@ -334,12 +405,26 @@ def build_book(book_dir: str | os.PathLike, out_dir: str | os.PathLike, *, timeo
     """
     book, out = Path(book_dir).resolve(), Path(out_dir).resolve()
     log = book / "sphinx.log"
-    proc = subprocess.run([sys.executable, "-m", "moralkit.book.sphinx_build", str(book), str(out)],
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    log.write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    if proc.returncode != 0 or not (out / "index.html").exists():
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-        raise BookError(f"the Jupyter Book build failed (exit {proc.returncode}); end of {log.name}:\n{tail}")
+    if prepared is not None and (fresh or prepared.poll() is not None):  # a new process builds
+        prepared.kill()  # it has not written anything yet: it waits for the go before Sphinx builds
+        prepared.communicate()
+        prepared = None
+    if prepared is not None:
+        try:
+            stdout, stderr = prepared.communicate("build\n", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            prepared.kill()
+            prepared.communicate()
+            raise
+        returncode = prepared.returncode
+    else:
+        proc = subprocess.run(_sphinx_command(book, out, *(["--fresh"] if fresh else [])), capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        stdout, stderr, returncode = proc.stdout, proc.stderr, proc.returncode
+    log.write_text(stdout + stderr, encoding="utf-8")
+    if returncode != 0 or not (out / "index.html").exists():
+        tail = "\n".join((stdout + stderr).strip().splitlines()[-25:])
+        raise BookError(f"the Jupyter Book build failed (exit {returncode}); end of {log.name}:\n{tail}")
     return out / "index.html"
 
 

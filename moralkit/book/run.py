@@ -13,7 +13,9 @@
 4. its page is written into the book's sources (:mod:`moralkit.book.publish`), with a box giving its
    status, run time and parameters;
 5. the book is built into ``build/`` (entry point ``build/index.html``) and ``build/run.json`` records
-   every notebook's run. Pages of notebooks not selected this time are kept from the earlier run.
+   every notebook's run. Pages of notebooks not selected this time are kept from the earlier run. With
+   ``jobs >= 2``, most of the build runs early, on the slot the last notebooks leave free
+   (:mod:`moralkit.book.early`), and the build after them reads only the changed pages.
 
 The notebooks run with ``MORALKIT_MEMO_DIR=build/memo`` (unless it is set already): results of pure
 computations that several notebooks repeat are kept there (:func:`moralkit.paths.memo_dir`), keyed on
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MoralkitError
+from .early import EarlyBook
 from .execute import CellFailure, NotebookRun, clear_outputs, environ, execute_notebook
 from .notebooks import (
     DEFAULT_KERNEL,
@@ -64,43 +67,14 @@ from .publish import (
     write_book_sources,
     write_page,
 )
+from .report import BookRun, format_failure, format_timing
+from .report import shown as _shown
 
-__all__ = ["BookRun", "format_failure", "format_timing", "main", "publish", "run_all"]
+__all__ = ["main", "publish", "run_all"]
 
-
-@dataclass
-class BookRun:
-    """The result of :func:`run_all`."""
-
-    runs: list[NotebookRun]
-    not_run: list[Path]
-    out_dir: Path
-    index: Path | None
-    figures_dir: Path
-    tables_dir: Path
-    seconds: float
-    parameters: dict[str, Any]
-    book_seconds: float = 0.0
-    book_error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.runs) and not self.not_run and self.book_error is None
-
-    @property
-    def failures(self) -> list[NotebookRun]:
-        return [r for r in self.runs if not r.ok]
-
-
-def _shown(path) -> str:
-    """A path for the terminal: relative to the project when inside it, else absolute."""
-    from moralkit.paths import project_root
-
-    p = Path(path).resolve()
-    try:
-        return p.relative_to(project_root().resolve()).as_posix()
-    except ValueError:
-        return str(p)
+#: the early book build (moralkit.book.early) starts only if the last notebook is expected to run this much
+#: longer: about what the build after it takes then (``benchmarks/bench_book_tail.py``)
+EARLY_MIN_SECONDS = 5.0
 
 
 def _fmt_seconds(s: float) -> str:
@@ -147,6 +121,7 @@ class _Plan:
     previous: dict[str, dict[str, Any]]
     jobs: int
     mode: str
+    expected: dict[str, float]  # seconds each notebook is expected to run (longest first; the early build)
 
 
 def _check_request(notebooks_dir, only, jobs, parameters):
@@ -201,26 +176,41 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
     tasks = [(s, {"source": str(s), "output": str(executed_dir / f"{s.stem}.ipynb"),
                   "parameters": {k: v for k, v in requested.items() if k in declared[s]},
                   "kernel_name": kernel_name, "env": env}) for s in sources]
+    expected = expected_seconds(sources, previous) if jobs > 1 else {}
     if jobs > 1:  # longest first, so that the last to finish is a short one
-        expected = expected_seconds(sources, previous)
         tasks.sort(key=lambda t: -expected.get(t[0].stem, math.inf))
     return _Plan(every=every, sources=sources, out_dir=out_dir, book_dir=book_dir, executed_dir=executed_dir,
                  fig_dir=fig_dir, tab_dir=tab_dir, env=env, requested=requested,
                  titles={s: notebook_title(nb, s.stem) for s, nb in nbs.items()}, tasks=tasks,
-                 previous=previous, jobs=jobs, mode="quick" if quick else "full")
+                 previous=previous, jobs=jobs, mode="quick" if quick else "full", expected=expected)
 
 
 class _Executor:
     """Phase 2: run the notebooks (one after the other, or side by side) and write each one's page as it ends."""
 
-    def __init__(self, plan: _Plan, keep_going: bool, say: Callable[[str], None]):
+    def __init__(self, plan: _Plan, keep_going: bool, say: Callable[[str], None],
+                 on_idle: Callable[[dict[Path, NotebookRun], list[Path]], None] | None = None,
+                 on_page: Callable[[str], None] | None = None):
         self.plan, self.keep_going, self.say = plan, keep_going, say
+        self.on_idle, self.on_page = on_idle, on_page  # the early book build (moralkit.book.early)
         self.runs: dict[Path, NotebookRun] = {}
+        self.started: dict[Path, float] = {}
         self.stop = False
 
     def start(self, s: Path, kw: dict) -> None:
         clear_outputs(s.name[:2], self.plan.fig_dir, self.plan.tab_dir)
         self.say(f"[run] {s.name} {kw['parameters']}")
+        self.started[s] = time.perf_counter()
+
+    def remaining(self, running: Sequence[Path]) -> float:
+        """Seconds until the last of ``running`` ends, by the expected times (infinite when one is unknown),
+        scaled by how long the notebooks that ended took against theirs (the load, the quick mode)."""
+        done = [(r.seconds, self.plan.expected[s.stem]) for s, r in self.runs.items()
+                if self.plan.expected.get(s.stem, 0) > 0]
+        scale = sum(a for a, _ in done) / sum(e for _, e in done) if done else 1.0
+        now = time.perf_counter()
+        return max(self.plan.expected.get(s.stem, math.inf) * scale - (now - self.started.get(s, now))
+                   for s in running)
 
     def finished(self, run: NotebookRun) -> None:
         p = self.plan
@@ -229,6 +219,8 @@ class _Executor:
         self.runs[run.source] = run
         if run.ipynb.exists():
             write_page(run.ipynb, _record(run, p.mode), p.book_dir)
+            if self.on_page is not None:
+                self.on_page(run.name)
         note = f"; stderr output in cell(s) {run.stderr_cells}" if run.stderr_cells else ""
         self.say(f"[{'ok' if run.ok else 'FAILED'}] {run.source.name} ({_fmt_seconds(run.seconds)}){note}")
         if not run.ok and not self.keep_going:
@@ -266,6 +258,8 @@ class _Executor:
                         self.finished(f.result())
                     except Exception as e:  # noqa: BLE001  (the worker process itself died: reported)
                         self.died(*submitted[f], e)
+                if limit == 0 and pending and self.on_idle is not None:  # nothing queued, a slot free
+                    self.on_idle(self.runs, [submitted[f][0] for f in pending])
 
         with ProcessPoolExecutor(max_workers=self.plan.jobs, mp_context=ctx) as pool:
             for s, kw in self.plan.tasks:
@@ -301,10 +295,60 @@ def _page_records(plan: _Plan, runs: Mapping[Path, NotebookRun]) -> list[dict[st
     return records
 
 
+def _early_book(plan: _Plan, executor: _Executor, book: bool, say: Callable[[str], None], t0: float) -> EarlyBook:
+    """The book built early, on the slot the last notebooks leave free (:mod:`moralkit.book.early`), hooked
+    to ``executor``; never started with one slot, one notebook or no book."""
+    early = EarlyBook(plan.book_dir, plan.out_dir, say)
+    if not book or plan.jobs < 2 or len(plan.tasks) < 2:
+        return early
+
+    def start(runs_so_far: dict[Path, NotebookRun], running: list[Path]) -> None:
+        # too late when the last notebook is expected to end before an incremental build would have taken
+        if early.started is None and executor.remaining(running) >= EARLY_MIN_SECONDS:
+            try:
+                pages, still = _page_records(plan, runs_so_far), [_running_record(plan, s) for s in running]
+            except Exception as ex:  # noqa: BLE001  (no early build: the final build runs as before)
+                early.error = f"{type(ex).__name__}: {ex}"
+                return
+            early.start(pages, still, _meta(plan, time.perf_counter() - t0))
+
+    executor.on_idle, executor.on_page = start, early.page_written
+    return early
+
+
+def _build_after(plan: _Plan, early: EarlyBook, ordered: Sequence[NotebookRun], records, meta, book: bool,
+                 say: Callable[[str], None]) -> tuple[Path | None, str | None, float]:
+    """Phases 4 and 5, after the last notebook: ``(index, error, seconds)``."""
+    t_book = time.perf_counter()
+    fresh, prepared = early.finish(records)
+    index, book_error = publish(plan.book_dir, plan.out_dir, records, meta, book=book, say=say, fresh=fresh,
+                                prepared=prepared)
+    book_seconds = time.perf_counter() - t_book
+    if index is not None:
+        _check_pages(ordered, plan.out_dir, plan.book_dir, book_seconds, index, say, earlier=early.kept_warnings())
+    return index, book_error, book_seconds
+
+
+def _running_record(plan: _Plan, s: Path) -> dict[str, Any]:
+    """What the early build knows of a notebook still running: its name and titles."""
+    return {"name": s.stem, "number": s.name[:2], "title": plan.titles[s],
+            "heading": notebook_title(read_notebook(s), s.stem, plain=False), "source": str(s)}
+
+
+def _meta(plan: _Plan, seconds: float) -> dict[str, Any]:
+    """The run's line on the book's index page."""
+    from moralkit import paths
+
+    return {"built": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": _git_commit(paths.project_root()), "seconds": seconds, "mode": plan.mode, "jobs": plan.jobs}
+
+
 def publish(book_dir: Path, out_dir: Path, records: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], *,
-            book: bool = True, say: Callable[[str], None] = lambda s: None) -> tuple[Path | None, str | None]:
+            book: bool = True, say: Callable[[str], None] = lambda s: None, fresh: bool = False,
+            prepared: subprocess.Popen | None = None) -> tuple[Path | None, str | None]:
     """Phase 4: write the book's sources (pages, the manual in ``docs/``, index, table of contents) and build it.
 
+    ``fresh`` and ``prepared`` are passed to :func:`moralkit.book.publish.build_book` (after an early build).
     Returns ``(index, error)``: the book's ``index.html`` (None when not built) and why the build failed.
     """
     write_book_sources(book_dir, records, meta)
@@ -312,16 +356,16 @@ def publish(book_dir: Path, out_dir: Path, records: Sequence[Mapping[str, Any]],
         return None, None
     say("[book] building the Jupyter Book")
     try:
-        return build_book(book_dir, out_dir), None
+        return build_book(book_dir, out_dir, fresh=fresh, prepared=prepared), None
     except (BookError, subprocess.TimeoutExpired) as ex:
         say(f"[book] FAILED: {ex}")
         return None, str(ex)
 
 
 def _check_pages(ordered: Sequence[NotebookRun], out_dir: Path, book_dir: Path, seconds: float,
-                 index: Path, say: Callable[[str], None]) -> None:
+                 index: Path, say: Callable[[str], None], earlier: Sequence[str] = ()) -> None:
     """Phase 5: link each run to its page, warn about pages that load assets from the network, count
-    Sphinx's warnings."""
+    Sphinx's warnings (``earlier``: the early build's, about pages the final build did not read again)."""
     for r in ordered:
         page = out_dir / f"{r.name}.html"
         r.html = page if page.exists() else None
@@ -331,7 +375,7 @@ def _check_pages(ordered: Sequence[NotebookRun], out_dir: Path, book_dir: Path, 
                 say(f"warning: {r.html.name} loads {len(remote)} asset(s) from the network and will not "
                     f"render fully offline (an output embedding a CDN script?): {remote[:2]}")
     warnings = [ln for ln in (book_dir / "sphinx.log").read_text(encoding="utf-8").splitlines()
-                if "WARNING" in ln or "ERROR" in ln]
+                if "WARNING" in ln or "ERROR" in ln] + list(earlier)
     note = f"; {len(warnings)} Sphinx warning(s) in {_shown(book_dir / 'sphinx.log')}" if warnings else ""
     say(f"[book] {_shown(index)} ({_fmt_seconds(seconds)}){note}")
 
@@ -341,6 +385,7 @@ def _write_summary(result: BookRun, plan: _Plan, records: Sequence[Mapping[str, 
     by_name = {r.name: _record(r, plan.mode) for r in result.runs}
     summary = {
         "ok": result.ok, "seconds": result.seconds, "book_seconds": result.book_seconds,
+        "early_book_seconds": result.early_book_seconds, "early_book_error": result.early_book_error,
         "book_error": result.book_error, "parameters": dict(plan.requested), "jobs": plan.jobs, "mode": plan.mode,
         "built": built, "figures_dir": str(plan.fig_dir), "tables_dir": str(plan.tab_dir),
         "notebooks": [by_name.get(r["name"], r) for r in records if not r.get("not_run")],
@@ -404,82 +449,30 @@ def run_all(notebooks_dir: str | os.PathLike | None = None, out_dir: str | os.Pa
     MoralkitError
         For bad arguments (unknown ``--only`` entry, ``jobs < 1``, a parameter no notebook declares).
     """
-    from moralkit import paths
-
     say, t0 = log or (lambda s: None), time.perf_counter()
     plan = _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir, kernel_name)
     say(f"run_all: {len(plan.sources)} notebook(s), {plan.mode} mode, jobs={plan.jobs}, output {_shown(plan.out_dir)}")
-    runs = _Executor(plan, keep_going, say).run()
+    executor = _Executor(plan, keep_going, say)
+    early = _early_book(plan, executor, book, say, t0)
+    try:
+        runs = executor.run()
+    except BaseException:
+        early.abandon()
+        raise
     ordered = [runs[s] for s in plan.sources if s in runs]
     not_run = [s for s in plan.sources if s not in runs]
     run_seconds = time.perf_counter() - t0
 
     records = _page_records(plan, runs)
-    meta = {"built": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": _git_commit(paths.project_root()), "seconds": run_seconds, "mode": plan.mode,
-            "jobs": plan.jobs}
-    t_book = time.perf_counter()
-    index, book_error = publish(plan.book_dir, plan.out_dir, records, meta, book=book, say=say)
-    book_seconds = time.perf_counter() - t_book
-    if index is not None:
-        _check_pages(ordered, plan.out_dir, plan.book_dir, book_seconds, index, say)
+    meta = _meta(plan, run_seconds)
+    index, book_error, book_seconds = _build_after(plan, early, ordered, records, meta, book, say)
     result = BookRun(runs=ordered, not_run=not_run, out_dir=plan.out_dir, index=index, figures_dir=plan.fig_dir,
                      tables_dir=plan.tab_dir, seconds=time.perf_counter() - t0, parameters=dict(plan.requested),
-                     book_seconds=book_seconds, book_error=book_error)
+                     book_seconds=book_seconds, book_error=book_error,
+                     early_book_seconds=early.seconds if early.started is not None else None,
+                     early_book_error=early.error)
     _write_summary(result, plan, records, meta["built"])
     return result
-
-
-def format_failure(run: NotebookRun, root: str | os.PathLike | None = None) -> str:
-    """A readable message naming the notebook, the cell (index, line, first source line) and the error."""
-    f = run.failure
-    src = _shown(run.source)
-    if f is None:
-        return f"{src}: ok"
-    if f.cell_index is None:
-        where = "before any cell ran"
-    else:
-        bits = [f"{f.cell_type} cell"]
-        if f.execution_count is not None:
-            bits.append(f"In [{f.execution_count}]")
-        if f.line is not None:
-            bits.append(f"line {f.line} of the .py")
-        where = f"cell {f.cell_index} ({', '.join(bits)})"
-    lines = [f"notebook {src} failed at {where}"]
-    if f.first_line:
-        lines.append(f"    {f.first_line}")
-    lines.append(f"  {f.ename}: {f.evalue}".rstrip())
-    if f.traceback:
-        tb = f.traceback.strip().splitlines()
-        lines.append("  traceback (last lines):")
-        lines.extend("    " + ln for ln in tb[-12:])
-    lines.append(f"  executed notebook: {_shown(run.ipynb)}"
-                 + (f"  (page: {_shown(run.html)})" if run.html else ""))
-    return "\n".join(lines)
-
-
-def format_timing(result: BookRun) -> str:
-    """The timing summary: one line per notebook (wall and CPU time, its slowest cell), the book, the total,
-    and how much the notebooks overlapped (the sum of their wall times over the wall time they took)."""
-    lines = ["timing summary:                      wall       CPU"]
-    for r in result.runs:
-        slow = max(r.cell_seconds, key=lambda t: t[1]) if r.cell_seconds else None
-        cpu = f"{r.cpu_seconds:8.1f} s" if r.cpu_seconds is not None else f"{'-':>8}  "
-        s = f"  {r.source.name:<32} {r.seconds:8.1f} s {cpu}  {'ok' if r.ok else 'FAILED'}"
-        if slow is not None:
-            s += f"   (slowest: cell {slow[0]}, {slow[1]:.1f} s)"
-        lines.append(s)
-    for p in result.not_run:
-        lines.append(f"  {p.name:<32} {'—':>8}    not run (stopped after a failure)")
-    lines.append(f"  {'Jupyter Book':<32} {result.book_seconds:8.1f} s  "
-                 + ("ok" if result.book_error is None and result.index else "FAILED" if result.book_error else "-"))
-    lines.append(f"  {'total (wall)':<32} {result.seconds:8.1f} s")
-    notebooks_wall = result.seconds - result.book_seconds
-    if len(result.runs) > 1 and notebooks_wall > 0:
-        serial = sum(r.seconds for r in result.runs)
-        lines.append(f"  notebooks side by side: {serial:.1f} s of notebook time in {notebooks_wall:.1f} s "
-                     f"(x{serial / notebooks_wall:.2f})")
-    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:

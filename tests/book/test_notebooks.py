@@ -115,6 +115,18 @@ def test_appendix_pages_render_offline(quick_run):
         assert find_remote_assets(page.read_text(encoding="utf-8")) == [], page.name
 
 
+def test_the_book_shows_no_stand_in_of_a_notebook_that_was_running(quick_run):
+    """With two slots, run_all builds the book early beside the last notebook (moralkit.book.early) unless that
+    one is expected to end too soon (tests/book/test_early_book.py); either way the final book has every
+    notebook's own page and never the stand-in of a notebook that was still running."""
+    from moralkit.book.publish import is_placeholder_page
+
+    assert quick_run.early_book_error is None
+    assert not any(is_placeholder_page(p) for p in (quick_run.out_dir / "_book").glob("*.ipynb"))
+    for page in [quick_run.index] + [r.html for r in quick_run.runs]:
+        assert "This notebook is still running" not in page.read_text(encoding="utf-8"), page.name
+
+
 def test_an_explicit_data_path_that_does_not_exist_fails_the_run(tmp_path):
     """``run_all -p data_path=/nonexistent.csv.gz --only 02`` exits 1 and names the parameter."""
     import subprocess

@@ -122,6 +122,7 @@ def test_failure_exits_nonzero_naming_notebook_and_cell(tiny_run):
     for name in ("01_plot.py", "02_params.py", "03_bad.py"):
         assert re.search(rf"{name}\s+\d+\.\d s", tiny_run.stdout)
     summary = json.loads((tiny_run.build / "run.json").read_text())
+    assert summary["early_book_seconds"] is None  # --jobs 1: no slot is left free, the book is built after
     fail = [n for n in summary["notebooks"] if not n["ok"]]
     assert [n["number"] for n in fail] == ["03"]
     assert fail[0]["failure"]["cell_index"] == 3 and fail[0]["failure"]["ename"] == "ValueError"
@@ -178,6 +179,7 @@ def test_jobs_runs_in_parallel_and_passes_n_jobs(tiny_run, tmp_path):
     res = run_all(tiny_run.notebooks, tmp_path / "build", only="01,02", jobs=2, seed=4,
                   parameters={"label": "from-cli"}, figures_dir=tmp_path / "figs", book=False, log=None)
     assert res.ok, [book.format_failure(r) for r in res.failures]
+    assert res.early_book_seconds is None  # --no-book: no early build either
     by = {r.number: r for r in res.runs}
     assert by["01"].parameters == {"seed": 4}
     # two notebooks side by side: the budget runs them in parallel, each with one worker
