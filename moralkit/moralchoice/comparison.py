@@ -154,7 +154,7 @@ def noise_bands(pair: _Pair, n_sim: int, rng: np.random.Generator) -> dict:
         ``rho_qfc_sim`` and ``rho_qfe_sim`` (NaN when the scenarios were not asked in the same forms), and
         ``qfe_sampled_sim``, ``qfc_sampled_sim``: the mean sampled QF-E and QF-C.
     """
-    from .metrics import qf_consistency, qf_entropy
+    from .metrics import _qf_binary
 
     sc, ex, n_valid = pair.sc, pair.ex, pair.n_valid
     sims_r, sims_d, sims_qfc, sims_qfe, mean_qfc, mean_qfe = [], [], [], [], [], []
@@ -175,9 +175,7 @@ def noise_bands(pair: _Pair, n_sim: int, rng: np.random.Generator) -> dict:
         sims_r.append(_pearson_rows(x_p, marg))
         sims_d.append(np.mean(np.abs(marg - x_p), axis=1))
         if z:
-            pz = pf_sim.reshape(k, len(sc), z)
-            pz = np.stack([pz, 1.0 - pz], axis=-1)
-            qfc_s, qfe_s = qf_consistency(pz), qf_entropy(pz)
+            qfc_s, qfe_s = _qf_binary(pf_sim.reshape(k, len(sc), z))  # QF-C, QF-E of [p, 1 - p], bit for bit
             sims_qfc.append(_spearman_rows(ex["qf_consistency"].to_numpy(dtype=float), qfc_s))
             sims_qfe.append(_spearman_rows(ex["qf_entropy"].to_numpy(dtype=float), qfe_s))
             mean_qfc.append(qfc_s.mean(axis=1))
