@@ -104,7 +104,7 @@ def common_scenarios(likelihoods: pd.DataFrame, responses: pd.DataFrame, model, 
 
     lk = likelihoods[likelihoods["model"] == model]
     rs = responses[responses["model"] == model]
-    sc = sorted(set(lk["scenario_id"]) & set(rs["scenario_id"]))
+    sc = sorted(set(lk["scenario_id"].unique()) & set(rs["scenario_id"].unique()))
     if len(sc) < 3:
         return None
     lk = lk[lk["scenario_id"].isin(sc)]
@@ -112,7 +112,7 @@ def common_scenarios(likelihoods: pd.DataFrame, responses: pd.DataFrame, model, 
     ex = scenario_metrics(lk).set_index("scenario_id").loc[sc]
     sa = scenario_metrics(rs, column=column).set_index("scenario_id").loc[sc]
     al = action_likelihood(rs, column=column)
-    al = al[al["form"].isin(set(lk["form"]))]
+    al = al[al["form"].isin(set(lk["form"].unique()))]
     pf = lk.set_index(["scenario_id", "form"])["p_action1"]
     p_ex = pf.reindex(list(zip(al["scenario_id"], al["form"]))).to_numpy()
     return _Pair(sc, lk, rs, ex, sa, al, p_ex, al["n_valid"].to_numpy())
@@ -340,7 +340,7 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
     seed = check_int(seed, "seed", minimum=0)
     if not len(likelihoods) or not len(responses):
         return EstimatorComparison(pd.DataFrame(), n_sim, seed)
-    common_models = sorted(set(likelihoods["model"]) & set(responses["model"]))
+    common_models = sorted(set(likelihoods["model"].unique()) & set(responses["model"].unique()))
     if models is not None:
         missing = sorted(set(models) - set(common_models))
         if missing:
@@ -398,7 +398,7 @@ def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambig
     at_m = with_samples(responses, M)
     parts = [(at_m, M)]
     if fallback:  # the respondents with no scenario at the paper's M
-        parts.append((responses[~responses["model"].isin(set(at_m["model"]))], 1))
+        parts.append((responses[~responses["model"].isin(set(at_m["model"].unique()))], 1))
     out = [compare_estimators(likelihoods, r, seed=seed, n_sim=n_sim).table.assign(M=m) for r, m in parts if len(r)]
     out = [c for c in out if len(c)]
     return EstimatorComparison(pd.concat(out, ignore_index=True) if out else pd.DataFrame(), n_sim, seed)

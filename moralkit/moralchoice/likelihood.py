@@ -215,7 +215,7 @@ def likelihood_table(rows) -> pd.DataFrame:
     missing = [c for c in need if c not in df.columns]
     if missing:
         raise DataError(f"likelihood rows lack {missing}; build them with combine_logprobs().")
-    bad = sorted(set(df["question_type"]) - set(QUESTION_TYPES))
+    bad = sorted(set(df["question_type"].unique()) - set(QUESTION_TYPES))
     if bad:
         raise MoralkitError(f"unknown question types {bad}; expected {QUESTION_TYPES}.")
     df["ordering"] = df["ordering"].astype(int)

@@ -319,14 +319,14 @@ def map_responses(
             raise MoralkitError(f"responses lack the column {c!r}; read them with read_responses().")
     templates = templates or load_templates()
     acts = scenarios.drop_duplicates("scenario_id").set_index("scenario_id")[["action1", "action2"]]
-    unknown = sorted(set(responses["scenario_id"]) - set(acts.index))
+    unknown = sorted(set(responses["scenario_id"].unique()) - set(acts.index))
     if unknown:
         raise MoralkitError(
             f"{len(unknown)} scenario_id(s) of the responses are not in the scenario table, e.g. {unknown[:5]}; "
             "pass the scenario table the responses were collected on (load_scenarios(..., exclude_degenerate=False) "
             "keeps degenerate scenarios)."
         )
-    bad_q = sorted(set(responses["question_type"]) - set(QUESTION_TYPES))
+    bad_q = sorted(set(responses["question_type"].unique()) - set(QUESTION_TYPES))
     if bad_q:
         raise MoralkitError(f"unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
     a1 = acts["action1"].reindex(responses["scenario_id"]).to_numpy()

@@ -272,7 +272,7 @@ def _check_responses(responses: pd.DataFrame, col: str):
             f"responses lack the columns {missing}; use moralkit.moralchoice.load_responses() "
             "(or map_responses()) to get mapped tidy responses."
         )
-    bad = sorted(set(responses[col]) - set(DECISIONS))
+    bad = sorted(set(responses[col].unique()) - set(DECISIONS))
     if bad:
         raise MoralkitError(f"column {col!r} holds values {bad[:5]}; expected one of {list(DECISIONS)}.")
 

@@ -273,12 +273,12 @@ def load_responses(
             f"{int(dup.sum())} responses appear both in the shared files and in the own runs under the same "
             f"model name, e.g. {df.loc[dup, _KEY].head(3).to_dict('records')}; rename the model_id of the own run."
         )
-    unknown = sorted(set(df["scenario_id"]) - set(scen_all["scenario_id"]))
+    unknown = sorted(set(df["scenario_id"].unique()) - set(scen_all["scenario_id"].unique()))
     if unknown:
         raise DataError(
             f"{len(unknown)} shared responses refer to scenarios missing from the {ambiguity} table: {unknown[:5]}."
         )
-    hit = sorted(bad & set(df["scenario_id"]))
+    hit = sorted(bad & set(df["scenario_id"].unique()))
     if hit:
         warnings.warn(
             f"Excluding the responses to {len(hit)} degenerate scenario(s) with identical actions: {hit}.",
@@ -341,7 +341,7 @@ def with_samples(responses: pd.DataFrame, samples: int) -> pd.DataFrame:
     cols = ["model", "scenario_id", "question_type", "ordering"]
     ranked = responses.assign(_k=responses.groupby(cols)["sample"].rank(method="first"))
     n = ranked.groupby(cols).size().groupby(["model", "scenario_id"]).min()
-    keep = set(n[n >= int(samples)].index)
-    mask = [(m, s) in keep for m, s in zip(ranked["model"], ranked["scenario_id"])]
-    out = ranked[np.asarray(mask, dtype=bool) & (ranked["_k"] <= int(samples))]
+    keep = n.index[(n >= int(samples)).to_numpy()]
+    mask = pd.MultiIndex.from_arrays([ranked["model"], ranked["scenario_id"]]).isin(keep)
+    out = ranked[mask & (ranked["_k"] <= int(samples)).to_numpy()]
     return out.drop(columns="_k").reset_index(drop=True)

@@ -244,7 +244,7 @@ def _checked_respondents(metrics: pd.DataFrame, baseline: str, respondents) -> l
     for c in ("model", "scenario_id", "p_action1"):
         if c not in metrics.columns:
             raise DataError(f"metrics lack the column {c!r}; pass moralkit.moralchoice.scenario_metrics output.")
-    models = set(metrics["model"])
+    models = set(metrics["model"].unique())
     if baseline not in models:
         raise DataError(f"baseline {baseline!r} is not in the metrics; they hold {sorted(models)}.")
     if respondents is None:
@@ -309,7 +309,7 @@ def placebo_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataFram
     ----------
     Scherrer et al. (2023), eq. 8 and the rule annotations (Appendix A).
     """
-    models = set(metrics["model"])
+    models = set(metrics["model"].unique())
     if baseline not in models:
         raise DataError(f"baseline {baseline!r} is not in the metrics; they hold {sorted(models)}.")
     if respondents is None:
