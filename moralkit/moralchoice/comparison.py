@@ -100,7 +100,7 @@ def common_scenarios(likelihoods: pd.DataFrame, responses: pd.DataFrame, model, 
     -------
     _Pair or None
     """
-    from .metrics import action_likelihood, scenario_metrics
+    from .metrics import _sampled_metrics, action_likelihood, scenario_metrics
 
     lk = likelihoods[likelihoods["model"] == model]
     rs = responses[responses["model"] == model]
@@ -110,8 +110,8 @@ def common_scenarios(likelihoods: pd.DataFrame, responses: pd.DataFrame, model, 
     lk = lk[lk["scenario_id"].isin(sc)]
     rs = rs[rs["scenario_id"].isin(sc)]
     ex = scenario_metrics(lk).set_index("scenario_id").loc[sc]
-    sa = scenario_metrics(rs, column=column).set_index("scenario_id").loc[sc]
-    al = action_likelihood(rs, column=column)
+    al = action_likelihood(rs, column=column)  # once: the sampled metrics are computed from it
+    sa = _sampled_metrics(al).set_index("scenario_id").loc[sc]
     al = al[al["form"].isin(set(lk["form"].unique()))]
     pf = lk.set_index(["scenario_id", "form"])["p_action1"]
     p_ex = pf.reindex(list(zip(al["scenario_id"], al["form"]))).to_numpy()

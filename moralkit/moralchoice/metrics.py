@@ -491,12 +491,19 @@ def scenario_metrics(
         lik = _likelihood_input(responses, question_forms)
         covered = lik.groupby(["model", "scenario_id"], sort=True)["covered"].mean().rename("covered")
     else:
-        estimator, covered = "sampling", None
-        lik = action_likelihood(responses, question_forms, column)
+        return _sampled_metrics(action_likelihood(responses, question_forms, column), base)
     out = _per_scenario(lik, _check_base(base))
     out["estimator"] = estimator
     if covered is not None:
         out = out.merge(covered.reset_index(), on=["model", "scenario_id"], how="left")
+    return out
+
+
+def _sampled_metrics(lik: pd.DataFrame, base: float = 2) -> pd.DataFrame:
+    """:func:`scenario_metrics` of sampled answers from their :func:`action_likelihood` table ``lik`` (for a
+    caller that needs both, e.g. :func:`moralkit.moralchoice.comparison.common_scenarios`)."""
+    out = _per_scenario(lik, _check_base(base))
+    out["estimator"] = "sampling"
     return out
 
 
