@@ -180,6 +180,25 @@ def _read_one(f: Path) -> pd.DataFrame:
     )
 
 
+#: The files read in this process, by path and content hash: notebook 05 reads the own runs for each of three
+#: levels, notebook 07 for two (issue 30). A changed file has another key and is read again.
+_READ: dict = {}
+
+
+def _read_cached(f: Path) -> pd.DataFrame:
+    """:func:`_read_one` of ``f``, each file content parsed and checked once per process (a copy is returned;
+    hashing the bytes costs about a hundredth of parsing them)."""
+    import hashlib
+
+    key = (str(f.resolve()), hashlib.blake2b(f.read_bytes(), digest_size=16).digest())
+    df = _READ.get(key)
+    if df is None:
+        if len(_READ) >= 64:
+            _READ.clear()
+        df = _READ[key] = _read_one(f)
+    return df.copy()
+
+
 def read_responses(path) -> pd.DataFrame:
     """Read response files into the tidy table (one row per answer).
 
@@ -204,7 +223,7 @@ def read_responses(path) -> pd.DataFrame:
     files = response_files(path)
     if not files:
         raise DataError(f"No response files (*.csv, *.csv.gz) found in {path}.")
-    df = pd.concat([_read_one(f) for f in files], ignore_index=True)
+    df = pd.concat([_read_cached(f) for f in files], ignore_index=True)
     dup = df.duplicated(_KEY, keep=False)
     if dup.any():
         ex = df.loc[dup, _KEY + ["file"]].head(6).to_string(index=False)
