@@ -100,19 +100,19 @@ def common_scenarios(likelihoods: pd.DataFrame, responses: pd.DataFrame, model, 
     -------
     _Pair or None
     """
-    from .metrics import action_likelihood, scenario_metrics
+    from .metrics import _sampled_metrics, action_likelihood, scenario_metrics
 
     lk = likelihoods[likelihoods["model"] == model]
     rs = responses[responses["model"] == model]
-    sc = sorted(set(lk["scenario_id"]) & set(rs["scenario_id"]))
+    sc = sorted(set(lk["scenario_id"].unique()) & set(rs["scenario_id"].unique()))
     if len(sc) < 3:
         return None
     lk = lk[lk["scenario_id"].isin(sc)]
     rs = rs[rs["scenario_id"].isin(sc)]
     ex = scenario_metrics(lk).set_index("scenario_id").loc[sc]
-    sa = scenario_metrics(rs, column=column).set_index("scenario_id").loc[sc]
-    al = action_likelihood(rs, column=column)
-    al = al[al["form"].isin(set(lk["form"]))]
+    al = action_likelihood(rs, column=column)  # once: the sampled metrics are computed from it
+    sa = _sampled_metrics(al).set_index("scenario_id").loc[sc]
+    al = al[al["form"].isin(set(lk["form"].unique()))]
     pf = lk.set_index(["scenario_id", "form"])["p_action1"]
     p_ex = pf.reindex(list(zip(al["scenario_id"], al["form"]))).to_numpy()
     return _Pair(sc, lk, rs, ex, sa, al, p_ex, al["n_valid"].to_numpy())
@@ -154,7 +154,7 @@ def noise_bands(pair: _Pair, n_sim: int, rng: np.random.Generator) -> dict:
         ``rho_qfc_sim`` and ``rho_qfe_sim`` (NaN when the scenarios were not asked in the same forms), and
         ``qfe_sampled_sim``, ``qfc_sampled_sim``: the mean sampled QF-E and QF-C.
     """
-    from .metrics import qf_consistency, qf_entropy
+    from .metrics import _qf_binary
 
     sc, ex, n_valid = pair.sc, pair.ex, pair.n_valid
     sims_r, sims_d, sims_qfc, sims_qfe, mean_qfc, mean_qfe = [], [], [], [], [], []
@@ -175,9 +175,7 @@ def noise_bands(pair: _Pair, n_sim: int, rng: np.random.Generator) -> dict:
         sims_r.append(_pearson_rows(x_p, marg))
         sims_d.append(np.mean(np.abs(marg - x_p), axis=1))
         if z:
-            pz = pf_sim.reshape(k, len(sc), z)
-            pz = np.stack([pz, 1.0 - pz], axis=-1)
-            qfc_s, qfe_s = qf_consistency(pz), qf_entropy(pz)
+            qfc_s, qfe_s = _qf_binary(pf_sim.reshape(k, len(sc), z))  # QF-C, QF-E of [p, 1 - p], bit for bit
             sims_qfc.append(_spearman_rows(ex["qf_consistency"].to_numpy(dtype=float), qfc_s))
             sims_qfe.append(_spearman_rows(ex["qf_entropy"].to_numpy(dtype=float), qfe_s))
             mean_qfc.append(qfc_s.mean(axis=1))
@@ -342,7 +340,7 @@ def compare_estimators(likelihoods: pd.DataFrame, responses: pd.DataFrame, *, mo
     seed = check_int(seed, "seed", minimum=0)
     if not len(likelihoods) or not len(responses):
         return EstimatorComparison(pd.DataFrame(), n_sim, seed)
-    common_models = sorted(set(likelihoods["model"]) & set(responses["model"]))
+    common_models = sorted(set(likelihoods["model"].unique()) & set(responses["model"].unique()))
     if models is not None:
         missing = sorted(set(models) - set(common_models))
         if missing:
@@ -400,7 +398,7 @@ def compare_at_paper_m(likelihoods: pd.DataFrame, responses: pd.DataFrame, ambig
     at_m = with_samples(responses, M)
     parts = [(at_m, M)]
     if fallback:  # the respondents with no scenario at the paper's M
-        parts.append((responses[~responses["model"].isin(set(at_m["model"]))], 1))
+        parts.append((responses[~responses["model"].isin(set(at_m["model"].unique()))], 1))
     out = [compare_estimators(likelihoods, r, seed=seed, n_sim=n_sim).table.assign(M=m) for r, m in parts if len(r)]
     out = [c for c in out if len(c)]
     return EstimatorComparison(pd.concat(out, ignore_index=True) if out else pd.DataFrame(), n_sim, seed)

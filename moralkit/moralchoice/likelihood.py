@@ -202,20 +202,22 @@ def combine_logprobs(logprobs, actions) -> dict:
 
 
 def likelihood_table(rows) -> pd.DataFrame:
-    """A tidy likelihood table (:data:`LIKELIHOOD_COLUMNS`) from per-form dicts, validated and sorted.
+    """A tidy likelihood table (:data:`LIKELIHOOD_COLUMNS`) from per-form dicts (or a DataFrame of such rows, not
+    modified), validated and sorted.
 
     Each row holds ``model``, ``scenario_id``, ``question_type``, ``ordering`` and
     the keys of :func:`combine_logprobs`; ``form`` and ``estimator``
     (``"token_probability"``) are filled in when absent.
     """
-    df = pd.DataFrame(list(rows))
+    # a DataFrame (the readers' concatenated files) is used as it is, not rebuilt from its records
+    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if df.empty:
         return pd.DataFrame(columns=list(LIKELIHOOD_COLUMNS))
     need = ["model", "scenario_id", "question_type", "ordering", "mass_action1", "mass_action2", "p_action1"]
     missing = [c for c in need if c not in df.columns]
     if missing:
         raise DataError(f"likelihood rows lack {missing}; build them with combine_logprobs().")
-    bad = sorted(set(df["question_type"]) - set(QUESTION_TYPES))
+    bad = sorted(set(df["question_type"].unique()) - set(QUESTION_TYPES))
     if bad:
         raise MoralkitError(f"unknown question types {bad}; expected {QUESTION_TYPES}.")
     df["ordering"] = df["ordering"].astype(int)
@@ -256,7 +258,7 @@ def read_likelihoods(path) -> pd.DataFrame:
     if not files:
         raise FileNotFoundError(f"no likelihood files (*.csv.gz) in {path}")
     frames = [pd.read_csv(f, keep_default_na=False) for f in files]
-    return likelihood_table(pd.concat(frames, ignore_index=True).to_dict("records"))
+    return likelihood_table(pd.concat(frames, ignore_index=True))
 
 
 def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
@@ -281,5 +283,4 @@ def load_likelihoods(ambiguity: str, path=None) -> pd.DataFrame:
     files = sorted(d.glob(f"*-{ambiguity}.csv.gz")) if d.is_dir() else []
     if not files:
         return pd.DataFrame(columns=list(LIKELIHOOD_COLUMNS))
-    return likelihood_table(pd.concat([pd.read_csv(f, keep_default_na=False) for f in files],
-                                      ignore_index=True).to_dict("records"))
+    return likelihood_table(pd.concat([pd.read_csv(f, keep_default_na=False) for f in files], ignore_index=True))

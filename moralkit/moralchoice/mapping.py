@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MoralkitError
-from ._tokenize import tokenize
+from ._tokenize import bounds_verified, token_count_bounds, tokenize
 from .data import QUESTION_TYPES, SurveyTemplates, load_templates
 from .prompts import check_form
 
@@ -146,10 +146,18 @@ def _read_stems(path) -> dict:
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
 
+#: The entry of the cache file that records that :func:`._tokenize.token_count_bounds` holds (no sentence
+#: starts with a space: answers and spellings are stripped).
+_BOUNDS_KEY = " token_count_bounds"
+
+
 def _load_stems(path) -> None:
     if path is not None and path not in _STEMS_LOADED:
         _STEMS_LOADED.add(path)
-        for k, v in _read_stems(path).items():
+        stems = _read_stems(path)
+        if stems.pop(_BOUNDS_KEY, None) == "hold":
+            bounds_verified(mark=True)
+        for k, v in stems.items():
             _STEMS.setdefault(k, v)
 
 
@@ -160,6 +168,8 @@ def _save_stems(path) -> None:
     from ..atomicfile import atomic_write_bytes
 
     merged = {**_read_stems(path), **_STEMS}
+    if bounds_verified():
+        merged[_BOUNDS_KEY] = "hold"
     try:
         atomic_write_bytes(path, json.dumps(merged, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
     except OSError:  # a read-only or full disk: the results stand, only the cache is not written
@@ -189,10 +199,79 @@ def _answer_sets(templates: SurveyTemplates, question_type: str, first: str, sec
     return exact_a, exact_b
 
 
+#: :func:`._tokenize.token_count_bounds` of the sentences seen whose stem is not known, by sentence.
+_BOUNDS: dict = {}
+
+
+def _token_range(text: str) -> tuple[int, int]:
+    """The fewest and most tokens the stem of ``text`` can have: exact when the stem is known, else
+    :func:`._tokenize.token_count_bounds` (no bound when they do not hold for the installed NLTK)."""
+    s = _STEMS.get(text)
+    if s is not None:
+        n = s.count(" ") + 1
+        return n, n
+    b = _BOUNDS.get(text)
+    if b is None:
+        if len(_BOUNDS) >= _STEMS_MAX:
+            _BOUNDS.clear()
+        b = _BOUNDS[text] = token_count_bounds(text) or (0, 1 << 62)
+    return b
+
+
+class _StemmedSets:
+    """The stems of one answer set (a question form and its options as shown), computed as they are needed.
+
+    Two stems are equal only with as many tokens (a stem is its tokens' stems joined by single spaces), and
+    :func:`._tokenize.token_count_bounds` bounds the tokens of a sentence without tokenising it: so an answer
+    whose stem has k tokens needs the stems of the spellings that can have k tokens only
+    (:meth:`with_tokens`), and an answer that no spelling can equal needs no stem at all (:meth:`may_match`).
+    The decisions are those of comparing with the stems of every spelling, as the original code does.
+    """
+
+    __slots__ = ("spellings", "_by_count")
+
+    def __init__(self, exact_a, exact_b):
+        self.spellings = [(t, side, *_token_range(t)) for side, ts in (("A", exact_a), ("B", exact_b)) for t in ts]
+        self._by_count: dict = {}
+
+    def may_match(self, lo: int, hi: int) -> bool:
+        """Whether a spelling's stem can have between ``lo`` and ``hi`` tokens."""
+        return any(t_lo <= hi and lo <= t_hi for _, _, t_lo, t_hi in self.spellings)
+
+    def with_tokens(self, k: int) -> tuple[frozenset, frozenset]:
+        """The stems of the first and second option's spellings that can have ``k`` tokens."""
+        out = self._by_count.get(k)
+        if out is None:
+            cand = [(t, side) for t, side, t_lo, t_hi in self.spellings if t_lo <= k <= t_hi]
+            out = self._by_count[k] = tuple(frozenset(stem_sentence(t) for t, side in cand if side == x)
+                                            for x in ("A", "B"))
+        return out
+
+
 @lru_cache(maxsize=32768)
-def _stemmed_sets(templates: SurveyTemplates, question_type: str, first: str, second: str):
-    exact_a, exact_b = _answer_sets(templates, question_type, first, second)
-    return frozenset(stem_sentence(s) for s in exact_a), frozenset(stem_sentence(s) for s in exact_b)
+def _stemmed_sets(templates: SurveyTemplates, question_type: str, first: str, second: str) -> _StemmedSets:
+    return _StemmedSets(*_answer_sets(templates, question_type, first, second))
+
+
+def _stemmed_match(a: str, sets: _StemmedSets, shifted: bool) -> str | None:
+    """Step 2 of g (and the ``repeat`` rule of step 3 when ``shifted``): ``"A"``/``"B"`` when the stem of the
+    normalised answer ``a`` (then with a leading ``i``) is the stem of a spelling of the first or the second
+    option, else ``None``. The answer is stemmed only when a spelling can have as many tokens."""
+    shift = (0, 1) if shifted else (0,)
+    if a not in _STEMS:
+        lo, hi = _token_range(a)
+        if not any(sets.may_match(lo + d, hi + d) for d in shift):
+            return None
+    s = stem_sentence(a)
+    k = s.count(" ") + 1
+    for d in shift:
+        target = "i " + s if d else s
+        stem_a, stem_b = sets.with_tokens(k + d)
+        if target in stem_a:
+            return "A"
+        if target in stem_b:
+            return "B"
+    return None
 
 
 @lru_cache(maxsize=4)
@@ -211,24 +290,16 @@ def _match_shown(answer: str, question_type: str, first: str, second: str, templ
         return "A"
     if a in exact_b:
         return "B"
-    # (2) stemmed match
-    stem_a, stem_b = _stemmed_sets(templates, question_type, first, second)
-    s = stem_sentence(a)
-    if s in stem_a:
-        return "A"
-    if s in stem_b:
-        return "B"
+    # (2) stemmed match, and (3) for repeat: the stemmed answer with a leading "i"
+    repeat_rule = question_type == "repeat" and not a.startswith("i ")
+    shown = _stemmed_match(a, _stemmed_sets(templates, question_type, first, second), repeat_rule)
+    if shown is not None:
+        return shown
     # (3) form-specific rules
     if question_type == "compare":
         m = _YES_NO.match(a)
         if m:
             return "A" if m.group(1) == "yes" else "B"
-    elif question_type == "repeat" and not a.startswith("i "):
-        s = "i " + s
-        if s in stem_a:
-            return "A"
-        if s in stem_b:
-            return "B"
     # (4) refusals
     for r in _refusals(templates):
         if r in a:
@@ -319,14 +390,14 @@ def map_responses(
             raise MoralkitError(f"responses lack the column {c!r}; read them with read_responses().")
     templates = templates or load_templates()
     acts = scenarios.drop_duplicates("scenario_id").set_index("scenario_id")[["action1", "action2"]]
-    unknown = sorted(set(responses["scenario_id"]) - set(acts.index))
+    unknown = sorted(set(responses["scenario_id"].unique()) - set(acts.index))
     if unknown:
         raise MoralkitError(
             f"{len(unknown)} scenario_id(s) of the responses are not in the scenario table, e.g. {unknown[:5]}; "
             "pass the scenario table the responses were collected on (load_scenarios(..., exclude_degenerate=False) "
             "keeps degenerate scenarios)."
         )
-    bad_q = sorted(set(responses["question_type"]) - set(QUESTION_TYPES))
+    bad_q = sorted(set(responses["question_type"].unique()) - set(QUESTION_TYPES))
     if bad_q:
         raise MoralkitError(f"unknown question_type values {bad_q}; expected {QUESTION_TYPES}.")
     a1 = acts["action1"].reindex(responses["scenario_id"]).to_numpy()

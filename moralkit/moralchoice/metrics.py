@@ -223,6 +223,46 @@ def qf_entropy(p_forms, base: float = 2) -> np.ndarray:
     return _entropy(_probs(p_forms, 2), _check_base(base)).mean(axis=-1)
 
 
+def _qf_binary(p1, base: float = 2) -> tuple[np.ndarray, np.ndarray]:
+    """``(qf_consistency(p), qf_entropy(p))`` of two-action likelihoods given as p(action 1) per form.
+
+    ``p1`` (..., Z) holds p(action 1 | z(x)) in [0, 1] and ``p = np.stack([p1, 1 - p1], axis=-1)``. The result is
+    that of :func:`qf_consistency` and :func:`qf_entropy` bit for bit: every element goes through the same
+    floating-point operations (``1 - p1``, ``p log p``, ``p log(p / pbar)``, divided by ``log(base)``), the two
+    actions' terms are added as the two-element sum over the last axis adds them, the mixture ``pbar`` is
+    summed over the forms in their order (as numpy's mean over a non-last axis does) and the means over
+    the forms are the same ``mean(axis=-1)`` calls. Without the input checks, the stacked copy and the
+    ``where`` passes a general K needs, it costs about a third (``noise_bands`` calls it on its simulated
+    draws, which are valid by construction). Where the result is not finite (the subnormal case of
+    :func:`qf_consistency`) it is recomputed by the general functions.
+
+    References
+    ----------
+    Scherrer et al. (2023), Definitions 5 and 6 (eqs. 5, 6).
+    """
+    p1 = np.asarray(p1, dtype=float)
+    base = _check_base(base)
+    lb = math.log(base)
+    p2 = 1.0 - p1
+    z = p1.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e1 = np.where(p1 > 0, p1 * np.log(np.where(p1 > 0, p1, 1.0)), 0.0) / lb
+        e2 = np.where(p2 > 0, p2 * np.log(np.where(p2 > 0, p2, 1.0)), 0.0) / lb
+        qfe = (-(e1 + e2)).mean(axis=-1)
+        s1, s2 = p1[..., 0].copy(), p2[..., 0].copy()
+        for j in range(1, z):
+            s1 += p1[..., j]
+            s2 += p2[..., j]
+        pbar1, pbar2 = (s1 / z)[..., None], (s2 / z)[..., None]
+        t1 = np.where(p1 > 0, p1 * np.log(np.where(p1 > 0, p1 / pbar1, 1.0)), 0.0)
+        t2 = np.where(p2 > 0, p2 * np.log(np.where(p2 > 0, p2 / pbar2, 1.0)), 0.0)
+        qfc = 1.0 - ((t1 + t2) / lb).mean(axis=-1)
+    if not (np.isfinite(qfc).all() and np.isfinite(qfe).all()):
+        p = np.stack([p1, p2], axis=-1)
+        return qf_consistency(p, base), qf_entropy(p, base)
+    return qfc, qfe
+
+
 # --------------------------------------------------------------------------- tables
 def _check_responses(responses: pd.DataFrame, col: str):
     need = ["model", "scenario_id", "question_type", "ordering", col]
@@ -232,7 +272,7 @@ def _check_responses(responses: pd.DataFrame, col: str):
             f"responses lack the columns {missing}; use moralkit.moralchoice.load_responses() "
             "(or map_responses()) to get mapped tidy responses."
         )
-    bad = sorted(set(responses[col]) - set(DECISIONS))
+    bad = sorted(set(responses[col].unique()) - set(DECISIONS))
     if bad:
         raise MoralkitError(f"column {col!r} holds values {bad[:5]}; expected one of {list(DECISIONS)}.")
 
@@ -451,12 +491,19 @@ def scenario_metrics(
         lik = _likelihood_input(responses, question_forms)
         covered = lik.groupby(["model", "scenario_id"], sort=True)["covered"].mean().rename("covered")
     else:
-        estimator, covered = "sampling", None
-        lik = action_likelihood(responses, question_forms, column)
+        return _sampled_metrics(action_likelihood(responses, question_forms, column), base)
     out = _per_scenario(lik, _check_base(base))
     out["estimator"] = estimator
     if covered is not None:
         out = out.merge(covered.reset_index(), on=["model", "scenario_id"], how="left")
+    return out
+
+
+def _sampled_metrics(lik: pd.DataFrame, base: float = 2) -> pd.DataFrame:
+    """:func:`scenario_metrics` of sampled answers from their :func:`action_likelihood` table ``lik`` (for a
+    caller that needs both, e.g. :func:`moralkit.moralchoice.comparison.common_scenarios`)."""
+    out = _per_scenario(lik, _check_base(base))
+    out["estimator"] = "sampling"
     return out
 
 

@@ -70,7 +70,8 @@ def plot_marginal_likelihoods(metrics_by_set: dict, action: str = "action1", mod
             ax.set_xticks([])
             ax.set_yticks([])
             continue
-        order = [x for x in (models or sorted(m["model"].unique())) if x in set(m["model"])]
+        present = set(m["model"].unique())
+        order = [x for x in (models or sorted(present)) if x in present]
         for i, model in enumerate(order):
             p = m.loc[m["model"] == model, f"p_{action}"].to_numpy()
             counts = np.histogram(np.clip(p, 0, 1), bins=edges)[0] / len(p)

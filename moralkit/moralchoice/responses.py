@@ -180,6 +180,25 @@ def _read_one(f: Path) -> pd.DataFrame:
     )
 
 
+#: The files read in this process, by path and content hash: notebook 05 reads the own runs for each of three
+#: levels, notebook 07 for two (issue 30). A changed file has another key and is read again.
+_READ: dict = {}
+
+
+def _read_cached(f: Path) -> pd.DataFrame:
+    """:func:`_read_one` of ``f``, each file content parsed and checked once per process (a copy is returned;
+    hashing the bytes costs about a hundredth of parsing them)."""
+    import hashlib
+
+    key = (str(f.resolve()), hashlib.blake2b(f.read_bytes(), digest_size=16).digest())
+    df = _READ.get(key)
+    if df is None:
+        if len(_READ) >= 64:
+            _READ.clear()
+        df = _READ[key] = _read_one(f)
+    return df.copy()
+
+
 def read_responses(path) -> pd.DataFrame:
     """Read response files into the tidy table (one row per answer).
 
@@ -204,7 +223,7 @@ def read_responses(path) -> pd.DataFrame:
     files = response_files(path)
     if not files:
         raise DataError(f"No response files (*.csv, *.csv.gz) found in {path}.")
-    df = pd.concat([_read_one(f) for f in files], ignore_index=True)
+    df = pd.concat([_read_cached(f) for f in files], ignore_index=True)
     dup = df.duplicated(_KEY, keep=False)
     if dup.any():
         ex = df.loc[dup, _KEY + ["file"]].head(6).to_string(index=False)
@@ -273,12 +292,12 @@ def load_responses(
             f"{int(dup.sum())} responses appear both in the shared files and in the own runs under the same "
             f"model name, e.g. {df.loc[dup, _KEY].head(3).to_dict('records')}; rename the model_id of the own run."
         )
-    unknown = sorted(set(df["scenario_id"]) - set(scen_all["scenario_id"]))
+    unknown = sorted(set(df["scenario_id"].unique()) - set(scen_all["scenario_id"].unique()))
     if unknown:
         raise DataError(
             f"{len(unknown)} shared responses refer to scenarios missing from the {ambiguity} table: {unknown[:5]}."
         )
-    hit = sorted(bad & set(df["scenario_id"]))
+    hit = sorted(bad & set(df["scenario_id"].unique()))
     if hit:
         warnings.warn(
             f"Excluding the responses to {len(hit)} degenerate scenario(s) with identical actions: {hit}.",
@@ -341,7 +360,7 @@ def with_samples(responses: pd.DataFrame, samples: int) -> pd.DataFrame:
     cols = ["model", "scenario_id", "question_type", "ordering"]
     ranked = responses.assign(_k=responses.groupby(cols)["sample"].rank(method="first"))
     n = ranked.groupby(cols).size().groupby(["model", "scenario_id"]).min()
-    keep = set(n[n >= int(samples)].index)
-    mask = [(m, s) in keep for m, s in zip(ranked["model"], ranked["scenario_id"])]
-    out = ranked[np.asarray(mask, dtype=bool) & (ranked["_k"] <= int(samples))]
+    keep = n.index[(n >= int(samples)).to_numpy()]
+    mask = pd.MultiIndex.from_arrays([ranked["model"], ranked["scenario_id"]]).isin(keep)
+    out = ranked[mask & (ranked["_k"] <= int(samples)).to_numpy()]
     return out.drop(columns="_k").reset_index(drop=True)

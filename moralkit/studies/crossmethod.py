@@ -518,10 +518,14 @@ def underlying_model(label: str) -> str:
 
 
 def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict | None = None, e: float | None = None,
-                           T: int = 500, rho: int = 20, seed: int = 0, n_jobs: int = 1) -> CrossMethodResult | None:
+                           T: int = 500, rho: int = 20, seed: int = 0, n_jobs: int = 1,
+                           _cceis: dict | None = None) -> CrossMethodResult | None:
     """G and the MoralChoice correlation on the models present in both, then :func:`cross_method`.
 
-    Returns None (nothing to compare) when fewer than 2 models answered both surveys.
+    Returns None (nothing to compare) when fewer than 2 models answered both surveys. ``e`` None: just below
+    the smallest CCEI of the models compared, as in :func:`psm_similarity` (``_cceis`` holds the CCEIs
+    already computed, by label, so that the comparison on one respondent per distinct model does not
+    compute them again).
     """
     if not psm or metrics is None or not len(metrics):
         return None
@@ -534,7 +538,17 @@ def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict |
     common = [m for m in pairs if m in C.index]
     if len(common) < 2:
         return None
-    sim = psm_similarity({m: psm[m] for m in common}, e=e, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
+    cceis = {} if _cceis is None else _cceis
+    e_used = e
+    if e is None:  # psm_similarity's default e, with each respondent's CCEI computed once
+        from ..psm import rp
+        from ..psm.permutation import e_below_ccei
+
+        for m in common:
+            if m not in cceis:
+                cceis[m] = rp.ccei(rp.psm_expenditure_matrix(psm[m]))
+        e_used = e_below_ccei(cceis[m] for m in common)
+    sim = psm_similarity({m: psm[m] for m in common}, e=e_used, T=T, rho=rho, seed=seed, n_jobs=n_jobs)
     res = cross_method(sim.G, C.loc[common, common], seed=seed)
     res.e, res.T, res.rho = sim.e, sim.T, sim.rho
     groups: dict = {}
@@ -555,5 +569,5 @@ def cross_method_from_data(psm: dict, metrics: pd.DataFrame, *, name_map: dict |
             sub_names = {m: (name_map or {}).get(m, m) for m in keep}
             sub_metrics = metrics[metrics["model"].isin(set(sub_names.values()))]
             res.distinct = cross_method_from_data({m: psm[m] for m in keep}, sub_metrics, name_map=name_map, e=e,
-                                                  T=T, rho=rho, seed=seed, n_jobs=n_jobs)
+                                                  T=T, rho=rho, seed=seed, n_jobs=n_jobs, _cceis=cceis)
     return res

@@ -115,7 +115,7 @@ def persona_study(psm: dict, metrics_by_level: dict, scenarios_by_level: dict, b
     out = PersonaEffects()
     effects, placebo_rows = [], []
     for level, m_level in metrics_by_level.items():
-        models = set(m_level["model"]) if len(m_level) else set()
+        models = set(m_level["model"].unique()) if len(m_level) else set()
         personas = persona_labels(models, base)
         if base not in models or not personas:
             out.notes.append(f"No persona-respondent has {level}-ambiguity MoralChoice likelihoods yet "

@@ -118,6 +118,21 @@ def rule_direction(scenarios: pd.DataFrame, rules) -> pd.Series:
                      name="direction")
 
 
+class _Directions:
+    """:func:`rule_direction` of one scenario table, each rule set computed once (a persona's own rules are
+    another persona's placebo: 42 calls for 14 rule sets in notebook 07)."""
+
+    def __init__(self, scenarios: pd.DataFrame):
+        self.scenarios, self._by_rules = scenarios, {}
+
+    def on(self, rules, common) -> np.ndarray:
+        """The directions of ``rules`` on the scenarios ``common`` (0 for a scenario the table lacks)."""
+        d = self._by_rules.get(rules)
+        if d is None:
+            d = self._by_rules[rules] = rule_direction(self.scenarios, rules)
+        return d.reindex(common).fillna(0).to_numpy()
+
+
 def placebo_rules(persona: str | None, placebos=None) -> list[str]:
     """The placebo rule sets for ``persona``: ``placebos`` (persona names of :data:`PERSONA_RULES`) other
     than its own, default every other rule set of :data:`PERSONA_RULES`.
@@ -206,8 +221,9 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
     """
     respondents = _checked_respondents(metrics, baseline, respondents)
     base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
-    rows = [_likelihood_row(r, metrics[metrics["model"] == r].set_index("scenario_id")["p_action1"], base, scenarios,
-                            n_boot=n_boot, n_perm=n_perm, level=level, seed=seed, placebos=placebos)
+    directions = _Directions(scenarios)
+    rows = [_likelihood_row(r, metrics[metrics["model"] == r].set_index("scenario_id")["p_action1"], base,
+                            directions, n_boot=n_boot, n_perm=n_perm, level=level, seed=seed, placebos=placebos)
             for r in respondents]
     out = pd.DataFrame(rows)
     est = metrics["estimator"].iloc[0] if "estimator" in metrics.columns and len(metrics) else None
@@ -215,10 +231,10 @@ def likelihood_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataF
     return out
 
 
-def _likelihood_row(r: str, per: pd.Series, base: pd.Series, scenarios: pd.DataFrame, *, n_boot, n_perm, level,
+def _likelihood_row(r: str, per: pd.Series, base: pd.Series, directions: _Directions, *, n_boot, n_perm, level,
                     seed, placebos) -> dict:
     """One respondent's row of :func:`likelihood_effects`: ``per`` and ``base`` are p(action 1) by scenario of
-    the respondent ``r`` and of the baseline."""
+    the respondent ``r`` and of the baseline, ``directions`` the rule directions of the scenario table."""
     common = sorted(set(per.index) & set(base.index))
     delta = (per.loc[common] - base.loc[common]).to_numpy()
     persona = _persona_of(r)
@@ -228,11 +244,11 @@ def _likelihood_row(r: str, per: pd.Series, base: pd.Series, scenarios: pd.DataF
                mean_delta=float(delta.mean()) if len(delta) else np.nan)
     row["delta_lo"], row["delta_hi"] = boot_mean_ci(delta, n_boot, rng, level)
     if persona in PERSONA_RULES and len(common):
-        s = rule_direction(scenarios, persona).reindex(common).fillna(0).to_numpy()
+        s = directions.on(persona, common)
         row.update(_directed_columns(s, delta, n_boot, n_perm, level, rng))
         # placebos, on a stream of their own (the columns above do not move when they are added)
         prng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 5, *r.encode()]))
-        row.update(_placebo_columns(s, delta, common, scenarios, placebo_rules(persona, placebos), n_boot,
+        row.update(_placebo_columns(s, delta, common, directions, placebo_rules(persona, placebos), n_boot,
                                     n_perm, prng, row["directed_hi"]))
         row["verdict"] = _verdict(row, 1 - level)
     return row
@@ -244,7 +260,7 @@ def _checked_respondents(metrics: pd.DataFrame, baseline: str, respondents) -> l
     for c in ("model", "scenario_id", "p_action1"):
         if c not in metrics.columns:
             raise DataError(f"metrics lack the column {c!r}; pass moralkit.moralchoice.scenario_metrics output.")
-    models = set(metrics["model"])
+    models = set(metrics["model"].unique())
     if baseline not in models:
         raise DataError(f"baseline {baseline!r} is not in the metrics; they hold {sorted(models)}.")
     if respondents is None:
@@ -266,7 +282,7 @@ def _directed_columns(s, delta, n_boot, n_perm, level, rng) -> dict:
     return out
 
 
-def _placebo_columns(s, delta, common, scenarios, placebos, n_boot, n_perm, prng, directed_hi) -> dict:
+def _placebo_columns(s, delta, common, directions, placebos, n_boot, n_perm, prng, directed_hi) -> dict:
     """The placebo columns of :func:`likelihood_effects` (see there), drawn from the placebo stream ``prng``.
 
     ``s`` are the persona's own signs on the ``common`` scenarios, ``placebos`` the other rule sets
@@ -277,7 +293,7 @@ def _placebo_columns(s, delta, common, scenarios, placebos, n_boot, n_perm, prng
     pl = {}
     boot = prng.integers(0, len(common), size=(int(n_boot), len(common)))
     for q in placebos:
-        sq = rule_direction(scenarios, q).reindex(common).fillna(0).to_numpy()
+        sq = directions.on(q, common)
         dq = (sq * delta)[sq != 0]
         pl[q] = (float(dq.mean()) if len(dq) else np.nan, signflip_p(dq, n_perm, prng), beats_p(s, sq, delta, boot))
     out["placebos"] = ", ".join(pl)
@@ -309,12 +325,13 @@ def placebo_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataFram
     ----------
     Scherrer et al. (2023), eq. 8 and the rule annotations (Appendix A).
     """
-    models = set(metrics["model"])
+    models = set(metrics["model"].unique())
     if baseline not in models:
         raise DataError(f"baseline {baseline!r} is not in the metrics; they hold {sorted(models)}.")
     if respondents is None:
         respondents = sorted(m for m in models if m != baseline and _persona_of(m))
     base = metrics[metrics["model"] == baseline].set_index("scenario_id")["p_action1"]
+    directions = _Directions(scenarios)
     rows = []
     for r in respondents:
         per = metrics[metrics["model"] == r].set_index("scenario_id")["p_action1"]
@@ -322,7 +339,7 @@ def placebo_effects(metrics: pd.DataFrame, baseline: str, scenarios: pd.DataFram
         delta = (per.loc[common] - base.loc[common]).to_numpy()
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 28, 6, *r.encode()]))
         for q in PERSONA_RULES:
-            s = rule_direction(scenarios, q).reindex(common).fillna(0).to_numpy()
+            s = directions.on(q, common)
             d = (s * delta)[s != 0]
             rows.append(dict(respondent=r, persona=_persona_of(r), rules=q, own=q == _persona_of(r),
                              n_signed=int((s != 0).sum()), share_plus=float((s[s != 0] > 0).mean()) if len(d) else np.nan,

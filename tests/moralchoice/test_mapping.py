@@ -240,11 +240,15 @@ def _toy_responses():
 @pytest.fixture
 def fresh_stems(monkeypatch):
     """The mapping module's stems as in a new process: nothing memoised, no cache file read yet."""
-    from moralkit.moralchoice import mapping
+    from moralkit.moralchoice import _tokenize, mapping
 
     monkeypatch.setattr(mapping, "_STEMS", {})
     monkeypatch.setattr(mapping, "_STEMS_LOADED", set())
-    return mapping
+    monkeypatch.setattr(mapping, "_BOUNDS", {})
+    monkeypatch.setattr(_tokenize, "_BOUNDS_VERIFIED", False)
+    mapping._stemmed_sets.cache_clear()
+    yield mapping
+    mapping._stemmed_sets.cache_clear()
 
 
 def test_stems_are_kept_in_the_cache_folder_and_read_by_the_next_process(tmp_path, monkeypatch, fresh_stems):
@@ -259,6 +263,7 @@ def test_stems_are_kept_in_the_cache_folder_and_read_by_the_next_process(tmp_pat
 
     monkeypatch.setenv("MORALKIT_MEMO_DIR", str(tmp_path))
     monkeypatch.setattr(mapping, "_STEMS", {})
+    mapping._stemmed_sets.cache_clear()
     assert mapping.map_responses(responses, scenarios, t)["decision"].tolist() == expected
     cache = mapping.stem_cache_file()
     assert cache.parent == tmp_path and cache.exists()
@@ -271,6 +276,13 @@ def test_stems_are_kept_in_the_cache_folder_and_read_by_the_next_process(tmp_pat
         raise AssertionError(f"tokenised {text!r} although its stem is in the cache")
 
     monkeypatch.setattr(mapping, "tokenize", no_tokenizing)
+    # nor NLTK's patterns: the file records that the token-count bounds hold (issue 30)
+    from moralkit.moralchoice import _tokenize
+
+    monkeypatch.setattr(mapping, "_BOUNDS", {})
+    monkeypatch.setattr(_tokenize, "_BOUNDS_VERIFIED", False)
+    monkeypatch.setattr(_tokenize, "_patterns_known", lambda: no_tokenizing("NLTK's patterns"))
+    mapping._stemmed_sets.cache_clear()
     assert mapping.map_responses(responses, scenarios, t)["decision"].tolist() == expected
 
 
@@ -296,3 +308,94 @@ def test_the_stem_cache_file_is_keyed_on_the_code(tmp_path, monkeypatch):
     here = mapping.stem_cache_file()
     monkeypatch.setattr("importlib.metadata.version", lambda name: "0.0-other")
     assert mapping.stem_cache_file() != here
+
+
+def _g_stemming_every_spelling(answer, qt, o, a1, a2, tpl):
+    """g as the original code computes steps 2 and 3: the stems of every spelling of both answer sets."""
+    from moralkit.moralchoice import mapping
+
+    first, second = (a1, a2) if o == 0 else (a2, a1)
+    a = mapping._normalise(answer)
+    exact_a, exact_b = mapping._answer_sets(tpl, qt, first, second)
+    shown = None
+    if not a:
+        shown = "refusal"
+    elif a in exact_a or a in exact_b:
+        shown = "A" if a in exact_a else "B"
+    else:
+        stem_a, stem_b = ({stem_sentence(t) for t in ts} for ts in (exact_a, exact_b))
+        s = stem_sentence(a)
+        if s in stem_a or s in stem_b:
+            shown = "A" if s in stem_a else "B"
+        elif qt == "compare" and mapping._YES_NO.match(a):
+            shown = "A" if mapping._YES_NO.match(a).group(1) == "yes" else "B"
+        elif qt == "repeat" and not a.startswith("i ") and ("i " + s in stem_a or "i " + s in stem_b):
+            shown = "A" if "i " + s in stem_a else "B"
+        else:
+            shown = "refusal" if any(r in a for r in mapping._refusals(tpl)) else "invalid"
+    if shown in ("A", "B"):
+        return {("A", 0): "action1", ("A", 1): "action2", ("B", 0): "action2", ("B", 1): "action1"}[(shown, o)]
+    return shown
+
+
+@needs_data
+def test_stemmed_match_skips_only_stems_that_cannot_be_equal(monkeypatch, fresh_stems):
+    """Issue 30: g stems only the spellings (and answers) whose token count can be equal
+    (_tokenize.token_count_bounds); its decisions are those of stemming every spelling, on 2,700 real answers
+    of two committed runs (30 scenarios each, every form), and it tokenises fewer sentences."""
+    from moralkit import runs
+    from moralkit.moralchoice import read_responses
+
+    mapping = fresh_stems
+    monkeypatch.delenv("MORALKIT_MEMO_DIR", raising=False)
+    tpl = load_templates()
+    parts = []
+    for name, level in (("smollm2-135m-instruct-low", "low"), ("qwen2.5-coder-0.5b-instruct-high", "high")):
+        r = read_responses(runs.run_dir("responses") / f"{name}.csv.gz")
+        scen = load_scenarios(level, exclude_degenerate=False)
+        keep = sorted(r["scenario_id"].unique())[:30]
+        parts.append((r[r["scenario_id"].isin(keep)], scen))
+    tokenised = []
+    real = mapping.tokenize
+    monkeypatch.setattr(mapping, "tokenize", lambda t: tokenised.append(t) or real(t))
+    lazy = [mapping.map_responses(r, scen, tpl)["decision"].tolist() for r, scen in parts]
+    n_lazy = len(set(tokenised))
+    mapping._STEMS.clear()
+    tokenised.clear()
+    every = []
+    for r, scen in parts:
+        acts = scen.set_index("scenario_id")
+        every.append([_g_stemming_every_spelling(a, q, o, acts.at[sid, "action1"], acts.at[sid, "action2"], tpl)
+                      for a, q, o, sid in zip(r["answer_raw"], r["question_type"], r["ordering"], r["scenario_id"])])
+    assert lazy == every
+    assert sum(map(len, lazy)) == 2700 and len(set(lazy[0])) >= 3
+    assert n_lazy < 0.75 * len(set(tokenised)), (n_lazy, len(set(tokenised)))
+
+
+def test_token_count_bounds_hold():
+    """lo <= len(tokenize(text)) <= hi on the tricky strings, on random strings of what splits words
+    (punctuation, quotes, contractions) and on the answers and spellings of 30 scenarios of a committed run."""
+    import random
+
+    from moralkit import runs
+    from moralkit.moralchoice import _tokenize
+
+    texts = list(TRICKY)
+    pieces = list("aAbdegimnostTwy'\"`.,:;?!*()[]{}<>-$%&@#_é \t\n\x1c") + [
+        "cannot", "gonna", "wanna", "gimme", "lemme", "gotta", "d'ye", "more'n", " 'tis", " 'twas", "n't", "'s",
+        "'ll", "''", "``", "..", "--", "CANNOT", "WaNNa", " 'T", "IS", "«", "”", "\u2014"]
+    rng = random.Random(31)
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 20))) for _ in range(1500)]
+    if SHARED is not None:
+        from moralkit.moralchoice import read_responses
+
+        r = read_responses(runs.run_dir("responses") / "smollm2-135m-instruct-low.csv.gz")
+        texts += [a.lower() for a in r["answer_raw"].unique()[:1000]]
+        tpl = load_templates()
+        for a1, a2 in zip(*load_scenarios("low").head(30)[["action1", "action2"]].T.to_numpy()):
+            for qt in QUESTION_TYPES:
+                texts += [t.format(optionA=a1, optionA_short=a1[:-1], optionB=a2, optionB_short=a2[:-1]).lower()
+                          for side in ("A", "B") for t in tpl.responses[qt][side]]
+    for t in texts:
+        lo, hi = _tokenize.token_count_bounds(t)
+        assert lo <= len(_tokenize.tokenize(t)) <= hi, (t, lo, hi, _tokenize.tokenize(t))

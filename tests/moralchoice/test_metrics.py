@@ -120,6 +120,29 @@ def test_qf_consistency_subnormal():
     assert float(qf_consistency(np.array([[5e-324, 1.0], [1.0, 0.0]]))) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_qf_binary_equals_the_general_functions_bit_for_bit():
+    # noise_bands' fast path: simulated shares k / n of 6 forms (n up to 10, 0.5 where n = 0) and the edges,
+    # compared exactly (==, not approx) with qf_consistency / qf_entropy of the stacked [p, 1 - p]
+    from moralkit.moralchoice.metrics import _qf_binary
+
+    rng = np.random.default_rng(7)
+    n = rng.integers(0, 11, size=6 * 300)
+    p = rng.random(6 * 300)
+    p[:60], p[60:120] = 0.0, 1.0
+    draw = rng.binomial(n, p, size=(40, len(n)))
+    p1 = np.where(n > 0, draw / np.maximum(n, 1), 0.5).reshape(40, 300, 6)
+    p1[0, :3] = [[0.0] * 6, [1.0] * 6, [0.0, 1.0] * 3]
+    for base in (2, math.e):
+        c, e = _qf_binary(p1, base)
+        P = b(p1)
+        assert np.array_equal(c, qf_consistency(P, base)) and np.array_equal(e, qf_entropy(P, base))
+        assert c.shape == e.shape == (40, 300)
+    # the subnormal case falls back to the general functions
+    c, e = _qf_binary(np.array([[5e-324, 1.0], [5e-324, 0.0]]))
+    assert c.tolist() == [float(qf_consistency(b([5e-324, 1.0]))), float(qf_consistency(b([5e-324, 0.0])))]
+    assert np.isfinite(c).all()
+
+
 @settings(max_examples=200, deadline=None)
 @given(p=forms)
 def test_qf_c_and_qf_e_match_their_scalar_definitions(p):

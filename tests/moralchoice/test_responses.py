@@ -46,6 +46,25 @@ def test_read_shared_file_tidy_columns():
     assert r["answer_raw"].map(type).eq(str).all()
 
 
+def test_a_file_is_parsed_once_per_content(tmp_path, monkeypatch):
+    """Issue 30: notebooks 05 and 07 read the own runs once per level; each file content is parsed and checked
+    once per process (a copy is returned, so a caller's changes do not leak), and a rewritten file is read again."""
+    from moralkit.moralchoice import responses
+
+    monkeypatch.setattr(responses, "_READ", {})
+    parsed = []
+    real = responses._read_one
+    monkeypatch.setattr(responses, "_read_one", lambda f: parsed.append(f.name) or real(f))
+    f = tmp_path / "a.csv.gz"
+    write_run(f, rows_for(["C_001"]))
+    first = read_responses(f)
+    first.loc[0, "answer_raw"] = "changed by the caller"
+    again = read_responses(tmp_path)
+    assert parsed == ["a.csv.gz"] and again["answer_raw"].tolist() == ["A", "A"]
+    write_run(f, rows_for(["C_001"], answer="B"))  # same size, new content
+    assert read_responses(f)["answer_raw"].tolist() == ["B", "B"] and parsed == ["a.csv.gz"] * 2
+
+
 def test_read_responses_validation(tmp_path):
     f = tmp_path / "a.csv.gz"
     write_run(f, rows_for(["C_001"]))

@@ -235,6 +235,33 @@ def test_cross_method_from_data_on_simulated_inputs(tmp_path):
     assert res2.mantel is None and len(res2.models) == 2
 
 
+def test_cross_method_from_data_computes_each_ccei_once(monkeypatch):
+    """Issue 30: with e from the CCEIs (e=None) and persona variants of one model, the comparison on one
+    respondent per distinct model reuses the CCEIs of the full comparison, and e is still set from its own
+    respondents."""
+    from moralkit.psm import rp
+    from moralkit.psm.design import make_design
+    from moralkit.psm.permutation import e_below_ccei
+    from moralkit.psm.simulate import QuadraticAgent, simulate_quadratic
+    from moralkit.studies.crossmethod import cross_method_from_data
+
+    labels = ["sim-1", "sim-1+persona-care", "sim-2", "sim-3"]
+    psm = {m: simulate_quadratic(QuadraticAgent(np.full(5, 0.2), [1.0 + i] * 5), make_design(40 + i), model=m,
+                                 noise=0.5, seed=i) for i, m in enumerate(labels)}
+    rng = np.random.default_rng(1)
+    metrics = pd.DataFrame([(m, f"S{s}", float(rng.random())) for m in labels for s in range(30)],
+                           columns=["model", "scenario_id", "p_action1"])
+    calls = []
+    real = rp.ccei
+    monkeypatch.setattr(rp, "ccei", lambda x: calls.append(1) or real(x))
+    res = cross_method_from_data(psm, metrics, T=5, rho=5, seed=0)
+    assert len(calls) == len(labels)
+    cceis = {m: real(rp.psm_expenditure_matrix(psm[m])) for m in labels}
+    assert res.e == e_below_ccei(cceis.values())
+    assert res.distinct.models == ["sim-1", "sim-2", "sim-3"]
+    assert res.distinct.e == e_below_ccei(cceis[m] for m in ("sim-1", "sim-2", "sim-3"))
+
+
 def test_scatter_labels_group_coinciding_pairs():
     from moralkit.studies.crossplots import label_groups
 

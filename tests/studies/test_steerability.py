@@ -220,3 +220,19 @@ def test_refit_rounds_reproduces_the_fit_on_all_rounds():
     assert not np.allclose(out[1, 5:], fit.b, atol=1e-3)
     with pytest.raises(ValueError, match="not answered rounds"):
         nlls.refit_rounds(ds, fit, [[999]])
+
+
+def test_each_rule_set_is_signed_once_per_table(low, monkeypatch):
+    """Issue 30: likelihood_effects and placebo_effects compute rule_direction once per rule set (a persona's own
+    rules are the other personas' placebos), with the rows of computing it at every use."""
+    m = pd.concat([_metrics(low, 0.05, persona=p, n=120) for p in ("care", "utilitarian")], ignore_index=True)
+    m = m.drop_duplicates(["model", "scenario_id"])
+    before = (st.likelihood_effects(m, "sim-m", low, n_boot=50, n_perm=50), st.placebo_effects(m, "sim-m", low, n_perm=50))
+    calls = []
+    real = st.rule_direction
+    monkeypatch.setattr(st, "rule_direction", lambda sc, rules: calls.append(rules) or real(sc, rules))
+    after = (st.likelihood_effects(m, "sim-m", low, n_boot=50, n_perm=50), st.placebo_effects(m, "sim-m", low, n_perm=50))
+    for a, b in zip(before, after):
+        pd.testing.assert_frame_equal(a, b)
+    n_rules = len(st.PERSONA_RULES)
+    assert len(calls) == n_rules + n_rules and sorted(calls[n_rules:]) == sorted(st.PERSONA_RULES)
