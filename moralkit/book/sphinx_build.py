@@ -1,11 +1,12 @@
-"""``python -m moralkit.book.sphinx_build BOOK OUT [--wait]``: Jupyter Book's Sphinx build of BOOK into OUT.
+"""``python -m moralkit.book.sphinx_build BOOK OUT [--fresh | --wait]``: Jupyter Book's Sphinx build of BOOK into OUT.
 
 :func:`moralkit.book.publish.build_book` runs this in a subprocess, so that Sphinx's global state
 (docutils registries, logging) never touches the caller's process.
 
 With ``--wait`` the process first imports Sphinx, Jupyter Book and the extensions the book loads, and sets up
-the Sphinx application (configuration, table of contents, extensions, theme, the saved environment): about
-3 s of a build's fixed cost. Then it waits for one line on its standard input: ``build`` builds (Sphinx
+the Sphinx application (configuration, table of contents, extensions, theme, the saved environment): most of
+a build's fixed cost (``ahead_cpu_s`` in ``benchmarks/bench_book_tail.py``). ``--fresh`` ignores the saved
+environment and writes every page. Then it waits for one line on its standard input: ``build`` builds (Sphinx
 finds the changed pages only now); anything else or the end of the input (the caller went away) exits
 without building. :func:`moralkit.book.publish.prepare_build` starts it while the last notebooks still run,
 once the table of contents is final, so that the final build only reads the changed pages and writes.
