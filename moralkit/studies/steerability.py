@@ -127,10 +127,9 @@ class _Directions:
 
     def on(self, rules, common) -> np.ndarray:
         """The directions of ``rules`` on the scenarios ``common`` (0 for a scenario the table lacks)."""
-        d = self._by_rules.get(rules)
-        if d is None:
-            d = self._by_rules[rules] = rule_direction(self.scenarios, rules)
-        return d.reindex(common).fillna(0).to_numpy()
+        if rules not in self._by_rules:
+            self._by_rules[rules] = rule_direction(self.scenarios, rules)
+        return self._by_rules[rules].reindex(common).fillna(0).to_numpy()
 
 
 def placebo_rules(persona: str | None, placebos=None) -> list[str]:
