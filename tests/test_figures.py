@@ -283,6 +283,8 @@ def test_the_saved_png_is_pixel_for_pixel_what_savefig_tight_writes(tmp_path):
             assert ImageChops.difference(ref, got).getbbox() is None, f"figure {k}: the PNG changed"
             assert type(fig.get_layout_engine()) is engine  # the figure keeps its layout engine
             assert fig.dpi == 100
+            # and matplotlib places its titles again in later draws (save() holds them still while writing)
+            assert all(getattr(ax, "_autotitlepos", True) is not False for ax in fig.axes if ax.get_title())
         finally:
             plt.close(fig0)
             plt.close(fig)
