@@ -44,6 +44,7 @@ BENCHMARKS = {
     "stem_tokenize": ["bench_stem_tokenize.py", "--repeat", "3"],
     "dask": ["bench_dask.py", "--T", "200"],
     "audit": ["bench_audit.py"],
+    "figure_save": ["bench_figure_save.py", "--repeat", "5"],
     "pool": ["bench_pool.py"],
     # uvicorn and starlette are not dependencies: `pip install --target /tmp/asgi uvicorn==0.54.0 starlette==1.10.0`
     "serve_framework": ["bench_serve_framework.py", "--asgi-path", "/tmp/asgi"],

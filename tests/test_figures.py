@@ -181,12 +181,13 @@ def _count_draws(monkeypatch) -> list:
     return draws
 
 
-def test_in_a_notebook_save_shows_the_saved_png_and_draws_each_figure_four_times(tmp_path, monkeypatch):
+def test_in_a_notebook_save_shows_the_saved_png_and_draws_each_figure_twice(tmp_path, monkeypatch):
     """On the inline backend, save() puts the PNG it wrote on the page at the inline size and closes the figure.
 
-    Four draws: a layout pass and a write for each of the PNG and the SVG (each with its own tight
-    box). The inline backend used to draw every figure twice more at the end of its cell (or at
-    ``plt.show()``), for an image the PNG already holds; it has nothing left to draw.
+    Two draws: one write for each of the PNG and the SVG (the tight box is measured once, without a
+    layout pass; ``savefig(bbox_inches="tight")`` drew each file twice). The inline backend used to
+    draw every figure twice more at the end of its cell (or at ``plt.show()``), for an image the PNG
+    already holds; it has nothing left to draw.
     """
     import sys
     import types
@@ -202,10 +203,10 @@ def test_in_a_notebook_save_shows_the_saved_png_and_draws_each_figure_four_times
     ax.set_title("a title")
     try:
         saved = figures.save(fig, "09_page", tmp_path)
-        assert len(draws) == 4, f"save() drew the figure {len(draws)} times ({draws}); 2 for the PNG, 2 for the SVG"
+        assert len(draws) == 2, f"save() drew the figure {len(draws)} times ({draws}); 1 for the PNG, 1 for the SVG"
         assert not plt.fignum_exists(fig.number), "the figure stays open, so the inline backend draws it again"
         plt.show()  # what the notebooks call after save(): nothing left to draw
-        assert len(draws) == 4
+        assert len(draws) == 2
         (img,) = shown
         png = saved[0].read_bytes()
         assert img.data == png  # the page shows the file in figures/
@@ -226,5 +227,106 @@ def test_outside_a_notebook_save_neither_shows_nor_closes_the_figure(tmp_path, m
         assert shown == [] and plt.fignum_exists(fig.number)
         figures.save(fig, "09_asked", tmp_path, show=True)
         assert len(shown) == 1 and not plt.fignum_exists(fig.number)
+    finally:
+        plt.close(fig)
+
+
+def _figures_of_every_kind():
+    """Small figures with what the notebooks' figures hold: a suptitle, mathtext, a legend placed at
+    ``loc="best"``, an annotation, a heatmap with a colorbar and text in its cells, ticks on top,
+    ``fig.tight_layout()`` (with a rect) and a constrained layout."""
+    import numpy as np
+
+    figs = []
+    fig, (a, b) = plt.subplots(1, 2, figsize=(5, 2.5))
+    a.plot([0, 1, 2], [1, 0, 3], label="$\\alpha_{HM}$ line")
+    a.plot([0, 1, 2], [2, 2, 1], label="other")
+    a.legend(loc="best")
+    a.annotate("a point", (1, 0), xytext=(1.5, 2.5), arrowprops={"arrowstyle": "->"})
+    a.set_title("Title $G_{m,w}$")
+    a.set_ylabel("a long label on y")
+    b.bar(["x", "y"], [3e6, 1e6])  # an offset text ("1e6") on the y axis
+    b.set_title("bars")
+    fig.suptitle("Suptitle")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    figs.append(fig)
+
+    fig, ax = plt.subplots(figsize=(3, 2.5), layout="constrained")
+    m = np.arange(9.0).reshape(3, 3) / 8
+    im = ax.imshow(m, cmap="Blues", vmin=0, vmax=1)
+    for (i, j), v in np.ndenumerate(m):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(3), ["first row", "second", "third"])
+    fig.colorbar(im, ax=ax, label="$G$")
+    ax.set_title("heatmap")
+    figs.append(fig)
+    return figs
+
+
+def test_the_saved_png_is_pixel_for_pixel_what_savefig_tight_writes(tmp_path):
+    """One box measured without a layout draw, shared by both files: the PNG does not change."""
+    import io
+
+    from PIL import Image, ImageChops
+
+    # two copies of each figure: matplotlib's constrained layout does not always settle where it was
+    # after a second pass (with ticks on top and a title), so each way of saving gets a fresh figure
+    for k, (fig0, fig) in enumerate(zip(_figures_of_every_kind(), _figures_of_every_kind())):
+        try:
+            buf = io.BytesIO()
+            fig0.savefig(buf, format="png", dpi=figures.PNG_DPI, bbox_inches="tight")
+            engine = type(fig.get_layout_engine())
+            png, svg = figures.save(fig, f"09_kind{k}", tmp_path)
+            ref, got = Image.open(buf).convert("RGBA"), Image.open(png).convert("RGBA")
+            assert ref.size == got.size, (k, ref.size, got.size)
+            assert ImageChops.difference(ref, got).getbbox() is None, f"figure {k}: the PNG changed"
+            assert type(fig.get_layout_engine()) is engine  # the figure keeps its layout engine
+            assert fig.dpi == 100
+            # and matplotlib places its titles again in later draws (save() holds them still while writing)
+            assert all(getattr(ax, "_autotitlepos", True) is not False for ax in fig.axes if ax.get_title())
+        finally:
+            plt.close(fig0)
+            plt.close(fig)
+
+
+def test_the_svg_keeps_a_margin_on_every_side(tmp_path, monkeypatch):
+    """The box is measured at the PNG's resolution; the SVG's own tight box (text unhinted) lies within it,
+    no more than a couple of points from the usual padding."""
+    import io
+    import re
+
+    from matplotlib.backends.backend_svg import RendererSVG
+
+    pad = matplotlib.rcParams["savefig.pad_inches"] * 72
+    boxes, tight_box = [], figures._tight_box
+    monkeypatch.setattr(figures, "_tight_box", lambda *a: boxes.append(tight_box(*a)) or boxes[-1])
+    for k, fig in enumerate(_figures_of_every_kind()):
+        try:
+            svg = figures.save(fig, f"09_kind{k}", tmp_path)[1].read_text()
+            box = boxes[-1]
+            w, h = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
+            assert abs(w - box.width * 72) < 1e-3 and abs(h - box.height * 72) < 1e-3
+            fig.set_layout_engine(None)  # laid out by save(), as in the SVG
+            fig.set_dpi(72)  # the SVG's resolution
+            own = fig.get_tightbbox(RendererSVG(w, h, io.StringIO(), None, 72))
+            margins = [(own.x0 - box.x0) * 72, (own.y0 - box.y0) * 72, (box.x1 - own.x1) * 72,
+                       (box.y1 - own.y1) * 72]
+            assert all(pad - 3 < m < pad + 3 for m in margins), (k, margins)
+        finally:
+            plt.close(fig)
+
+
+def test_saving_a_figure_twice_writes_the_same_files(tmp_path):
+    """Measuring the box leaves nothing behind that moves the next save (dpi, layout engine, title places).
+
+    (On the figure with a tight layout; a constrained layout can move on a second pass in matplotlib
+    itself, as two calls of ``savefig`` show.)"""
+    fig, other = _figures_of_every_kind()
+    plt.close(other)
+    try:
+        a = figures.save(fig, "09_twice", tmp_path / "a")
+        b = figures.save(fig, "09_twice", tmp_path / "b")
+        assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
     finally:
         plt.close(fig)
