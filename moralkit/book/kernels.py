@@ -135,8 +135,9 @@ class _Server:
             raise OSError("the warm-kernel server did not start")
 
     def spawn(self, request: Mapping[str, Any]) -> int:
-        os.write(self._req_w, json.dumps(request).encode() + b"\n")
-        line = self._resp.readline().strip()
+        with _lock:  # one request and its answer at a time
+            os.write(self._req_w, json.dumps(request).encode() + b"\n")
+            line = self._resp.readline().strip()
         if not line.isdigit():
             raise OSError("the warm-kernel server stopped")
         return int(line)
@@ -315,8 +316,10 @@ def _become_kernel(argv: list[str], env: dict[str, str], cwd: str, report: str) 
         from ipykernel import kernelapp
 
         try:
-            # ipykernel reads JPY_PARENT_PID when it is imported, which in the server was before any kernel
-            app = kernelapp.IPKernelApp.instance(parent_handle=int(env.get("JPY_PARENT_PID") or 0))
+            # ipykernel reads JPY_PARENT_PID when it is imported, which in the server was before any kernel.
+            # Its parent is the server, not the launcher: it ends when the server does (which ends when the
+            # launcher does), as a launched kernel ends when its launcher does
+            app = kernelapp.IPKernelApp.instance(parent_handle=os.getppid())
             app.initialize(argv)
             warnings.filters[:0] = added
             warnings._filters_mutated()

@@ -122,3 +122,30 @@ def test_a_different_environment_or_the_switch_gets_a_launched_kernel(monkeypatc
     assert not kernels.usable(cmd, None)
     monkeypatch.setenv("MORALKIT_WARM_KERNELS", "0")
     assert not kernels.usable(cmd, {"A": "1"})
+
+
+def test_a_warm_kernel_ends_when_its_server_ends(tmp_path, monkeypatch):
+    """A launched kernel ends when its launcher does; a warm one when its server does (which ends with the
+    launcher): it must not outlive the run."""
+    import asyncio
+    import time
+
+    from moralkit.book.execute import _kernel_manager_class
+
+    monkeypatch.setenv("MORALKIT_WARM_KERNELS", "1")
+
+    async def start():
+        km = _kernel_manager_class()(kernel_name="python3")
+        await km.start_kernel(cwd=str(tmp_path))
+        return km
+
+    km = asyncio.run(start())
+    pid = km.provisioner.pid
+    assert isinstance(km.provisioner.process, kernels._ForkedKernel)  # forked, not launched
+    kernels.stop_server()  # the server ends (as when the launcher dies); the kernel is orphaned
+    deadline = time.monotonic() + 120
+    while km.provisioner.process.poll() is None:  # a condition, not a fixed wait
+        assert time.monotonic() < deadline, "the orphaned kernel is still running"
+        time.sleep(0.1)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
