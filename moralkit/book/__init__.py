@@ -9,6 +9,7 @@ module                                 what it holds
 :mod:`moralkit.book.notebooks`         the ``NN_name.py`` notebooks: discovery, titles, parameters
 :mod:`moralkit.book.execute`           one papermill run, the failing cell located in the ``.py`` file,
                                        the removal of a notebook's earlier outputs
+:mod:`moralkit.book.kernels`           warm kernels: forked from a process that imported their libraries
 :mod:`moralkit.book.publish`           the book's sources (run box per page, index, table of contents,
                                        configuration with local MathJax) and the Sphinx build
 :mod:`moralkit.book.early`             the book built early, beside the last notebooks
