@@ -100,7 +100,7 @@ def common_scenarios(likelihoods: pd.DataFrame, responses: pd.DataFrame, model, 
     -------
     _Pair or None
     """
-    from .metrics import _sampled_metrics, action_likelihood, scenario_metrics
+    from .metrics import action_likelihood, sampled_scenario_metrics, scenario_metrics
 
     lk = likelihoods[likelihoods["model"] == model]
     rs = responses[responses["model"] == model]
@@ -111,7 +111,7 @@ def common_scenarios(likelihoods: pd.DataFrame, responses: pd.DataFrame, model, 
     rs = rs[rs["scenario_id"].isin(sc)]
     ex = scenario_metrics(lk).set_index("scenario_id").loc[sc]
     al = action_likelihood(rs, column=column)  # once: the sampled metrics are computed from it
-    sa = _sampled_metrics(al).set_index("scenario_id").loc[sc]
+    sa = sampled_scenario_metrics(al).set_index("scenario_id").loc[sc]
     al = al[al["form"].isin(set(lk["form"].unique()))]
     pf = lk.set_index(["scenario_id", "form"])["p_action1"]
     p_ex = pf.reindex(list(zip(al["scenario_id"], al["form"]))).to_numpy()
@@ -154,7 +154,7 @@ def noise_bands(pair: _Pair, n_sim: int, rng: np.random.Generator) -> dict:
         ``rho_qfc_sim`` and ``rho_qfe_sim`` (NaN when the scenarios were not asked in the same forms), and
         ``qfe_sampled_sim``, ``qfc_sampled_sim``: the mean sampled QF-E and QF-C.
     """
-    from .metrics import _qf_binary
+    from .metrics import qf_two_actions
 
     sc, ex, n_valid = pair.sc, pair.ex, pair.n_valid
     sims_r, sims_d, sims_qfc, sims_qfe, mean_qfc, mean_qfe = [], [], [], [], [], []
@@ -175,7 +175,7 @@ def noise_bands(pair: _Pair, n_sim: int, rng: np.random.Generator) -> dict:
         sims_r.append(_pearson_rows(x_p, marg))
         sims_d.append(np.mean(np.abs(marg - x_p), axis=1))
         if z:
-            qfc_s, qfe_s = _qf_binary(pf_sim.reshape(k, len(sc), z))  # QF-C, QF-E of [p, 1 - p], bit for bit
+            qfc_s, qfe_s = qf_two_actions(pf_sim.reshape(k, len(sc), z))  # QF-C, QF-E of [p, 1 - p], bit for bit
             sims_qfc.append(_spearman_rows(ex["qf_consistency"].to_numpy(dtype=float), qfc_s))
             sims_qfe.append(_spearman_rows(ex["qf_entropy"].to_numpy(dtype=float), qfe_s))
             mean_qfc.append(qfc_s.mean(axis=1))

@@ -67,6 +67,8 @@ __all__ = [
     "action_likelihood",
     "marginal_action_likelihood",
     "scenario_metrics",
+    "sampled_scenario_metrics",
+    "qf_two_actions",
     "is_likelihood_table",
     "model_summary",
     "answer_rates",
@@ -223,7 +225,7 @@ def qf_entropy(p_forms, base: float = 2) -> np.ndarray:
     return _entropy(_probs(p_forms, 2), _check_base(base)).mean(axis=-1)
 
 
-def _qf_binary(p1, base: float = 2) -> tuple[np.ndarray, np.ndarray]:
+def qf_two_actions(p1, base: float = 2) -> tuple[np.ndarray, np.ndarray]:
     """``(qf_consistency(p), qf_entropy(p))`` of two-action likelihoods given as p(action 1) per form.
 
     ``p1`` (..., Z) holds p(action 1 | z(x)) in [0, 1] and ``p = np.stack([p1, 1 - p1], axis=-1)``. The result is
@@ -491,7 +493,7 @@ def scenario_metrics(
         lik = _likelihood_input(responses, question_forms)
         covered = lik.groupby(["model", "scenario_id"], sort=True)["covered"].mean().rename("covered")
     else:
-        return _sampled_metrics(action_likelihood(responses, question_forms, column), base)
+        return sampled_scenario_metrics(action_likelihood(responses, question_forms, column), base)
     out = _per_scenario(lik, _check_base(base))
     out["estimator"] = estimator
     if covered is not None:
@@ -499,7 +501,7 @@ def scenario_metrics(
     return out
 
 
-def _sampled_metrics(lik: pd.DataFrame, base: float = 2) -> pd.DataFrame:
+def sampled_scenario_metrics(lik: pd.DataFrame, base: float = 2) -> pd.DataFrame:
     """:func:`scenario_metrics` of sampled answers from their :func:`action_likelihood` table ``lik`` (for a
     caller that needs both, e.g. :func:`moralkit.moralchoice.comparison.common_scenarios`)."""
     out = _per_scenario(lik, _check_base(base))

@@ -123,7 +123,7 @@ def test_qf_consistency_subnormal():
 def test_qf_binary_equals_the_general_functions_bit_for_bit():
     # noise_bands' fast path: simulated shares k / n of 6 forms (n up to 10, 0.5 where n = 0) and the edges,
     # compared exactly (==, not approx) with qf_consistency / qf_entropy of the stacked [p, 1 - p]
-    from moralkit.moralchoice.metrics import _qf_binary
+    from moralkit.moralchoice.metrics import qf_two_actions
 
     rng = np.random.default_rng(7)
     n = rng.integers(0, 11, size=6 * 300)
@@ -133,12 +133,12 @@ def test_qf_binary_equals_the_general_functions_bit_for_bit():
     p1 = np.where(n > 0, draw / np.maximum(n, 1), 0.5).reshape(40, 300, 6)
     p1[0, :3] = [[0.0] * 6, [1.0] * 6, [0.0, 1.0] * 3]
     for base in (2, math.e):
-        c, e = _qf_binary(p1, base)
+        c, e = qf_two_actions(p1, base)
         P = b(p1)
         assert np.array_equal(c, qf_consistency(P, base)) and np.array_equal(e, qf_entropy(P, base))
         assert c.shape == e.shape == (40, 300)
     # the subnormal case falls back to the general functions
-    c, e = _qf_binary(np.array([[5e-324, 1.0], [5e-324, 0.0]]))
+    c, e = qf_two_actions(np.array([[5e-324, 1.0], [5e-324, 0.0]]))
     assert c.tolist() == [float(qf_consistency(b([5e-324, 1.0]))), float(qf_consistency(b([5e-324, 0.0])))]
     assert np.isfinite(c).all()
 
