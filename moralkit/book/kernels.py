@@ -173,9 +173,11 @@ def _server(executable: str, env: Mapping[str, str]) -> _Server | None:
 
 
 def stop_server() -> None:
-    """Stop this process's warm-kernel server, if one runs (the kernels it started keep running)."""
+    """Stop this process's warm-kernel server, if one runs (the kernels it started keep running until they
+    end or the server's end ends them); the next warm kernel starts a new one, with its own environment."""
     with _lock:
         server, _state["server"] = _state["server"], None
+        _state["env"] = _state["executable"] = None
     if server is not None:
         server.close()
 

@@ -49,6 +49,9 @@ json.dump(state, open(out, "w"))
 def probes(tmp_path_factory):
     """The probe's state in a launched kernel and in two warm kernels, and each run's CPU seconds."""
     base = tmp_path_factory.mktemp("warm")
+    # a server started by an earlier test of this process has that test's environment: start afresh
+    kernels.stop_server()
+    kernels._state["failed"] = False
     src = base / "probe.py"
     src.write_text(PROBE, encoding="utf-8")
     out = {}
@@ -133,6 +136,8 @@ def test_a_warm_kernel_ends_when_its_server_ends(tmp_path, monkeypatch):
     from moralkit.book.execute import _kernel_manager_class
 
     monkeypatch.setenv("MORALKIT_WARM_KERNELS", "1")
+    kernels.stop_server()  # a server of an earlier test may have another environment
+    monkeypatch.setitem(kernels._state, "failed", False)
 
     async def start():
         km = _kernel_manager_class()(kernel_name="python3")
