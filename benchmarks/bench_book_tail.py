@@ -89,7 +89,10 @@ def main(argv=None) -> None:
     if not (src / "_book" / "_toc.yml").exists() or not (src / "run.json").exists():
         print(json.dumps({"skipped": f"no book sources in {src}: run README command 1 first, or pass --from"}))
         return
-    records = json.loads((src / "run.json").read_text(encoding="utf-8"))["notebooks"]
+    run = json.loads((src / "run.json").read_text(encoding="utf-8"))
+    records = run["notebooks"]
+    # the record names the run the pages come from, not a machine's path
+    described = f"{src.name}/ of a full run built {run.get('built', 'at an unknown time')}"
     meta = {"built": "2026-01-01 00:00 UTC", "commit": "bench", "seconds": 100.0, "mode": "full", "jobs": 2}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -99,7 +102,7 @@ def main(argv=None) -> None:
         if err:
             raise SystemExit(err)
         emit("book_tail", "old", l0, tail_s=round(time.perf_counter() - t, 2), tail_cpu_s=round(_cpu() - c, 2),
-             notebook_pages=len(records), source=str(src))
+             notebook_pages=len(records), source=described)
 
         new = _copy(src, tmp / "early")
         page = new / "_book" / f"{args.last}.ipynb"
@@ -131,7 +134,7 @@ def main(argv=None) -> None:
              ahead_cpu_s=round(ahead, 2), early_s=round(early_s, 2), early_cpu_s=round(early_cpu, 2),
              fresh=fresh, last=args.last, notebook_pages=len(records), compared_files=len(a),
              html_identical=not differ, differ=differ[:10],
-             source=str(src))
+             source=described)
 
 
 if __name__ == "__main__":
