@@ -71,7 +71,7 @@ _PER_KERNEL_ENV = ("JPY_PARENT_PID", "PYDEVD_DISABLE_FILE_VALIDATION", "JPY_SESS
 _PER_KERNEL_PREFIX = ("MORALKIT_",)
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"server": None, "env": None, "executable": None, "failed": False}
+_state: dict[str, Any] = {"server": None, "env": None, "executable": None, "failed": False, "hooked": False}
 _cpu: list[float] = []
 
 
@@ -164,17 +164,19 @@ def _server(executable: str, env: Mapping[str, str]) -> _Server | None:
                 _state["failed"] = True
                 return None
             _state["env"], _state["executable"] = _comparable(env), executable
-            atexit.register(stop_server)
-            # multiprocessing's worker processes end with os._exit, after its own finalizers only
-            from multiprocessing import util
+            if not _state["hooked"]:  # once per process, however many servers it starts
+                atexit.register(stop_server)
+                # multiprocessing's worker processes end with os._exit, after its own finalizers only
+                from multiprocessing import util
 
-            util.Finalize(None, stop_server, exitpriority=0)
+                util.Finalize(None, stop_server, exitpriority=0)
+                _state["hooked"] = True
         return _state["server"]
 
 
 def stop_server() -> None:
-    """Stop this process's warm-kernel server, if one runs (the kernels it started keep running until they
-    end or the server's end ends them); the next warm kernel starts a new one, with its own environment."""
+    """Stop this process's warm-kernel server, if one runs. Kernels it started end with it (they watch it as
+    their parent); the next warm kernel starts a new server, with that kernel's environment."""
     with _lock:
         server, _state["server"] = _state["server"], None
         _state["env"] = _state["executable"] = None
