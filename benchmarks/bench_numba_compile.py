@@ -66,7 +66,8 @@ print(json.dumps({"records": records, "cpu_s": time.process_time() - t0}))
 
 
 def _child(tree: Path, cache: str) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(tree))
+    # MORALKIT_KERNEL_CACHE=0: compile, rather than install the compiled cache the package ships
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(tree), MORALKIT_KERNEL_CACHE="0")
     out = subprocess.run([sys.executable, "-c", _CHILD], cwd=tree, env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

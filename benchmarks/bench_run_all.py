@@ -2,7 +2,9 @@
 
 Runs ``run_all.py`` twice into a scratch build folder, with figures and tables in scratch folders too
 (the committed ones are not touched), and ``NUMBA_CACHE_DIR`` set to an empty folder for the first run,
-so that the first run pays numba's compilation as on a fresh clone and the second loads the cache.
+as on a fresh clone: the first run installs the compiled kernels the package ships
+(:mod:`moralkit.psm.kernel_cache`; ``shipped_cache``: ``used``, or why numba cannot use them here), or with
+``--no-shipped-cache`` compiles them; the second run loads numba's cache.
 Also times notebook 02 alone both ways, to give the compile share of one notebook.
 
 Usage::
@@ -66,6 +68,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only-02", action="store_true", help="only notebook 02, cold and warm")
+    ap.add_argument("--no-shipped-cache", action="store_true",
+                    help="MORALKIT_KERNEL_CACHE=0: the first run compiles the kernels instead of installing the "
+                         "compiled cache the package ships (moralkit.psm.kernel_cache), as before issue 30's fix")
     ap.add_argument("--figures", default=None, metavar="DIR",
                     help="write the figures and tables there (kept, e.g. to compare the tables with another "
                          "checkout's) instead of a scratch folder")
@@ -79,6 +84,14 @@ def main(argv=None):
         path = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "numba"), "MORALKIT_FIGURES_DIR": str(figures),
                "MPLBACKEND": "Agg", "PYTHONPATH": path}
+        if args.no_shipped_cache:
+            env["MORALKIT_KERNEL_CACHE"] = "0"
+            shipped = "off"
+        else:
+            from moralkit.psm.kernel_cache import status
+
+            st = status()
+            shipped = "used" if st["usable"] else "not usable: " + "; ".join(st["reasons"])
         cases = [("notebook02", ["--only", "02"])]
         if not args.only_02:
             cases.append(("all", []))
@@ -89,7 +102,7 @@ def main(argv=None):
                 l0 = load()
                 res = timed_run([*sel, *extra], env, tmp / f"build-{key}")
                 emit("run_all", f"{key}-{run}", l0, **res, quick=args.quick,
-                     numba_cache="empty" if run == "first" else "warm")
+                     numba_cache="empty" if run == "first" else "warm", shipped_cache=shipped)
 
 
 if __name__ == "__main__":

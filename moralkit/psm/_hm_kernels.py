@@ -579,3 +579,9 @@ def greedy_cliques(conf, w, min_weight):
             nc += 1
             starts[nc] = pos
     return flat[:pos].copy(), starts[:nc + 1].copy()
+
+
+# the shipped compiled cache of these kernels (moralkit.psm.kernel_cache): installed into numba's cache if absent
+from .kernel_cache import install as _install_compiled  # noqa: E402
+
+_install_compiled(globals())

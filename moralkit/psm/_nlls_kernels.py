@@ -134,3 +134,9 @@ def theta_jacobian(a, J, out):
                 out[r, j] = -acc
             for j in range(5):
                 out[r, 4 + j] = -J[t, z, 5 + j]
+
+
+# the shipped compiled cache of these kernels (moralkit.psm.kernel_cache): installed into numba's cache if absent
+from .kernel_cache import install as _install_compiled  # noqa: E402
+
+_install_compiled(globals())

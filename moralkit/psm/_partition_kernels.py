@@ -180,3 +180,9 @@ def max_subsets(R, P, owner, masks, size, feasible, consistent, within, max_trie
                         feasible[x] = False
         if ng > 0:
             return good[:ng].copy(), n_checks
+
+
+# the shipped compiled cache of these kernels (moralkit.psm.kernel_cache): installed into numba's cache if absent
+from .kernel_cache import install as _install_compiled  # noqa: E402
+
+_install_compiled(globals())

@@ -573,3 +573,9 @@ def scc_labels(R, inc):
                 if low[v] < low[u]:
                     low[u] = low[v]
     return comp
+
+
+# the shipped compiled cache of these kernels (moralkit.psm.kernel_cache): installed into numba's cache if absent
+from .kernel_cache import install as _install_compiled  # noqa: E402
+
+_install_compiled(globals())

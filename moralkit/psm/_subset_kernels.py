@@ -220,3 +220,9 @@ def subset_levels(levels, n_levels, subsets, sizes):
                 lo = mid + 1
         out[i] = hi
     return out
+
+
+# the shipped compiled cache of these kernels (moralkit.psm.kernel_cache): installed into numba's cache if absent
+from .kernel_cache import install as _install_compiled  # noqa: E402
+
+_install_compiled(globals())

@@ -2,14 +2,11 @@
 
 Every ``@njit(cache=True)`` kernel of :mod:`moralkit.psm` is compiled the first time a process calls
 it, and the machine code is cached next to its source (``moralkit/psm/__pycache__``, or
-``NUMBA_CACHE_DIR``). On a fresh clone no cache exists yet, and ``run_all.py`` runs several notebooks
-side by side in separate processes: each compiles the kernels it calls that no earlier notebook has
-cached yet. :func:`warm_kernels` calls the public functions once on a small SIMULATED dataset, with the
-argument types the notebooks use, so that the cache is written once and every notebook then loads it
+``NUMBA_CACHE_DIR``). :func:`warm_kernels` calls the public functions once on a small SIMULATED dataset,
+with the argument types the notebooks use, so that every kernel the notebooks call is compiled or loaded
 (``python -m moralkit.psm.warmup``; ``benchmarks/bench_numba_compile.py`` measures it per kernel).
-``run_all.py`` does not call it: the notebooks, which start one or two at a time, already share the
-cache, so a kernel is compiled about once per first run either way (a warm-up process would add its
-own start-up and save almost nothing).
+:func:`moralkit.psm.kernel_cache.build` runs it to write the compiled cache the package ships, which a
+fresh clone installs instead of compiling; ``run_all.py`` does not call it.
 """
 
 from __future__ import annotations
