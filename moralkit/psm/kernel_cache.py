@@ -42,9 +42,7 @@ import hashlib
 import json
 import os
 import pickle
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -126,6 +124,11 @@ def install(namespace: dict) -> int:
         shipped = BUNDLE / index.name
         if not shipped.is_file():
             continue
+        try:
+            if index.read_bytes() == shipped.read_bytes():
+                continue  # installed already (the usual case after a first run): no need to unpickle
+        except OSError:
+            pass
         local = _read_index(index)
         if local is not None and local[0] == numba.__version__ and local[1] == stamp:
             continue  # numba's own cache for this kernel is usable: keep it (it may hold more signatures)
@@ -201,6 +204,9 @@ def build(hm: bool = True) -> dict:
     dict
         The manifest written.
     """
+    import platform
+    import subprocess
+
     import numba
 
     # The machine code's metadata names the source files and NumPy's, by absolute path. Compile through a
