@@ -140,3 +140,32 @@ def test_the_compiled_chain_rule_is_used_only_where_it_reproduces_numpy(problems
         _same(prob.solve(th0), prob.solve_scipy(th0))
     finally:
         F._jacobian_chain.cache_clear()
+
+
+def test_the_shortcuts_and_scipy_steps_both_run_on_the_compared_problems(problems, monkeypatch):
+    """The equality tests above cover both ways of every step of ``trf_bounds``: the shortcuts (the
+    Gauss-Newton step inside the trust region, a step inside the bounds, a new point strictly inside them)
+    and SciPy's functions they fall back to (the trust-region subproblem, the reflected step search)."""
+    from moralkit.psm.nlls import _trf
+
+    counts = dict.fromkeys(("gn", "solve", "interior", "select"), 0)
+
+    def counting(name, fn, fallback=False):
+        def wrapped(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            counts[name] += 1 if fallback or out is not None else 0
+            return out
+        return wrapped
+
+    monkeypatch.setattr(_trf, "_gauss_newton_step", counting("gn", _trf._gauss_newton_step))
+    monkeypatch.setattr(_trf, "solve_lsq_trust_region", counting("solve", _trf.solve_lsq_trust_region, True))
+    monkeypatch.setattr(_trf, "_interior_value", counting("interior", _trf._interior_value))
+    monkeypatch.setattr(_trf, "select_step", counting("select", _trf.select_step, True))
+    th_bound = np.r_[np.full(4, F.ETA_BOUND), np.full(5, 2.5)]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for i, (corners, prices, y, th0) in enumerate(problems):
+            prob = F._Problem(corners, prices, y, "exact", 12.0)
+            prob.solve(th0)
+            if i == 0:  # from the eta bound, as test_fast_solve_equals_least_squares_when_stopped_early_... does
+                prob.solve(th_bound)
+    assert min(counts.values()) > 0, counts

@@ -8,7 +8,11 @@ at every iteration, ``numpy.linalg.norm``'s dispatch. :func:`trf_bounds` below i
 the same arrays in the same order (the same LAPACK ``gesdd`` call with the workspace SciPy would query,
 ``x.dot(x)`` and ``sqrt`` where ``norm`` computes them, ``abs(x).max()`` for the infinity norm, the same
 masks for the Coleman-Li scaling vector), and SciPy's own ``solve_lsq_trust_region``, ``select_step``,
-``update_tr_radius`` and ``check_termination``. Its iterates, and every value it returns, equal SciPy's
+``update_tr_radius`` and ``check_termination``. The first branches of three SciPy helpers, the ones nearly
+every iteration takes, are restated in line with SciPy's operations (the Gauss-Newton step of
+``solve_lsq_trust_region``, the step inside the bounds of ``select_step``, and ``make_strictly_feasible``
+of a point already strictly inside, which returns a copy of it); the other branches call SciPy's helpers,
+which then compute everything from their arguments as before. Its iterates, and every value it returns, equal SciPy's
 bit for bit; ``tests/psm/test_nlls_fast.py`` compares them with ``==`` against the public
 ``least_squares`` call, and :func:`least_squares_trf` (the entry point) runs SciPy's own driver when the
 installed SciPy is not a version this restatement was checked against.
@@ -47,6 +51,7 @@ __all__ = ["LEAN", "least_squares_trf", "trf_bounds"]
 LEAN: bool = scipy.__version__.startswith("1.17.")
 
 _GESDD: dict = {}
+_EPS = np.finfo(float).eps  # common.EPS
 
 
 def _gesdd(a):
@@ -104,15 +109,17 @@ def least_squares_trf(fun, jac, x0, lb, ub, tol, max_nfev):
 
 
 def _cl_scaling(x, g, lb, ub, lb_finite, ub_finite):
-    """``common.CL_scaling_vector``: the Coleman-Li scaling vector ``v`` and its derivative ``dv``."""
+    """``common.CL_scaling_vector``: the Coleman-Li scaling vector ``v`` and its derivative ``dv``.
+
+    SciPy's masked assignments, written as masked ufunc calls: ``v`` is ``ub - x`` where ``g < 0`` and ``ub``
+    is finite, ``x - lb`` where ``g > 0`` and ``lb`` is finite, 1 elsewhere; ``dv`` is -1, 1 and 0 there.
+    """
+    upper = (g < 0) & ub_finite
+    lower = (g > 0) & lb_finite
     v = np.ones_like(x)
-    dv = np.zeros_like(x)
-    mask = (g < 0) & ub_finite
-    v[mask] = ub[mask] - x[mask]
-    dv[mask] = -1
-    mask = (g > 0) & lb_finite
-    v[mask] = x[mask] - lb[mask]
-    dv[mask] = 1
+    np.subtract(ub, x, out=v, where=upper)
+    np.subtract(x, lb, out=v, where=lower)
+    dv = np.subtract(lower, upper, dtype=float)  # 1.0 - 0.0, 0.0 - 1.0 and 0.0 - 0.0 (+0.0), as SciPy's
     return v, dv
 
 
@@ -126,20 +133,47 @@ def _jac_scale(J, scale_inv_old=None):
     return 1 / scale_inv, scale_inv
 
 
-def _hat_system(v, dv, g, f, J, scale, scale_inv, f_augmented, J_augmented):
+def _hat_system(v, dv, g, f, J, scale, scale_inv, f_augmented, J_augmented, J_diagonal):
     """The trust-region subproblem in "hat" variables (``trf_bounds``' loop body before its step search):
-    d, diag_h, g_h, J_h and the SVD of the augmented Jacobian (s, V, U' f)."""
+    d, diag_h, g_h, J_h and the SVD of the augmented Jacobian (s, V, U' f).
+
+    ``J_augmented``'s last ``n`` rows must be zero off their diagonal, and ``J_diagonal`` a view of that
+    diagonal: SciPy writes ``np.diag(diag_h**0.5)`` there at every iteration, which changes only the diagonal.
+    """
     m = J.shape[0]
-    v[dv != 0] *= scale_inv[dv != 0]
+    np.multiply(v, scale_inv, out=v, where=dv != 0)  # v[dv != 0] *= scale_inv[dv != 0]
     d = v**0.5 * scale
     diag_h = g * dv * scale
     g_h = d * g
     f_augmented[:m] = f
-    J_augmented[:m] = J * d
     J_h = J_augmented[:m]  # a view, as in SciPy
-    J_augmented[m:] = np.diag(diag_h**0.5)
+    np.multiply(J, d, out=J_h)  # J_augmented[:m] = J * d
+    J_diagonal[:] = diag_h**0.5
     U, s, V = _gesdd(J_augmented)
     return d, diag_h, g_h, J_h, s, V.T, U.T.dot(f_augmented)
+
+
+def _gauss_newton_step(n, m, uf, s, V, Delta):
+    """``common.solve_lsq_trust_region``'s first branch: the Gauss-Newton step ``-V (U' f / s)`` when the
+    Jacobian has full rank and the step lies in the trust region, else None (SciPy's function then solves
+    the subproblem from the start: it computes nothing this one keeps)."""
+    if m >= n and s[-1] > _EPS * m * s[0]:
+        p = -V.dot(uf / s)
+        if _norm(p) <= Delta:
+            return p
+    return None
+
+
+def _interior_value(x_p, lb, ub, J_h, g_h, p_h, diag_h):
+    """``trf.select_step``'s first branch: when ``x + p`` (given as ``x_p``) is within the bounds, the value
+    ``evaluate_quadratic(J_h, g_h, p_h, diag=diag_h)`` of the step, else None (``select_step`` is then called
+    and takes its other branches)."""
+    if not ((x_p >= lb) & (x_p <= ub)).all():  # common.in_bounds
+        return None
+    Js = J_h.dot(p_h)
+    q = np.dot(Js, Js)
+    q += np.dot(p_h * diag_h, p_h)
+    return 0.5 * q + np.dot(p_h, g_h)
 
 
 def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
@@ -159,7 +193,8 @@ def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
     if Delta == 0:
         Delta = 1.0
     f_augmented = np.zeros(m + n)
-    J_augmented = np.empty((m + n, n))
+    J_augmented = np.zeros((m + n, n))
+    J_diagonal = J_augmented[m:].reshape(-1)[::n + 1]  # a view of the last n rows' diagonal
     alpha = 0.0
     termination_status = None
     while True:
@@ -169,18 +204,31 @@ def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
             termination_status = 1
         if termination_status is not None or nfev == max_nfev:
             break
-        d, diag_h, g_h, J_h, s, V, uf = _hat_system(v, dv, g, f, J, scale, scale_inv, f_augmented, J_augmented)
+        d, diag_h, g_h, J_h, s, V, uf = _hat_system(v, dv, g, f, J, scale, scale_inv, f_augmented, J_augmented,
+                                                    J_diagonal)
         theta = max(0.995, 1 - g_norm)
         actual_reduction = -1
         while actual_reduction <= 0 and nfev < max_nfev:
-            p_h, alpha, n_iter = solve_lsq_trust_region(n, m, uf, s, V, Delta, initial_alpha=alpha)
+            p_h = _gauss_newton_step(n, m, uf, s, V, Delta)
+            if p_h is None:
+                p_h, alpha, n_iter = solve_lsq_trust_region(n, m, uf, s, V, Delta, initial_alpha=alpha)
+            else:
+                alpha = 0.0
             p = d * p_h
-            step, step_h, predicted_reduction = select_step(x, J_h, diag_h, g_h, p, p_h, d, Delta, lb, ub, theta)
-            x_new = make_strictly_feasible(x + step, lb, ub, rstep=0)
+            x_new = x + p
+            p_value = _interior_value(x_new, lb, ub, J_h, g_h, p_h, diag_h)
+            if p_value is None:
+                step, step_h, predicted_reduction = select_step(x, J_h, diag_h, g_h, p, p_h, d, Delta, lb, ub,
+                                                                theta)
+                x_new = x + step
+            else:
+                step, step_h, predicted_reduction = p, p_h, -p_value
+            if not ((x_new > lb) & (x_new < ub)).all():  # else make_strictly_feasible returns a copy of it
+                x_new = make_strictly_feasible(x_new, lb, ub, rstep=0)
             f_new = fun(x_new)
             nfev += 1
             step_h_norm = _norm(step_h)
-            if not np.all(np.isfinite(f_new)):
+            if not np.isfinite(f_new).all():
                 Delta = 0.25 * step_h_norm
                 continue
             cost_new = 0.5 * np.dot(f_new, f_new)
