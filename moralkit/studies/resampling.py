@@ -48,7 +48,7 @@ def signflip_p(x, n_perm: int, rng: np.random.Generator) -> float:
         return np.nan
     obs = x.mean()
     signs = rng.choice((-1.0, 1.0), size=(int(n_perm), len(x)))
-    null = (signs * x).mean(axis=1)
+    null = np.multiply(signs, x, out=signs).mean(axis=1)  # signs * x, in the draws' array
     return float((1 + np.sum(null >= obs - 1e-15)) / (1 + int(n_perm)))
 
 
@@ -65,9 +65,9 @@ def assignment_p(s, delta, n_perm: int, rng: np.random.Generator) -> float:
     if not nz.any():
         return np.nan
     obs = float((s * delta)[nz].mean())
-    perm = np.argsort(rng.random((int(n_perm), len(s))), axis=1)
-    S = s[perm]
-    null = (S * delta).sum(axis=1) / nz.sum()
+    keys = rng.random((int(n_perm), len(s)))
+    S = np.take(s, np.argsort(keys, axis=1), out=keys, mode="clip")  # s[perm], in the keys' array
+    null = np.multiply(S, delta, out=S).sum(axis=1) / nz.sum()
     return float((1 + np.sum(null >= obs - 1e-15)) / (1 + int(n_perm)))
 
 
