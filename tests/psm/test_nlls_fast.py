@@ -144,11 +144,11 @@ def test_the_compiled_chain_rule_is_used_only_where_it_reproduces_numpy(problems
 
 def test_the_shortcuts_and_scipy_steps_both_run_on_the_compared_problems(problems, monkeypatch):
     """The equality tests above cover both ways of every step of ``trf_bounds``: the shortcuts (the
-    Gauss-Newton step inside the trust region, a step inside the bounds, a new point strictly inside them)
-    and SciPy's functions they fall back to (the trust-region subproblem, the reflected step search)."""
+    Gauss-Newton step inside the trust region, a step to a point strictly inside the bounds) and SciPy's
+    functions they fall back to (the trust-region subproblem, the step search with reflections)."""
     from moralkit.psm.nlls import _trf
 
-    counts = dict.fromkeys(("gn", "solve", "interior", "select"), 0)
+    counts = dict.fromkeys(("gn", "solve", "inside", "select"), 0)
 
     def counting(name, fn, fallback=False):
         def wrapped(*args, **kwargs):
@@ -159,7 +159,7 @@ def test_the_shortcuts_and_scipy_steps_both_run_on_the_compared_problems(problem
 
     monkeypatch.setattr(_trf, "_gauss_newton_step", counting("gn", _trf._gauss_newton_step))
     monkeypatch.setattr(_trf, "solve_lsq_trust_region", counting("solve", _trf.solve_lsq_trust_region, True))
-    monkeypatch.setattr(_trf, "_interior_value", counting("interior", _trf._interior_value))
+    monkeypatch.setattr(_trf, "evaluate_quadratic", counting("inside", _trf.evaluate_quadratic))
     monkeypatch.setattr(_trf, "select_step", counting("select", _trf.select_step, True))
     th_bound = np.r_[np.full(4, F.ETA_BOUND), np.full(5, 2.5)]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

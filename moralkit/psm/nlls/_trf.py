@@ -8,11 +8,11 @@ at every iteration, ``numpy.linalg.norm``'s dispatch. :func:`trf_bounds` below i
 the same arrays in the same order (the same LAPACK ``gesdd`` call with the workspace SciPy would query,
 ``x.dot(x)`` and ``sqrt`` where ``norm`` computes them, ``abs(x).max()`` for the infinity norm, the same
 masks for the Coleman-Li scaling vector), and SciPy's own ``solve_lsq_trust_region``, ``select_step``,
-``update_tr_radius`` and ``check_termination``. The first branches of three SciPy helpers, the ones nearly
-every iteration takes, are restated in line with SciPy's operations (the Gauss-Newton step of
-``solve_lsq_trust_region``, the step inside the bounds of ``select_step``, and ``make_strictly_feasible``
-of a point already strictly inside, which returns a copy of it); the other branches call SciPy's helpers,
-which then compute everything from their arguments as before. Its iterates, and every value it returns, equal SciPy's
+``update_tr_radius`` and ``check_termination``. The branches nearly every iteration takes are taken in
+line: the Gauss-Newton step of ``solve_lsq_trust_region`` (restated), and, for a step that leaves the point
+strictly inside the bounds, ``select_step``'s first branch (SciPy's ``evaluate_quadratic``) without
+``make_strictly_feasible``, which returns a copy of such a point; otherwise SciPy's helpers run, and
+compute everything from their arguments as before. Its iterates, and every value it returns, equal SciPy's
 bit for bit; ``tests/psm/test_nlls_fast.py`` compares them with ``==`` against the public
 ``least_squares`` call, and :func:`least_squares_trf` (the entry point) runs SciPy's own driver when the
 installed SciPy is not a version this restatement was checked against.
@@ -33,6 +33,7 @@ from scipy.linalg.lapack import _compute_lwork
 from scipy.optimize import OptimizeResult
 from scipy.optimize._lsq.common import (
     check_termination,
+    evaluate_quadratic,
     find_active_constraints,
     in_bounds,
     make_strictly_feasible,
@@ -164,18 +165,6 @@ def _gauss_newton_step(n, m, uf, s, V, Delta):
     return None
 
 
-def _interior_value(x_p, lb, ub, J_h, g_h, p_h, diag_h):
-    """``trf.select_step``'s first branch: when ``x + p`` (given as ``x_p``) is within the bounds, the value
-    ``evaluate_quadratic(J_h, g_h, p_h, diag=diag_h)`` of the step, else None (``select_step`` is then called
-    and takes its other branches)."""
-    if not ((x_p >= lb) & (x_p <= ub)).all():  # common.in_bounds
-        return None
-    Js = J_h.dot(p_h)
-    q = np.dot(Js, Js)
-    q += np.dot(p_h * diag_h, p_h)
-    return 0.5 * q + np.dot(p_h, g_h)
-
-
 def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
     """``scipy.optimize._lsq.trf.trf_bounds`` with ``x_scale="jac"``, no loss function, ``tr_solver="exact"``,
     no callback and ``verbose=0``; ``J0`` a C-contiguous float64 ndarray; same arguments otherwise."""
@@ -216,15 +205,15 @@ def trf_bounds(fun, jac, x0, f0, J0, lb, ub, ftol, xtol, gtol, max_nfev):
                 alpha = 0.0
             p = d * p_h
             x_new = x + p
-            p_value = _interior_value(x_new, lb, ub, J_h, g_h, p_h, diag_h)
-            if p_value is None:
+            if ((x_new > lb) & (x_new < ub)).all():
+                # strictly inside the bounds: select_step's first branch (x + p in bounds), and
+                # make_strictly_feasible(x + p, lb, ub, rstep=0) would return a copy of x + p
+                step, step_h = p, p_h
+                predicted_reduction = -evaluate_quadratic(J_h, g_h, p_h, diag=diag_h)
+            else:
                 step, step_h, predicted_reduction = select_step(x, J_h, diag_h, g_h, p, p_h, d, Delta, lb, ub,
                                                                 theta)
-                x_new = x + step
-            else:
-                step, step_h, predicted_reduction = p, p_h, -p_value
-            if not ((x_new > lb) & (x_new < ub)).all():  # else make_strictly_feasible returns a copy of it
-                x_new = make_strictly_feasible(x_new, lb, ub, rstep=0)
+                x_new = make_strictly_feasible(x + step, lb, ub, rstep=0)
             f_new = fun(x_new)
             nfev += 1
             step_h_norm = _norm(step_h)
