@@ -45,6 +45,7 @@ __all__ = [
     "QuadraticAgent",
     "logit_choices",
     "random_answers",
+    "random_chosen_answers",
     "random_quadratic_agent",
     "simulate_agents",
     "simulate_quadratic",
@@ -232,6 +233,21 @@ def random_answers(design, rng, q0=None):
     arrays = design.arrays(q0)
     chosen = rng.integers(1, arrays[2].shape[1] + 1, size=len(arrays[2]))
     return q0, arrays, chosen
+
+
+def random_chosen_answers(design, rng, q0=None):
+    """The draws of :func:`random_answers` (the same random numbers), keeping only what was chosen.
+
+    Returns ``(q0, corners, prices, corner_index, answers)``: the round-0 answer, the effective corners,
+    the prices, the nominal corner indices and the raw answers (T, 5) of the chosen options
+    (:meth:`moralkit.psm.design.Design.chosen_answers`), without the (T, n, 5) alternatives of every round
+    that :func:`random_answers` builds. The convention audit's null (:mod:`moralkit.studies.conventions`)
+    draws thousands of such respondents.
+    """
+    q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
+    corners, prices, _, ci, _, _ = design.arrays(q0, options=False)
+    chosen = rng.integers(1, len(design[0].options_y) + 1, size=len(corners))
+    return q0, corners, prices, ci, design.chosen_answers(corners, chosen)
 
 
 def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=None) -> PSMDataset:
