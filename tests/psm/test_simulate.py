@@ -174,3 +174,22 @@ def test_arrays_without_options_are_the_other_arrays():
     full, lean = d.arrays([2, 2, 3, 3, 4]), d.arrays([2, 2, 3, 3, 4], options=False)
     assert lean[2] is None and full[2].shape == (160, 100, 5)
     assert all(np.array_equal(a, b) for k, (a, b) in enumerate(zip(full, lean)) if k != 2)
+
+
+def test_simulate_quadratic_noises_are_simulate_quadratic_at_each_level(design):
+    from moralkit.psm.simulate import simulate_quadratic_noises
+
+    ag = random_quadratic_agent(4)
+    noises, q0 = [0.0, 0.3, 2.0], [1, 1, 4, 4, 2]
+    seeds = [np.random.SeedSequence(9).spawn(3)[k] for k in range(3)]
+    got = simulate_quadratic_noises(ag, design, noises, [np.random.default_rng(s) for s in seeds], model="sim-n",
+                                    q0=q0)
+    for ds, noise, ss in zip(got, noises, seeds):
+        ref = simulate_quadratic(ag, design, noise=noise, seed=np.random.default_rng(ss), model="sim-n", q0=q0)
+        for f in ("corners", "prices", "options", "chosen", "round_index", "corner_index", "price_index", "q0"):
+            assert np.array_equal(getattr(ds, f), getattr(ref, f)), f
+        assert ds.model == ref.model and ds.provider == ref.provider == "simulated"
+    assert got[0].corners is not got[1].corners
+    assert not np.array_equal(got[1].chosen, got[2].chosen)
+    with pytest.raises(ValueError, match="one seed per noise level"):
+        simulate_quadratic_noises(ag, design, noises, seeds[:2])
