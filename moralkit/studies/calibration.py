@@ -190,7 +190,8 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
     if not grid or min(grid) <= 0:
         raise MoralkitError("noise_grid must hold positive logit noise scales")
     n_reps = check_int(n_reps, "n_reps", minimum=1)
-    if published is None and isinstance(design, (int, np.integer)) and isinstance(n_datasets, (int, np.integer)):
+    if (published is None and isinstance(design, (int, np.integer)) and not isinstance(design, bool)
+            and isinstance(n_datasets, (int, np.integer))):
         return copy.deepcopy(_kept_calibration(grid, n_reps, int(n_datasets), int(design), int(seed)))
     return _calibrate(grid, n_reps, n_datasets, design, seed, published)
 
