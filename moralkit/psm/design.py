@@ -198,7 +198,7 @@ class Design:
         out.setflags(write=False)
         return out
 
-    def arrays(self, q0=None) -> tuple[np.ndarray, ...]:
+    def arrays(self, q0=None, *, options: bool = True) -> tuple:
         """Every round at once, for the unconstrained answer ``q0``: the arrays a dataset is built from.
 
         The same values as :meth:`Round.corner` and :meth:`Round.options` round by round, computed
@@ -209,13 +209,16 @@ class Design:
         q0 : array_like (5,), optional
             Round-0 answer deciding the corner flips (:func:`effective_corner`); ``None`` keeps
             the nominal corners.
+        options : bool, default True
+            ``False``: leave the alternatives out (``None`` in their place), for callers that need only
+            the chosen ones (:meth:`chosen_answers`).
 
         Returns
         -------
         corners : ndarray (T, 5)
             Effective corner of each round.
         prices : ndarray (T, 5)
-        options : ndarray (T, n, 5)
+        options : ndarray (T, n, 5) or None
             The alternatives as raw answers.
         corner_index, price_index, round_index : ndarray (T,)
 
@@ -238,8 +241,26 @@ class Design:
         else:
             flip = (prices * to_corner(q0, nominal)).sum(axis=1) <= BUDGET
             corners = np.where(flip[:, None], flip_corner(nominal), nominal)
-        options = np.where(corners[:, None, :] == 0, ys, self._mirrored)
-        return corners, prices, options, ci.copy(), pi.copy(), idx.copy()
+        opts = np.where(corners[:, None, :] == 0, ys, self._mirrored) if options else None
+        return corners, prices, opts, ci.copy(), pi.copy(), idx.copy()
+
+    def chosen_answers(self, corners, chosen) -> np.ndarray:
+        """Raw answers (T, 5) of the options ``chosen`` (1-based, one per round) seen from ``corners``.
+
+        The same rows as ``options[np.arange(T), chosen - 1]`` for the ``options`` of :meth:`arrays`,
+        without building every round's alternatives (the convention audit needs only the chosen ones).
+
+        Examples
+        --------
+        >>> d = make_design(0)
+        >>> corners, _, options, *_ = d.arrays(q0=[1, 2, 3, 4, 5])
+        >>> chosen = np.arange(160) % 100 + 1
+        >>> bool((d.chosen_answers(corners, chosen) == options[np.arange(160), chosen - 1]).all())
+        True
+        """
+        ys = self._stacked[0]
+        y = ys[np.arange(len(ys)), np.asarray(chosen, dtype=np.int64) - 1]
+        return np.where(np.asarray(corners) == 0, y, 5 - y)
 
     def fingerprint(self) -> str:
         """sha256 of all options, to check that two designs are identical."""

@@ -156,9 +156,9 @@ def expenditures(corners, prices, q, nominal=None, coordinates: str = "corner") 
     dataset.
     """
     if coordinates == "corner":
-        return rp.expenditure_matrix(corners, prices, q)
+        return rp.expenditure_product(corners, prices, q)
     base = nominal if coordinates == "nominal" else np.zeros_like(corners)
-    E = rp.expenditure_matrix(base, prices, q, budget=None)
+    E = rp.expenditure_product(np.asarray(base, dtype=np.int64), prices, q)
     if coordinates == "origin_budget":
         np.fill_diagonal(E, BUDGET)
     return E

@@ -433,16 +433,17 @@ def _types_to_labels(type_masks, left, M):
     return lab
 
 
-def _run_draws(ts, seeds, ri, R0, P0, obs_of, owner_full, rho, solver, full, e, time_limit, formulation="cuts"):
-    """Draws ``ts`` (with their SeedSequences); returns labels (len(ts), M)."""
+def _run_draws(ts, seeds, ri, RP, obs_of, owner_full, rho, solver, full, e, time_limit, formulation="cuts"):
+    """Draws ``ts`` (with their SeedSequences); returns labels (len(ts), M). ``RP``: R0 + 2 P0 of the full pool."""
     M = len(ri.models)
     out = np.empty((len(ts), M), dtype=np.int64)
     draws = replay_draws(ri.round_ids, ri.positions, ri.n_ids, rho, seeds, lambda rng: _draw(ri, rho, rng))
     for j, (picks, rng) in enumerate(draws):  # _draw(ri, rho, rng) and rng, for rng = default_rng(ss)
         obs = np.concatenate([obs_of[m][p] for m, p in enumerate(picks)])
         if solver == "exact":  # the relations of the draw are those of the full pool, restricted
-            # rows, then columns: the same submatrix as R0[np.ix_(obs, obs)], several times faster
-            ls = ExactLS(R0[obs][:, obs], P0[obs][:, obs], owner_full[obs], M)
+            # rows, then columns (one C-ordered submatrix for both relations, R0[np.ix_(obs, obs)] is slower)
+            sub = RP.take(obs, axis=0).take(obs, axis=1)
+            ls = ExactLS((sub & 1).view(bool), (sub >> 1).view(bool), owner_full[obs], M)
         else:
             ls = MILPLS(full.subset(obs), e, solver=solver, time_limit=time_limit, formulation=formulation)
         masks, _, left = procedure2(ls, (1 << M) - 1, rng)
@@ -519,7 +520,8 @@ def permutation_study(datasets, e: float = PAPER_E, *, T: int = PAPER_T, rho: in
     rho = _check_draw_params(ri, rho)
     full = pool(dd)
     R0, P0 = revealed_relations(full, lv)
-    args = (ri, R0, P0, _observation_lookup(ri), full.obs_model, rho, solver, None if solver == "exact" else full, lv,
+    RP = R0.view(np.uint8) | (P0.view(np.uint8) << 1)  # R0 + 2 P0: a draw gathers one submatrix for both
+    args = (ri, RP, _observation_lookup(ri), full.obs_model, rho, solver, None if solver == "exact" else full, lv,
             time_limit, formulation)
     labels = _run_all_draws(args, int(T), int(seed), n_jobs, chunk_size, progress, len(dd))
     same = labels[:, :, None] == labels[:, None, :]

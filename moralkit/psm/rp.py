@@ -98,6 +98,7 @@ __all__ = [
     "expenditure_matrix",
     "consumer_expenditure_matrix",
     "psm_expenditure_matrix",
+    "expenditure_product",
     "option_expenditures",
     "validate_expenditure_matrix",
     "relations",
@@ -179,13 +180,7 @@ def expenditure_matrix(corners, prices, choices, *, budget: int | None = BUDGET)
     Seror (2025), Section 2.2, eq. (1) and Definition 1.
     """
     corners, prices, choices = _check_psm_inputs(corners, prices, choices)
-    # p^r . |q - o^r| = A[r] . q + b[r]: +p where o^r = 0, -p and a constant 5p where o^r = 5
-    A = prices * np.where(corners == 0, 1, -1)
-    b = 5 * (prices * (corners == 5)).sum(1)
-    if len(A) and np.abs(A).sum(1).max() * 5 + b.max() < 2**53:  # float BLAS: exact for these integers
-        E = (A.astype(np.float64) @ choices.T.astype(np.float64)).astype(np.int64) + b[:, None]
-    else:
-        E = A @ choices.T + b[:, None]
+    E = expenditure_product(corners, prices, choices)
     if budget is not None and len(E):
         d = np.diag(E)
         bad = np.nonzero(d != budget)[0]
@@ -197,6 +192,26 @@ def expenditure_matrix(corners, prices, choices, *, budget: int | None = BUDGET)
                 "taken from its alternatives, or budget=None to skip this check"
             )
     return E
+
+
+def expenditure_product(corners: np.ndarray, prices: np.ndarray, choices: np.ndarray) -> np.ndarray:
+    """The arithmetic of :func:`expenditure_matrix`, without its checks: ``E[r, k] = p^r . q^k_{o^r}``.
+
+    For arrays already known to be valid (int64 corners of 0s and 5s, positive prices, answers 0..5, as a
+    design or a :class:`~moralkit.psm.dataset.PSMDataset` holds them); the convention audit computes
+    thousands of such matrices (:func:`moralkit.psm.indices.expenditures`). The same integers as
+    :func:`expenditure_matrix`, with no budget check.
+
+    References
+    ----------
+    Seror (2025), Section 2.2, eq. (1) and Definition 1.
+    """
+    # p^r . |q - o^r| = A[r] . q + b[r]: +p where o^r = 0, -p and a constant 5p where o^r = 5
+    A = prices * np.where(corners == 0, 1, -1)
+    b = 5 * (prices * (corners == 5)).sum(1)
+    if len(A) and np.abs(A).sum(1).max() * 5 + b.max() < 2**53:  # float BLAS: exact for these integers
+        return (A.astype(np.float64) @ choices.T.astype(np.float64)).astype(np.int64) + b[:, None]
+    return A @ choices.T + b[:, None]
 
 
 def psm_expenditure_matrix(dataset) -> np.ndarray:

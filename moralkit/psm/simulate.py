@@ -45,9 +45,11 @@ __all__ = [
     "QuadraticAgent",
     "logit_choices",
     "random_answers",
+    "random_chosen_answers",
     "random_quadratic_agent",
     "simulate_agents",
     "simulate_quadratic",
+    "simulate_quadratic_noises",
     "simulate_random",
 ]
 
@@ -175,11 +177,64 @@ def simulate_quadratic(agent: QuadraticAgent | None = None, design=None, *, nois
         raise MoralkitError("agent must be a QuadraticAgent")
     design = as_design(design)
     q0 = agent.best_answer() if q0 is None else np.asarray(q0, dtype=np.int64)
-    corners, prices, options, ci, pi, idx = design.arrays(q0)
-    chosen = logit_choices(agent.utility(options), noise, rng) + 1
+    arrays = design.arrays(q0)
+    return _quadratic_dataset(model, arrays, agent.utility(arrays[2]), noise, rng, q0)
+
+
+def _quadratic_dataset(model, arrays, utilities, noise: float, rng, q0) -> PSMDataset:
+    corners, prices, options, ci, pi, idx = arrays
+    chosen = logit_choices(utilities, noise, rng) + 1
     return PSMDataset(model=str(model), corners=corners, prices=prices, options=options, chosen=chosen,
                       round_index=idx, corner_index=ci, price_index=pi, q0=q0,
                       provider=SIMULATED, backend=SIMULATED, run=SIMULATED)
+
+
+def simulate_quadratic_noises(agent: QuadraticAgent, design, noises, seeds, *, model: str = "sim-quadratic",
+                              q0=None) -> list[PSMDataset]:
+    """One quadratic agent answering a design at several logit noise levels.
+
+    ``simulate_quadratic_noises(agent, design, noises, seeds)[k]`` is
+    ``simulate_quadratic(agent, design, noise=noises[k], seed=seeds[k])`` (with ``model`` and ``q0``), the
+    same dataset: the agent sees the same option sets at every level, so they and their utilities are
+    computed once. The datasets share one ``options`` array (do not write into it); their other arrays are
+    their own. The power study of :func:`moralkit.studies.audit.power_study` draws every agent at eight levels.
+
+    Parameters
+    ----------
+    agent : QuadraticAgent
+    design : Design, int or None
+    noises : sequence of float
+        Logit noise scales (0 = the best option).
+    seeds : sequence of int, numpy Generator or None
+        One per noise level: the randomness of that level's choices.
+    model : str, default "sim-quadratic"
+        Label of every dataset; must start with ``"sim-"``.
+    q0 : array_like (5,), optional
+        Round-0 answer; default the agent's best answer in X.
+
+    Returns
+    -------
+    list of PSMDataset
+
+    References
+    ----------
+    Seror (2025), Section 2.2 (design, corner flip) and eqs. (7)-(8).
+    """
+    if not str(model).startswith("sim-"):
+        raise MoralkitError(f"simulated datasets must be labelled 'sim-...', got model={model!r}")
+    if not isinstance(agent, QuadraticAgent):
+        raise MoralkitError("agent must be a QuadraticAgent")
+    noises, seeds = [_check_noise(x) for x in noises], list(seeds)
+    if len(noises) != len(seeds):
+        raise MoralkitError(f"give one seed per noise level: {len(noises)} levels, {len(seeds)} seeds")
+    design = as_design(design)
+    q0 = agent.best_answer() if q0 is None else np.asarray(q0, dtype=np.int64)
+    arrays = design.arrays(q0)
+    u = agent.utility(arrays[2])
+    # every dataset gets its own small arrays; the options (160 x n x 5) are shared, as the docstring says
+    return [_quadratic_dataset(model, [a if k == 2 else a.copy() for k, a in enumerate(arrays)], u, noise,
+                               as_generator(seed), q0.copy())
+            for noise, seed in zip(noises, seeds)]
 
 
 def logit_choices(utilities, noise: float, seed=None, size: int | None = None) -> np.ndarray:
@@ -232,6 +287,21 @@ def random_answers(design, rng, q0=None):
     arrays = design.arrays(q0)
     chosen = rng.integers(1, arrays[2].shape[1] + 1, size=len(arrays[2]))
     return q0, arrays, chosen
+
+
+def random_chosen_answers(design, rng, q0=None):
+    """The draws of :func:`random_answers` (the same random numbers), keeping only what was chosen.
+
+    Returns ``(q0, corners, prices, corner_index, answers)``: the round-0 answer, the effective corners,
+    the prices, the nominal corner indices and the raw answers (T, 5) of the chosen options
+    (:meth:`moralkit.psm.design.Design.chosen_answers`), without the (T, n, 5) alternatives of every round
+    that :func:`random_answers` builds. The convention audit's null (:mod:`moralkit.studies.conventions`)
+    draws thousands of such respondents.
+    """
+    q0 = rng.integers(0, 6, size=5) if q0 is None else np.asarray(q0, dtype=np.int64)
+    corners, prices, _, ci, _, _ = design.arrays(q0, options=False)
+    chosen = rng.integers(1, len(design[0].options_y) + 1, size=len(corners))
+    return q0, corners, prices, ci, design.chosen_answers(corners, chosen)
 
 
 def simulate_random(design=None, *, seed=None, model: str = "sim-random", q0=None) -> PSMDataset:

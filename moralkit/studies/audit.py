@@ -35,7 +35,13 @@ from ..errors import MoralkitError
 from ..psm import indices as ix
 from ..psm import rp
 from ..psm.design import Design, as_design, make_design
-from ..psm.simulate import QuadraticAgent, random_quadratic_agent, simulate_quadratic, simulate_random
+from ..psm.simulate import (
+    QuadraticAgent,
+    random_quadratic_agent,
+    simulate_quadratic,
+    simulate_quadratic_noises,
+    simulate_random,
+)
 from . import conventions as cv
 
 __all__ = [
@@ -121,13 +127,14 @@ def power_study(noise_levels: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 5
     if progress:
         from tqdm.auto import tqdm
         it = tqdm(it, desc="noise levels")
-    first = None  # an agent sees the same option sets at every noise level: its null is drawn once
+    # an agent sees the same option sets at every noise level: their utilities are computed, its null drawn, once
+    rngs = [[np.random.default_rng(c) for c in ch.spawn(int(n_agents))] for ch in noise_children]
+    per_agent = [simulate_quadratic_noises(ag, dz[i], noise_levels, [r[i] for r in rngs], model=f"sim-quadratic-{i}",
+                                           q0=q0s[i]) for i, ag in enumerate(agents)]
+    by_level = [{ds[li].model: ds[li] for ds in per_agent} for li in range(len(noise_levels))]
+    first = None
     for li, noise in it:
-        rngs = [np.random.default_rng(c) for c in noise_children[li].spawn(int(n_agents))]
-        data = {}
-        for i, ag in enumerate(agents):
-            name = f"sim-quadratic-{i}"
-            data[name] = simulate_quadratic(ag, dz[i], noise=noise, seed=rngs[i], model=name, q0=q0s[i])
+        data = by_level[li]
         if first is None:
             res = first = random_choice_tests(data, n_datasets=n_datasets, seed=test_seed, n_jobs=n_jobs) if data else {}
         else:

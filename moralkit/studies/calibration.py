@@ -23,8 +23,10 @@ Seror (2025), Section 2.3 (Procedure 1, eq. (4)), Section 3.2 (eq. (7), Table 2)
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -175,12 +177,34 @@ def calibrate(noise_grid: Sequence[float] = NOISE_GRID, *, n_reps: int = 20, n_d
     References
     ----------
     Seror (2025), Section 2.3 (Procedure 1), Table 1, Table 2, eq. (7).
+
+    Notes
+    -----
+    With the published Table 1 and a design given by its seed (the defaults), the result is kept for
+    the process and each call gets its own copy: notebook 08 calibrates seed 0 three times (on its own,
+    in :func:`moralkit.studies.replication.replicate` and in
+    :func:`moralkit.studies.replication.replications`).
     """
 
-    grid = [float(s) for s in noise_grid]
+    grid = tuple(float(s) for s in noise_grid)
     if not grid or min(grid) <= 0:
         raise MoralkitError("noise_grid must hold positive logit noise scales")
     n_reps = check_int(n_reps, "n_reps", minimum=1)
+    if (published is None and isinstance(design, (int, np.integer)) and not isinstance(design, bool)
+            and isinstance(n_datasets, (int, np.integer))):
+        return copy.deepcopy(_kept_calibration(grid, n_reps, int(n_datasets), int(design), int(seed)))
+    return _calibrate(grid, n_reps, n_datasets, design, seed, published)
+
+
+@lru_cache(maxsize=4)
+def _kept_calibration(grid: tuple, n_reps: int, n_datasets: int, design: int, seed: int) -> Calibration:
+    """:func:`calibrate` with the published Table 1 and design ``make_design(design)``, kept (never handed out:
+    callers get copies)."""
+    return _calibrate(grid, n_reps, n_datasets, design, seed, None)
+
+
+def _calibrate(grid, n_reps, n_datasets, design, seed, published) -> Calibration:
+    """The work of :func:`calibrate` (arguments checked)."""
     pub = (reference.published_table1() if published is None else published).set_index("model")
     agents = paper_agents()
     d = as_design(design)

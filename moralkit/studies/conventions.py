@@ -136,16 +136,16 @@ def matching_fractions(x: float, max_den: int = 30, decimals: int = 3) -> list[F
 
 def _null_rows(idx, seeds, designs, q0, n_obs, coords, convs):
     """Rows of :func:`null_distribution` for the replicates ``idx`` (each with its own SeedSequence)."""
-    from ..psm.simulate import random_answers
+    from ..psm.simulate import random_chosen_answers
 
     rows = []
     exact = {}  # float e* -> (e*, 1 - e*) as floats of the exact fractions (see exact_ratio)
     for i, ss in zip(idx, seeds):
         rng = np.random.default_rng(ss)
-        # simulate_random's draws (every round answered), as arrays: no dataset built per replicate
-        _, (corners, prices, options, ci, _, _), chosen = random_answers(designs[i % len(designs)], rng, q0)
-        T = len(options)
-        q = options[np.arange(T), chosen - 1]
+        # simulate_random's draws (every round answered), as arrays: no dataset built per replicate, and
+        # of the alternatives only the chosen ones
+        _, corners, prices, ci, q = random_chosen_answers(designs[i % len(designs)], rng, q0)
+        T = len(q)
         perm = rng.permutation(T)
         keeps = [np.sort(perm[:n]) for n in n_obs]
         S, sizes = ccei_many.subset_table(keeps, T)  # the same subsets in every coordinate system

@@ -284,6 +284,48 @@ def test_batched_draws_fall_back_where_the_shortcut_cannot_follow(mixed, monkeyp
     assert 0 < len(calls) < len(seeds)
 
 
+def test_batched_draws_kept_when_draw_leaves_a_spent_half_word(mixed):
+    """A chunk whose first draw ends on a whole 64-bit output: ``draw``'s generator still holds the high half
+    it spent earlier (``uinteger``, with ``has_uint32`` 0), the replayed one does not. Both continue the same
+    stream, so the check passes and the chunk's draws stay replayed (they used to be made again by _draw)."""
+    from moralkit.psm import _replay
+    from moralkit.psm import permutation as perm
+
+    ri = perm._round_index(mixed)
+    seeds = np.random.SeedSequence(13).spawn(200)
+    for i, ss in enumerate(seeds):
+        ref = np.random.default_rng(ss)
+        perm._draw(ri, 10, ref)
+        st = ref.bit_generator.state
+        if st["has_uint32"] == 0 and st["uinteger"] != 0:
+            break
+    else:
+        pytest.fail("no draw ending on a whole output with a spent half-word among 200 seeds")
+    chunk = seeds[i:i + 10]
+    res = _replayed(perm, ri, 10, chunk)
+    assert isinstance(res[0][1], _replay.ReplayedRng)
+    for ss, (picks, rng) in zip(chunk, res):
+        ref = np.random.default_rng(ss)
+        assert all(np.array_equal(a, b) for a, b in zip(picks, perm._draw(ri, 10, ref)))
+        gen = rng._get() if isinstance(rng, _replay.ReplayedRng) else rng
+        assert _replay.stream_state(gen.bit_generator) == _replay.stream_state(ref.bit_generator)
+        assert rng.integers(1 << 20, size=3).tolist() == ref.integers(1 << 20, size=3).tolist()
+
+
+def test_stream_state_ignores_only_a_spent_half_word():
+    from moralkit.psm._replay import stream_state
+
+    a, b = np.random.default_rng(4), np.random.default_rng(4)
+    a.integers(1 << 20, dtype=np.uint32)  # one 64-bit output split: its high half waits
+    assert a.bit_generator.state["has_uint32"] == 1
+    assert stream_state(a.bit_generator) != stream_state(b.bit_generator)
+    a.integers(1 << 20, dtype=np.uint32)  # the waiting half used: the same position in the stream as b
+    b.bit_generator.random_raw(1)
+    assert a.bit_generator.state != b.bit_generator.state
+    assert stream_state(a.bit_generator) == stream_state(b.bit_generator)
+    assert a.integers(1 << 30, size=4).tolist() == b.integers(1 << 30, size=4).tolist()
+
+
 def test_labels_do_not_depend_on_the_serial_chunk(mixed):
     """n_jobs=1 makes SERIAL_CHUNK draws side by side; one draw per chunk gives the same labels."""
     a = permutation_study(mixed, 0.8, T=20, rho=12, seed=5, progress=False)

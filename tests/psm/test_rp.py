@@ -665,3 +665,20 @@ def test_kernels_see_one_layout_and_dtype_whatever_the_callers_arrays():
     for k, sigs in allowed.items():  # each called directly was reached (a nested one may come from the cache)
         if k != "_subset_kernels.heap_argsort":
             assert sigs <= set(ds_[k].signatures), k
+
+
+def test_expenditure_product_is_the_definition_on_design_rounds():
+    """rp.expenditure_product (the unchecked arithmetic the convention audit calls thousands of times) gives
+    E[r, k] = p^r . |q^k - o^r| exactly, for effective, nominal and origin corners."""
+    from moralkit.psm.design import CORNERS, make_design
+    from moralkit.psm.simulate import random_chosen_answers
+
+    d = make_design(2)
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        _, corners, prices, ci, q = random_chosen_answers(d, rng)
+        for base in (corners, CORNERS[ci], np.zeros_like(corners)):
+            ref = (prices[:, None, :] * np.abs(q[None, :, :] - base[:, None, :])).sum(-1)
+            E = rp.expenditure_product(base, prices, q)
+            assert E.dtype == np.int64 and E.flags.c_contiguous and np.array_equal(E, ref)
+        assert (np.diag(rp.expenditure_product(corners, prices, q)) == 12).all()

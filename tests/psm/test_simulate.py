@@ -146,3 +146,50 @@ def test_a_seed_that_is_not_one_is_named():
         simulate_quadratic(None, 0, seed=-2)
     with pytest.raises(MoralkitError, match="kind must be one of 'quadratic', 'random', got 'logit'"):
         simulate_agents(2, "logit")
+
+
+@pytest.mark.parametrize("q0", [None, (0, 0, 0, 0, 0), (5, 1, 4, 2, 3)])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_random_chosen_answers_are_the_chosen_rows_of_random_answers(seed, q0):
+    """The convention audit's lean draw: the same random numbers as random_answers, the chosen options' rows,
+    and the generator left in the same state."""
+    from moralkit.psm.design import make_design
+    from moralkit.psm.simulate import random_answers, random_chosen_answers
+
+    d = make_design(seed)
+    r1, r2 = np.random.default_rng(seed + 7), np.random.default_rng(seed + 7)
+    for _ in range(3):
+        q0a, (corners, prices, options, ci, _, _), chosen = random_answers(d, r1, q0)
+        q0b, corners_b, prices_b, ci_b, q = random_chosen_answers(d, r2, q0)
+        assert np.array_equal(q0a, q0b) and np.array_equal(corners, corners_b)
+        assert np.array_equal(prices, prices_b) and np.array_equal(ci, ci_b)
+        assert q.dtype == options.dtype and np.array_equal(q, options[np.arange(len(options)), chosen - 1])
+    assert r1.bit_generator.state == r2.bit_generator.state
+
+
+def test_arrays_without_options_are_the_other_arrays():
+    from moralkit.psm.design import make_design
+
+    d = make_design(0)
+    full, lean = d.arrays([2, 2, 3, 3, 4]), d.arrays([2, 2, 3, 3, 4], options=False)
+    assert lean[2] is None and full[2].shape == (160, 100, 5)
+    assert all(np.array_equal(a, b) for k, (a, b) in enumerate(zip(full, lean)) if k != 2)
+
+
+def test_simulate_quadratic_noises_are_simulate_quadratic_at_each_level(design):
+    from moralkit.psm.simulate import simulate_quadratic_noises
+
+    ag = random_quadratic_agent(4)
+    noises, q0 = [0.0, 0.3, 2.0], [1, 1, 4, 4, 2]
+    seeds = [np.random.SeedSequence(9).spawn(3)[k] for k in range(3)]
+    got = simulate_quadratic_noises(ag, design, noises, [np.random.default_rng(s) for s in seeds], model="sim-n",
+                                    q0=q0)
+    for ds, noise, ss in zip(got, noises, seeds):
+        ref = simulate_quadratic(ag, design, noise=noise, seed=np.random.default_rng(ss), model="sim-n", q0=q0)
+        for f in ("corners", "prices", "options", "chosen", "round_index", "corner_index", "price_index", "q0"):
+            assert np.array_equal(getattr(ds, f), getattr(ref, f)), f
+        assert ds.model == ref.model and ds.provider == ref.provider == "simulated"
+    assert got[0].corners is not got[1].corners
+    assert not np.array_equal(got[1].chosen, got[2].chosen)
+    with pytest.raises(ValueError, match="one seed per noise level"):
+        simulate_quadratic_noises(ag, design, noises, seeds[:2])

@@ -42,6 +42,28 @@ def small_cal():
     return calib.calibrate((0.3, 0.6, 1.2), n_reps=3, n_datasets=150, seed=2)
 
 
+def test_a_kept_calibration_is_handed_out_as_copies(small_cal):
+    """calibrate keeps its result for the same arguments (notebook 08 calibrates seed 0 three times); each call
+    gets a copy equal to a calibration made afresh, and changing it changes no later call."""
+    again = calib.calibrate((0.3, 0.6, 1.2), n_reps=3, n_datasets=150, seed=2)
+    fresh = calib.calibrate((0.3, 0.6, 1.2), n_reps=3, n_datasets=150, seed=2,
+                            published=reference.published_table1())  # the same Table 1, not kept
+    for cal in (again, fresh):
+        assert cal is not small_cal
+        assert cal.table.equals(small_cal.table) and cal.grid.equals(small_cal.grid)
+        assert list(cal.datasets) == list(small_cal.datasets)
+        for k, ds in cal.datasets.items():
+            assert np.array_equal(ds.chosen, small_cal.datasets[k].chosen)
+            assert np.array_equal(cal.nulls[k], small_cal.nulls[k])
+    again.table.loc[:, "noise"] = -1.0
+    again.datasets[next(iter(again.datasets))].chosen[:] = 0
+    again.nulls[next(iter(again.nulls))][:] = -1.0
+    third = calib.calibrate((0.3, 0.6, 1.2), n_reps=3, n_datasets=150, seed=2)
+    assert third.table.equals(fresh.table) and third.grid.equals(fresh.grid)
+    assert all(np.array_equal(third.datasets[k].chosen, fresh.datasets[k].chosen) for k in fresh.datasets)
+    assert all(np.array_equal(third.nulls[k], fresh.nulls[k]) for k in fresh.nulls)
+
+
 def test_calibrated_datasets_are_simulated_and_their_alpha_is_the_real_test(small_cal):
     t1 = reference.published_table1().set_index("model")
     tab = small_cal.table.set_index("model")
