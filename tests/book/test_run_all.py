@@ -95,6 +95,21 @@ def test_a_notebook_is_parsed_once_per_version_of_its_file(tmp_path, monkeypatch
     assert len(parsed) == 2
 
 
+def test_mathjax_is_found_without_importing_its_package(monkeypatch):
+    """The book's MathJax folder is the package's, found without importing it (which imports Jupyter Server)."""
+    code = ("import sys; from moralkit.book import publish; p = publish._mathjax_static(); "
+            "print((p / 'MathJax.js').is_file(), 'jupyter_server_mathjax' in sys.modules, 'jupyter_server' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "False", "False"]
+    import importlib.util
+
+    from moralkit.book import publish
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(book.BookError, match="jupyter-server-mathjax"):
+        publish._mathjax_static()
+
+
 def test_page_titles_carry_the_number_once():
     assert page_title("02 — Rationality: GARP$_e$", "02") == "02 — Rationality: GARP$_e$"
     assert page_title("02 - Rationality", "02") == "02 — Rationality"
