@@ -290,15 +290,18 @@ def take_cpu_seconds() -> float:
 
 # --- the server process: ``python -c _SERVER_MAIN REQUEST_FD RESPONSE_FD`` ----------------------------
 
-_SERVER_MAIN = "import sys; from moralkit.book.kernels import _serve; _serve(int(sys.argv[1]), int(sys.argv[2]))"
+#: the server ends with ``os._exit`` once its kernels are collected: the interpreter's teardown of the preloaded
+#: modules would cost about 0.5 s of processor time at every run and has nothing to save
+_SERVER_MAIN = ("import os, sys; from moralkit.book.kernels import _serve; _serve(int(sys.argv[1]), int(sys.argv[2])); "
+                "sys.stdout.flush(); sys.stderr.flush(); os._exit(0)")
 
 #: in the server: the interpreter's ``sys.path``, and the warning filters the imports of :data:`PRELOAD` added
 _SERVER: dict[str, list] = {"path": [], "filters": []}
 
 
-def _become_kernel(argv: list[str], env: dict[str, str], cwd: str, report: str) -> None:
-    """In a forked child of the server: become the kernel ``python -m ipykernel_launcher ARGV`` would be,
-    run it, and write ``<exit status> <processor seconds>`` to ``report`` at its end."""
+def _become_kernel(argv: list[str], env: dict[str, str], cwd: str, report: str, server: int) -> None:
+    """In a forked child of the server (pid ``server``): become the kernel ``python -m ipykernel_launcher ARGV``
+    would be, run it, and write ``<exit status> <processor seconds>`` to ``report`` at its end."""
     import random
     import resource
     import warnings
@@ -322,8 +325,10 @@ def _become_kernel(argv: list[str], env: dict[str, str], cwd: str, report: str) 
         try:
             # ipykernel reads JPY_PARENT_PID when it is imported, which in the server was before any kernel.
             # Its parent is the server, not the launcher: it ends when the server does (which ends when the
-            # launcher does), as a launched kernel ends when its launcher does
-            app = kernelapp.IPKernelApp.instance(parent_handle=os.getppid())
+            # launcher does), as a launched kernel ends when its launcher does. The server's pid, not
+            # os.getppid(): if the server has already ended, os.getppid() is 1, for which ipykernel starts no
+            # watcher and the kernel would outlive the run; given the server's pid, it sees its parent gone
+            app = kernelapp.IPKernelApp.instance(parent_handle=server)
             app.initialize(argv)
             warnings.filters[:0] = added
             warnings._filters_mutated()
@@ -366,6 +371,7 @@ def _serve(request_fd: int, response_fd: int) -> None:
                 pass
 
     signal.signal(signal.SIGCHLD, collect)
+    server = os.getpid()
     with os.fdopen(request_fd, "rb") as requests:
         os.write(response_fd, b"ready\n")
         for line in requests:
@@ -378,7 +384,7 @@ def _serve(request_fd: int, response_fd: int) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 os.close(response_fd)
-                _become_kernel(request["argv"], request["env"], request["cwd"], request["report"])
+                _become_kernel(request["argv"], request["env"], request["cwd"], request["report"], server)
             os.write(response_fd, b"%d\n" % pid)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     collect()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import math
 import multiprocessing
@@ -124,9 +125,28 @@ class _Plan:
     expected: dict[str, float]  # seconds each notebook is expected to run (longest first; the early build)
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed_source(path: str, text: str) -> tuple[dict[str, str], str, str]:
+    """``(declared parameters, title, heading)`` of the notebook ``path`` whose text is ``text``."""
+    nb = read_notebook(path)
+    return declared_parameters(nb), notebook_title(nb, Path(path).stem), notebook_title(nb, Path(path).stem,
+                                                                                          plain=False)
+
+
+def _source_info(s: Path) -> tuple[dict[str, str], str, str]:
+    """A notebook's declared parameters, plain title and heading (:func:`notebook_title` with ``plain=False``).
+
+    Parsing a notebook with jupytext is what costs: ``main`` checks the request before :func:`run_all` plans it,
+    and the early book needs the headings of the notebooks still running, so each version of a file (keyed on
+    its text) is parsed once per process.
+    """
+    declared, title, heading = _parsed_source(str(s), Path(s).read_text(encoding="utf-8"))
+    return dict(declared), title, heading
+
+
 def _check_request(notebooks_dir, only, jobs, parameters):
     """The checks of a request that need no data and no output folder: the notebooks selected, ``jobs``, and
-    every ``-p`` name declared by one of them. Returns ``(every, sources, notebooks, declared, jobs)``."""
+    every ``-p`` name declared by one of them. Returns ``(every, sources, titles, declared, jobs)``."""
     if jobs is not None and int(jobs) < 1:
         raise MoralkitError(f"jobs must be >= 1, got {jobs}; pass --jobs 1 or more")
     jobs = int(jobs) if jobs is not None else (os.cpu_count() or 1)
@@ -135,13 +155,13 @@ def _check_request(notebooks_dir, only, jobs, parameters):
     if not sources:
         raise MoralkitError(f"no NN_name.py notebooks found in {notebooks_dir or 'notebooks/'}; "
                             "pass the folder that holds them (--notebooks)")
-    nbs = {s: read_notebook(s) for s in sources}
-    declared = {s: declared_parameters(nb) for s, nb in nbs.items()}
+    infos = {s: _source_info(s) for s in sources}
+    declared = {s: info[0] for s, info in infos.items()}
     extra = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
     if extra:
         raise MoralkitError(f"parameter(s) {', '.join(extra)} are declared by none of the selected notebooks "
                             f"({', '.join(s.stem for s in sources)}); check the name against their parameters cell")
-    return every, sources, nbs, declared, jobs
+    return every, sources, {s: info[1] for s, info in infos.items()}, declared, jobs
 
 
 def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_dir, tables_dir,
@@ -149,7 +169,7 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
     """Phase 1: select the notebooks, check the arguments and the parameters, create the folders."""
     from moralkit import paths
 
-    every, sources, nbs, declared, jobs = _check_request(notebooks_dir, only, jobs, parameters)
+    every, sources, titles, declared, jobs = _check_request(notebooks_dir, only, jobs, parameters)
     out_dir = Path(out_dir).resolve()
     env: dict[str, str] = {"TQDM_DISABLE": "1"}  # tqdm bars would be stderr blocks on the pages
     # results of pure computations that several notebooks repeat (moralkit.paths.memo_dir), kept in the build
@@ -181,7 +201,7 @@ def _plan(notebooks_dir, out_dir, only, quick, seed, jobs, parameters, figures_d
         tasks.sort(key=lambda t: -expected.get(t[0].stem, math.inf))
     return _Plan(every=every, sources=sources, out_dir=out_dir, book_dir=book_dir, executed_dir=executed_dir,
                  fig_dir=fig_dir, tab_dir=tab_dir, env=env, requested=requested,
-                 titles={s: notebook_title(nb, s.stem) for s, nb in nbs.items()}, tasks=tasks,
+                 titles=titles, tasks=tasks,
                  previous=previous, jobs=jobs, mode="quick" if quick else "full", expected=expected)
 
 
@@ -286,9 +306,9 @@ def _page_records(plan: _Plan, runs: Mapping[Path, NotebookRun]) -> list[dict[st
         elif s.stem in plan.previous and (plan.book_dir / f"{s.stem}.ipynb").exists():
             records.append(plan.previous[s.stem])
         else:
-            nb = read_notebook(s)
-            records.append({"name": s.stem, "number": s.name[:2], "title": notebook_title(nb, s.stem),
-                            "heading": notebook_title(nb, s.stem, plain=False), "source": str(s), "not_run": True})
+            _, title, heading = _source_info(s)
+            records.append({"name": s.stem, "number": s.name[:2], "title": title, "heading": heading,
+                            "source": str(s), "not_run": True})
     for stale in plan.book_dir.glob("[0-9][0-9]_*.ipynb"):
         if stale.stem not in {s.stem for s in plan.every}:
             stale.unlink()
@@ -332,7 +352,7 @@ def _build_after(plan: _Plan, early: EarlyBook, ordered: Sequence[NotebookRun], 
 def _running_record(plan: _Plan, s: Path) -> dict[str, Any]:
     """What the early build knows of a notebook still running: its name and titles."""
     return {"name": s.stem, "number": s.name[:2], "title": plan.titles[s],
-            "heading": notebook_title(read_notebook(s), s.stem, plain=False), "source": str(s)}
+            "heading": _source_info(s)[2], "source": str(s)}
 
 
 def _meta(plan: _Plan, seconds: float) -> dict[str, Any]:

@@ -15,6 +15,7 @@ once the table of contents is final, so that the final build only reads the chan
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -106,4 +107,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover - run by build_book in a subprocess
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    # the book is written and its files closed: ending here skips the interpreter's teardown of Sphinx and its
+    # extensions (about 0.3 s of processor time per build, two builds per run with the early one)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -75,6 +75,41 @@ def test_undeclared_parameter_is_a_usage_error(tmp_path):
 # ----------------------------------------------------------------------------- pages
 
 
+def test_a_notebook_is_parsed_once_per_version_of_its_file(tmp_path, monkeypatch):
+    """main() checks the request and run_all() plans it, and the early book wants the headings of the notebooks
+    still running: jupytext parses each version of a file once, and an edited file again."""
+    from moralkit.book import run
+
+    nb = tmp_path / "01_x.py"
+    nb.write_text("# %% [markdown]\n# # Title $a$\n\n# %% tags=[\"parameters\"]\nseed = 0\n", encoding="utf-8")
+    parsed = []
+    real = run.read_notebook
+    monkeypatch.setattr(run, "read_notebook", lambda p: parsed.append(p) or real(p))
+    first = run._source_info(nb)
+    assert first == ({"seed": "0"}, "Title a", "Title $a$")
+    first[0]["seed"] = "changed by a caller"  # each call gets its own dict
+    assert run._source_info(nb) == ({"seed": "0"}, "Title a", "Title $a$")
+    assert len(parsed) == 1
+    nb.write_text("# %% [markdown]\n# # Other\n\n# %% tags=[\"parameters\"]\nseed = 10\n", encoding="utf-8")
+    assert run._source_info(nb) == ({"seed": "10"}, "Other", "Other")
+    assert len(parsed) == 2
+
+
+def test_mathjax_is_found_without_importing_its_package(monkeypatch):
+    """The book's MathJax folder is the package's, found without importing it (which imports Jupyter Server)."""
+    code = ("import sys; from moralkit.book import publish; p = publish._mathjax_static(); "
+            "print((p / 'MathJax.js').is_file(), 'jupyter_server_mathjax' in sys.modules, 'jupyter_server' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "False", "False"]
+    import importlib.util
+
+    from moralkit.book import publish
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(book.BookError, match="jupyter-server-mathjax"):
+        publish._mathjax_static()
+
+
 def test_page_titles_carry_the_number_once():
     assert page_title("02 — Rationality: GARP$_e$", "02") == "02 — Rationality: GARP$_e$"
     assert page_title("02 - Rationality", "02") == "02 — Rationality"
