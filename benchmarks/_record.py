@@ -1,7 +1,7 @@
 """One JSON line per measured figure: what every benchmark prints and ``run_all_benchmarks.py`` collects.
 
 Each line carries the benchmark's name, the figure's key, its value(s), the date (UTC), the load
-average at the start and end of the measurement, and the machine's CPU count, so that a figure is
+average at the start and end of the measurement, and the machine's CPU count and CPU (LLVM's name for it), so that a figure is
 never read without the conditions it was measured in.
 """
 
@@ -19,12 +19,21 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_name() -> str | None:
+    """The host CPU's name as LLVM knows it (e.g. ``znver4``): records from different machines differ by 2x."""
+    try:
+        import llvmlite.binding as ll
+    except ImportError:
+        return None
+    return ll.get_host_cpu_name()
+
+
 def emit(bench: str, key: str, load_start: list[float], **values) -> dict:
     """Print one record line ``BENCH {json}`` and return the record."""
     rec = {"bench": bench, "key": key, **values,
            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "load_start": load_start, "load_end": load(), "cpus": os.cpu_count(),
-           "python": platform.python_version()}
+           "cpu": cpu_name(), "python": platform.python_version()}
     print(PREFIX + json.dumps(rec), flush=True)
     return rec
 
