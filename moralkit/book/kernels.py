@@ -63,7 +63,7 @@ PRELOAD = (
     "numpy", "pandas", "scipy.optimize", "scipy.stats", "matplotlib.pyplot", "numba",
     "moralkit.figures", "moralkit.psm", "moralkit.psm.indices", "moralkit.psm.permutation",
     "moralkit.psm.nlls", "moralkit.studies.audit", "moralkit.studies.crossmethod",
-    "moralkit.studies.replication", "moralkit.moralchoice", "moralkit.respondents", "moralkit.summary",
+    "moralkit.studies.replication", "moralkit.moralchoice", "moralkit.respondents",
 )
 
 #: environment variables that may differ between the server and a kernel (see the module doc)

@@ -154,3 +154,12 @@ def test_a_warm_kernel_ends_when_its_server_ends(tmp_path, monkeypatch):
         time.sleep(0.1)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_every_preloaded_module_exists():
+    """The server skips a module it cannot import (the kernel reports the error itself): a misspelt name
+    would silently preload nothing."""
+    import importlib.util
+
+    missing = [m for m in (*kernels.PRELOAD_LAUNCHER, *kernels.PRELOAD) if importlib.util.find_spec(m) is None]
+    assert missing == []
