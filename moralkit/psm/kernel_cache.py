@@ -176,8 +176,9 @@ def status() -> dict:
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if m["python"] != py:
         reasons.append(f"built for Python {m['python']}, this is Python {py}")
-    if tuple(m["target"]) != _magic_tuple():
-        reasons.append(f"built for CPU {m['target'][1]}, this machine's target is {_magic_tuple()[1]} "
+    target = _magic_tuple()
+    if tuple(m["target"]) != target:
+        reasons.append(f"built for CPU {m['target'][1]}, this machine's target is {target[1]} "
                        "(or has other CPU features)")
     now = _source_hashes()
     for name in sorted(set(now) | set(m["sources"])):
